@@ -1,0 +1,118 @@
+// Temporary name, fsync, rename: the one way convoy writes any output file.
+#include "shared/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+
+#include "shared/error.h"
+
+namespace convoy {
+namespace {
+
+std::string parent_dir(const std::string& path) {
+  auto p = std::filesystem::path(path).parent_path();
+  return p.empty() ? std::string(".") : p.string();
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // some file systems cannot open folders; the rename still stands
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail_file(tmp_, "cannot create: " + errno_text());
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fail_file(tmp_, "write failed: " + errno_text());
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void AtomicFile::pwrite(const void* data, size_t n, uint64_t offset) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fail_file(tmp_, "write failed: " + errno_text());
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+}
+
+void AtomicFile::commit() {
+  if (::fsync(fd_) != 0) fail_file(tmp_, "fsync failed: " + errno_text());
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    fail_file(tmp_, "close failed: " + errno_text());
+  }
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail_file(path_, "rename failed: " + errno_text());
+  committed_ = true;
+  fsync_dir(parent_dir(path_));
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  AtomicFile f(path);
+  f.write(content.data(), content.size());
+  f.commit();
+}
+
+std::string read_whole_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_file(path, "cannot open: " + errno_text());
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      std::string why = errno_text();
+      ::close(fd);
+      fail_file(path, "read failed: " + why);
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return out;
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+void make_dirs(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) fail_file(path, "cannot create folder: " + ec.message());
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+}  // namespace convoy

@@ -1,0 +1,36 @@
+// Files that appear complete or not at all: written under a temporary name in the same folder,
+// fsync'ed, then renamed over the final name (and the folder fsync'ed), so a crash never leaves
+// a file at the final name that looks complete but is not.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace convoy {
+
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();  // removes the temporary file unless commit() succeeded
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t n);                 // appends
+  void pwrite(const void* data, size_t n, uint64_t offset);
+  void commit();                                          // fsync, rename, fsync folder
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+void write_file_atomic(const std::string& path, const std::string& content);
+std::string read_whole_file(const std::string& path);
+bool file_exists(const std::string& path);
+// Creates the folder and its parents; fails with the path and reason.
+void make_dirs(const std::string& path);
+std::string join_path(const std::string& dir, const std::string& name);
+
+}  // namespace convoy

@@ -1,0 +1,197 @@
+// Batch-file format v1: encode, write atomically, read and verify. Every byte after the header is
+// in exactly one CRC'd section (padding included), and the header is CRC'd itself, so any flipped
+// byte or truncation is caught.
+#include "shared/batch_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "shared/atomic_file.h"
+#include "shared/crc32c.h"
+#include "shared/error.h"
+
+namespace convoy {
+namespace {
+
+constexpr char kMagic[8] = {'C', 'V', 'Y', 'B', 'A', 'T', 'C', 'H'};
+constexpr size_t kHeaderCrcBytes = offsetof(BatchHeader, header_crc);
+
+uint64_t align_up(uint64_t x) { return (x + kBatchAlign - 1) / kBatchAlign * kBatchAlign; }
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+const char* encoding_name(Encoding e) { return e == Encoding::jpeg ? "jpeg" : "raw"; }
+
+Encoding parse_encoding(const std::string& name) {
+  if (name == "raw") return Encoding::raw;
+  if (name == "jpeg") return Encoding::jpeg;
+  fail("unknown encoding '" + name + "' (expected raw or jpeg)");
+}
+
+std::vector<uint8_t> encode_batch(const Batch& b) {
+  const uint64_t n = b.count();
+  if (b.ids.size() != n) fail("batch " + str(b.batch_index) + ": ids and labels differ in count");
+  const bool jpeg = b.encoding == Encoding::jpeg;
+  if (!jpeg && b.images.size() != n * b.shape.bytes())
+    fail("batch " + str(b.batch_index) + ": image bytes do not match count x shape");
+  if (jpeg && (b.offsets.size() != n + 1 || b.offsets.back() != b.images.size()))
+    fail("batch " + str(b.batch_index) + ": JPEG offsets do not match the image bytes");
+
+  BatchHeader h;
+  std::memset(&h, 0, sizeof h);
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kBatchVersion;
+  h.header_bytes = sizeof(BatchHeader);
+  h.count = static_cast<uint32_t>(n);
+  h.height = b.shape.height;
+  h.width = b.shape.width;
+  h.channels = b.shape.channels;
+  h.encoding = static_cast<uint32_t>(b.encoding);
+  h.batch_index = b.batch_index;
+  h.labels_offset = align_up(sizeof(BatchHeader));
+  h.ids_offset = align_up(h.labels_offset + n * sizeof(int32_t));
+  h.index_offset = align_up(h.ids_offset + n * sizeof(int64_t));
+  h.images_offset = jpeg ? align_up(h.index_offset + (n + 1) * sizeof(uint64_t)) : h.index_offset;
+  h.images_bytes = b.images.size();
+  h.file_bytes = h.images_offset + h.images_bytes;
+
+  std::vector<uint8_t> out(h.file_bytes, 0);
+  uint8_t* p = out.data();
+  if (n) {
+    std::memcpy(p + h.labels_offset, b.labels.data(), n * sizeof(int32_t));
+    std::memcpy(p + h.ids_offset, b.ids.data(), n * sizeof(int64_t));
+  }
+  if (jpeg) std::memcpy(p + h.index_offset, b.offsets.data(), (n + 1) * sizeof(uint64_t));
+  if (!b.images.empty()) std::memcpy(p + h.images_offset, b.images.data(), b.images.size());
+
+  h.labels_crc = crc32c(p + h.labels_offset, h.ids_offset - h.labels_offset);
+  h.ids_crc = crc32c(p + h.ids_offset, h.index_offset - h.ids_offset);
+  h.index_crc = crc32c(p + h.index_offset, h.images_offset - h.index_offset);
+  h.images_crc = crc32c(p + h.images_offset, h.file_bytes - h.images_offset);
+  h.header_crc = crc32c(&h, kHeaderCrcBytes);
+  std::memcpy(p, &h, sizeof h);
+  return out;
+}
+
+uint32_t write_batch_file(const std::string& path, const Batch& batch) {
+  std::vector<uint8_t> bytes = encode_batch(batch);
+  AtomicFile f(path);
+  f.write(bytes.data(), bytes.size());
+  f.commit();
+  BatchHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  return h.header_crc;
+}
+
+namespace {
+
+// Checks the header against itself and the file's size; returns it.
+BatchHeader check_header(const std::string& path, const uint8_t* data, size_t size) {
+  if (size < sizeof(BatchHeader))
+    fail_file(path, "truncated: " + str(size) + " bytes, shorter than the 128-byte header");
+  BatchHeader h;
+  std::memcpy(&h, data, sizeof h);
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) fail_file(path, "not a convoy batch file (bad magic)");
+  if (crc32c(&h, kHeaderCrcBytes) != h.header_crc) fail_file(path, "header checksum mismatch (file is corrupt)");
+  if (h.version != kBatchVersion)
+    fail_file(path, "batch-file version " + str(h.version) + " is not supported (this build reads 1)");
+  if (h.header_bytes != sizeof(BatchHeader)) fail_file(path, "bad header size " + str(h.header_bytes));
+  if (h.encoding > 1) fail_file(path, "unknown encoding " + str(h.encoding));
+  const uint64_t n = h.count;
+  const bool jpeg = h.encoding == static_cast<uint32_t>(Encoding::jpeg);
+  const uint64_t img = uint64_t(h.height) * h.width * h.channels;
+  bool ok = h.labels_offset == align_up(sizeof(BatchHeader)) &&
+            h.ids_offset == align_up(h.labels_offset + n * 4) &&
+            h.index_offset == align_up(h.ids_offset + n * 8) &&
+            h.images_offset == (jpeg ? align_up(h.index_offset + (n + 1) * 8) : h.index_offset) &&
+            h.file_bytes == h.images_offset + h.images_bytes && (jpeg || h.images_bytes == n * img);
+  if (!ok) fail_file(path, "inconsistent section layout in header");
+  if (size < h.file_bytes)
+    fail_file(path, "truncated: " + str(size) + " bytes, header says " + str(h.file_bytes));
+  if (size > h.file_bytes)
+    fail_file(path, "trailing bytes: " + str(size) + " bytes, header says " + str(h.file_bytes));
+  return h;
+}
+
+}  // namespace
+
+Batch decode_batch(const std::string& path, const uint8_t* data, size_t size) {
+  const BatchHeader h = check_header(path, data, size);
+  struct Section { const char* name; uint64_t begin, end; uint32_t crc; };
+  const Section sections[] = {
+      {"labels", h.labels_offset, h.ids_offset, h.labels_crc},
+      {"ids", h.ids_offset, h.index_offset, h.ids_crc},
+      {"index", h.index_offset, h.images_offset, h.index_crc},
+      {"images", h.images_offset, h.file_bytes, h.images_crc},
+  };
+  for (const Section& s : sections)
+    if (crc32c(data + s.begin, s.end - s.begin) != s.crc)
+      fail_file(path, std::string("checksum mismatch in the ") + s.name + " section (file is corrupt)");
+  // The gap between the header and the labels is padding: it must be zero (it is in no section).
+  for (size_t i = sizeof(BatchHeader); i < h.labels_offset; ++i)
+    if (data[i] != 0) fail_file(path, "non-zero padding after the header (file is corrupt)");
+
+  Batch b;
+  const size_t n = h.count;
+  b.shape = {h.height, h.width, h.channels};
+  b.encoding = static_cast<Encoding>(h.encoding);
+  b.batch_index = h.batch_index;
+  b.labels.resize(n);
+  b.ids.resize(n);
+  if (n) {
+    std::memcpy(b.labels.data(), data + h.labels_offset, n * 4);
+    std::memcpy(b.ids.data(), data + h.ids_offset, n * 8);
+  }
+  if (b.encoding == Encoding::jpeg) {
+    b.offsets.resize(n + 1);
+    std::memcpy(b.offsets.data(), data + h.index_offset, (n + 1) * 8);
+    if (b.offsets[0] != 0 || b.offsets[n] != h.images_bytes)
+      fail_file(path, "JPEG offset index does not span the images section");
+    for (size_t i = 0; i < n; ++i)
+      if (b.offsets[i] > b.offsets[i + 1]) fail_file(path, "JPEG offset index is not increasing");
+  }
+  b.images.assign(data + h.images_offset, data + h.file_bytes);
+  return b;
+}
+
+Batch read_batch_file(const std::string& path) {
+  std::string bytes = read_whole_file(path);
+  return decode_batch(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+BatchHeader read_batch_header(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_file(path, "cannot open: " + errno_text());
+  struct stat st;
+  uint8_t buf[sizeof(BatchHeader)] = {0};
+  ssize_t r = ::fstat(fd, &st) == 0 ? ::pread(fd, buf, sizeof buf, 0) : -1;
+  ::close(fd);
+  if (r < 0) fail_file(path, "read failed: " + errno_text());
+  // check_header wants the whole size: pass the file's size but only the header's bytes are read.
+  if (static_cast<size_t>(r) < sizeof buf) check_header(path, buf, static_cast<size_t>(r));
+  BatchHeader h;
+  std::memcpy(&h, buf, sizeof h);
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) fail_file(path, "not a convoy batch file (bad magic)");
+  if (crc32c(&h, kHeaderCrcBytes) != h.header_crc) fail_file(path, "header checksum mismatch (file is corrupt)");
+  if (uint64_t(st.st_size) != h.file_bytes)
+    fail_file(path, "truncated or extended: " + str(st.st_size) + " bytes, header says " + str(h.file_bytes));
+  return h;
+}
+
+std::string check_batch_file(const std::string& path, uint32_t* header_crc) {
+  try {
+    std::string bytes = read_whole_file(path);
+    Batch b = decode_batch(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    if (header_crc) std::memcpy(header_crc, bytes.data() + offsetof(BatchHeader, header_crc), 4);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+}  // namespace convoy

@@ -1,0 +1,78 @@
+// Batch-file format v1 (docs/FORMAT.md): a 128-byte versioned header, then labels (int32), sample
+// ids (int64), an offset index (JPEG only) and the images, each section 64-byte aligned and
+// covered by its own CRC32C; the header carries those CRCs and a CRC of itself.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace convoy {
+
+enum class Encoding : uint32_t { raw = 0, jpeg = 1 };
+const char* encoding_name(Encoding e);
+Encoding parse_encoding(const std::string& name);  // "raw" | "jpeg"
+
+struct ImageShape {
+  uint32_t height = 0, width = 0, channels = 0;
+  size_t bytes() const { return size_t(height) * width * channels; }
+  bool operator==(const ImageShape& o) const {
+    return height == o.height && width == o.width && channels == o.channels;
+  }
+};
+
+#pragma pack(push, 1)
+struct BatchHeader {
+  char magic[8];            // "CVYBATCH"
+  uint32_t version;         // 1
+  uint32_t header_bytes;    // 128
+  uint32_t count;           // samples in this file
+  uint32_t height, width, channels;
+  uint32_t encoding;        // Encoding
+  uint32_t batch_index;     // this file's number in its dataset
+  uint64_t labels_offset;   // int32[count]
+  uint64_t ids_offset;      // int64[count]
+  uint64_t index_offset;    // uint64[count + 1] offsets into the images section (JPEG only)
+  uint64_t images_offset;
+  uint64_t images_bytes;
+  uint64_t file_bytes;
+  uint32_t labels_crc, ids_crc, index_crc, images_crc;  // each over its section and its padding
+  uint8_t reserved[20];     // zero
+  uint32_t header_crc;      // over bytes [0, 124)
+};
+#pragma pack(pop)
+static_assert(sizeof(BatchHeader) == 128, "batch header is 128 bytes");
+
+constexpr uint32_t kBatchVersion = 1;
+constexpr size_t kBatchAlign = 64;
+
+// One batch file in memory.
+struct Batch {
+  ImageShape shape;
+  Encoding encoding = Encoding::raw;
+  uint32_t batch_index = 0;
+  std::vector<int32_t> labels;
+  std::vector<int64_t> ids;        // index of each sample in the dataset's input index
+  std::vector<uint8_t> images;     // raw: count * shape.bytes(); JPEG: the encoded samples back to back
+  std::vector<uint64_t> offsets;   // JPEG only: count + 1 offsets into images
+
+  size_t count() const { return labels.size(); }
+  const uint8_t* raw_image(size_t i) const { return images.data() + i * shape.bytes(); }
+};
+
+// Lays the batch out as file bytes (header and CRCs filled in).
+std::vector<uint8_t> encode_batch(const Batch& batch);
+// Writes it atomically (temporary name, fsync, rename); returns the header CRC, which covers
+// every section's CRC and so stands for the whole file in dataset.json.
+uint32_t write_batch_file(const std::string& path, const Batch& batch);
+
+// Parses and checks bytes read from `path` (used in messages): magic, version, header CRC, sizes,
+// every section CRC. Throws Error("<path>: <problem>").
+Batch decode_batch(const std::string& path, const uint8_t* data, size_t size);
+Batch read_batch_file(const std::string& path);
+// The header alone, checked against its CRC and the file's size (no section CRCs).
+BatchHeader read_batch_header(const std::string& path);
+// Full check without throwing: returns "" if the file is sound, else the problem.
+std::string check_batch_file(const std::string& path, uint32_t* header_crc = nullptr);
+
+}  // namespace convoy

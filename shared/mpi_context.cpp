@@ -1,0 +1,39 @@
+// MPI start-up and shutdown; the local rank comes from a shared-memory split of COMM_WORLD, so
+// it is right under any launcher (mpirun, srun, jsrun).
+#include "shared/mpi_context.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "shared/error.h"
+
+namespace convoy {
+
+void mpi_fail(int code, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  fail(std::string("MPI call ") + call + " failed at " + file + ":" + std::to_string(line) + ": " +
+       text);
+}
+
+MpiContext::MpiContext(int* argc, char*** argv) {
+  int provided = 0;
+  CONVOY_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  CONVOY_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  CONVOY_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  MPI_Comm local;
+  CONVOY_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+  CONVOY_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
+  CONVOY_MPI_CHECK(MPI_Comm_size(local, &local_size_));
+  CONVOY_MPI_CHECK(MPI_Comm_free(&local));
+}
+
+MpiContext::~MpiContext() { MPI_Finalize(); }
+
+void MpiContext::abort(int code) const {
+  if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+}  // namespace convoy
