@@ -1,0 +1,220 @@
+// Batch-file format v1: round trip (raw and JPEG layouts), every flipped byte and every truncation
+// refused with a message naming the file, and dataset.json validation.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "shared/atomic_file.h"
+#include "shared/batch_file.h"
+#include "shared/crc32c.h"
+#include "shared/dataset_meta.h"
+#include "shared/error.h"
+
+using namespace convoy;
+
+namespace {
+
+std::string scratch(const std::string& name) {
+  std::string dir = std::string(CONVOY_TEST_TMP) + "/shared_" + name;
+  std::filesystem::remove_all(dir);
+  make_dirs(dir);
+  return dir;
+}
+
+Batch random_raw_batch(size_t n, ImageShape shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batch b;
+  b.shape = shape;
+  b.batch_index = seed;
+  for (size_t i = 0; i < n; ++i) {
+    b.labels.push_back(static_cast<int32_t>(rng() % 10));
+    b.ids.push_back(static_cast<int64_t>(rng() % 100000));
+  }
+  b.images.resize(n * shape.bytes());
+  for (auto& px : b.images) px = static_cast<uint8_t>(rng());
+  return b;
+}
+
+Batch random_jpeg_batch(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batch b;
+  b.shape = {8, 8, 3};
+  b.encoding = Encoding::jpeg;
+  b.offsets.push_back(0);
+  for (size_t i = 0; i < n; ++i) {
+    b.labels.push_back(static_cast<int32_t>(i));
+    b.ids.push_back(static_cast<int64_t>(1000 + i));
+    size_t len = 1 + rng() % 50;  // the format stores the bytes; what they hold is the loader's concern
+    for (size_t k = 0; k < len; ++k) b.images.push_back(static_cast<uint8_t>(rng()));
+    b.offsets.push_back(b.images.size());
+  }
+  return b;
+}
+
+void expect_equal(const Batch& a, const Batch& b) {
+  EXPECT_EQ(a.shape, b.shape);
+  EXPECT_EQ(a.encoding, b.encoding);
+  EXPECT_EQ(a.batch_index, b.batch_index);
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_EQ(a.ids, b.ids);
+  EXPECT_EQ(a.images, b.images);
+  EXPECT_EQ(a.offsets, b.offsets);
+}
+
+std::string error_of(const std::string& path, const std::vector<uint8_t>& bytes) {
+  try {
+    decode_batch(path, bytes.data(), bytes.size());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Crc32c, KnownVectors) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c("", 0), 0u);
+  // Extending in pieces equals one pass (the SSE path handles odd lengths and offsets).
+  std::string s(1000, 'x');
+  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<char>(i * 7);
+  uint32_t whole = crc32c(s.data(), s.size());
+  uint32_t parts = crc32c(s.data() + 3, s.size() - 3, crc32c(s.data(), 3));
+  EXPECT_EQ(whole, parts);
+}
+
+TEST(BatchFile, RawRoundTrip) {
+  const std::string dir = scratch("raw");
+  Batch b = random_raw_batch(17, {5, 7, 3}, 42);
+  const std::string path = join_path(dir, "batch_00000.cvb");
+  uint32_t crc = write_batch_file(path, b);
+  Batch r = read_batch_file(path);
+  expect_equal(b, r);
+  EXPECT_EQ(read_batch_header(path).header_crc, crc);
+  uint32_t checked = 0;
+  EXPECT_EQ(check_batch_file(path, &checked), "");
+  EXPECT_EQ(checked, crc);
+  EXPECT_EQ(r.raw_image(3)[4], b.images[3 * 105 + 4]);  // sample i at i * H*W*C: O(1) access
+}
+
+TEST(BatchFile, JpegLayoutRoundTrip) {
+  const std::string dir = scratch("jpeg");
+  Batch b = random_jpeg_batch(9, 7);
+  const std::string path = join_path(dir, "batch_00001.cvb");
+  write_batch_file(path, b);
+  expect_equal(b, read_batch_file(path));
+}
+
+TEST(BatchFile, EmptyBatchRoundTrip) {
+  Batch b;
+  b.shape = {4, 4, 1};
+  std::vector<uint8_t> bytes = encode_batch(b);
+  Batch r = decode_batch("empty", bytes.data(), bytes.size());
+  EXPECT_EQ(r.count(), 0u);
+}
+
+TEST(BatchFile, SectionsAreAligned) {
+  std::vector<uint8_t> bytes = encode_batch(random_raw_batch(3, {2, 2, 1}, 1));
+  BatchHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  for (uint64_t off : {h.labels_offset, h.ids_offset, h.index_offset, h.images_offset})
+    EXPECT_EQ(off % kBatchAlign, 0u);
+}
+
+TEST(BatchFile, EveryFlippedByteIsDetected) {
+  for (Batch b : {random_raw_batch(3, {3, 3, 3}, 5), random_jpeg_batch(4, 9)}) {
+    const std::vector<uint8_t> good = encode_batch(b);
+    ASSERT_EQ(error_of("f.cvb", good), "");
+    for (size_t i = 0; i < good.size(); ++i) {
+      for (uint8_t mask : {0x01, 0x80}) {
+        std::vector<uint8_t> bad = good;
+        bad[i] ^= mask;
+        std::string why = error_of("f.cvb", bad);
+        ASSERT_FALSE(why.empty()) << "flip of byte " << i << " went unnoticed";
+        EXPECT_EQ(why.rfind("f.cvb: ", 0), 0u) << why;
+      }
+    }
+  }
+}
+
+TEST(BatchFile, EveryTruncationIsRefused) {
+  const std::vector<uint8_t> good = encode_batch(random_raw_batch(4, {4, 4, 3}, 3));
+  for (size_t len = 0; len < good.size(); ++len) {
+    std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(len));
+    std::string why = error_of("t.cvb", cut);
+    ASSERT_FALSE(why.empty()) << "truncation at " << len;
+    if (len >= sizeof(BatchHeader)) EXPECT_NE(why.find("truncated"), std::string::npos) << why;
+  }
+}
+
+TEST(BatchFile, TruncatedFileOnDiskNamesFileAndProblem) {
+  const std::string dir = scratch("trunc");
+  const std::string path = join_path(dir, "batch_00000.cvb");
+  write_batch_file(path, random_raw_batch(8, {4, 4, 3}, 11));
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 10);
+  try {
+    read_batch_file(path);
+    FAIL() << "truncated file was accepted";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(path + ": truncated", 0), 0u) << msg;
+  }
+  EXPECT_THROW(read_batch_header(path), Error);
+  EXPECT_NE(check_batch_file(path), "");
+}
+
+TEST(BatchFile, AtomicWriteLeavesNoTemporaryFiles) {
+  const std::string dir = scratch("atomic");
+  write_batch_file(join_path(dir, "b.cvb"), random_raw_batch(2, {2, 2, 1}, 2));
+  size_t n = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir)) {
+    (void)e;
+    ++n;
+  }
+  EXPECT_EQ(n, 1u);
+  {
+    AtomicFile f(join_path(dir, "never.cvb"));
+    f.write("x", 1);
+  }  // destroyed without commit: nothing may appear under either name
+  EXPECT_FALSE(file_exists(join_path(dir, "never.cvb")));
+  n = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir)) {
+    (void)e;
+    ++n;
+  }
+  EXPECT_EQ(n, 1u);
+}
+
+TEST(DatasetMeta, RoundTripAndValidation) {
+  const std::string dir = scratch("meta");
+  DatasetMeta m;
+  m.classes = {"a", "b"};
+  m.class_counts = {2, 1};
+  m.num_samples = 3;
+  m.shape = {4, 4, 3};
+  m.per_file = 2;
+  m.mean = {1, 2, 3};
+  m.std = {4, 5, 6};
+  m.files = {{"batch_00000.cvb", 2, 100, 7}, {"batch_00001.cvb", 1, 90, 8}};
+  write_dataset_meta(dir, m);
+  DatasetMeta r = read_dataset_meta(dir);
+  EXPECT_EQ(to_json(r), to_json(m));
+
+  auto j = to_json(m);
+  j["num_samples"] = 4;
+  EXPECT_THROW(dataset_from_json(j, "x"), Error);
+  j = to_json(m);
+  j["files"][0]["name"] = "../escape.cvb";
+  EXPECT_THROW(dataset_from_json(j, "x"), Error);
+  j = to_json(m);
+  j.erase("classes");
+  try {
+    dataset_from_json(j, "d/dataset.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("d/dataset.json: missing field 'classes'"), std::string::npos);
+  }
+  EXPECT_THROW(read_dataset_meta(scratch("nometa")), Error);
+}
