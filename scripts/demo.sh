@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole path on the embedded data set: Fashion-MNIST (Debian's dataset-fashion-mnist) -> tar of
+# PNGs -> datagen under mpirun -np 2 -> train on the CPU backend -> test accuracy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+scripts/setup.sh
+
+data=${CONVOY_DATA:-data}
+fm=/usr/share/datasets/fashion-mnist
+mkdir -p "$data"
+
+for split in train t10k; do
+  tar_out="$data/fmnist-$split.tar"
+  [ -f "$tar_out" ] || build/datagen idx2tar --images "$fm/$split-images-idx3-ubyte.gz" \
+    --labels "$fm/$split-labels-idx1-ubyte.gz" --out "$tar_out" --classes-out "$data/classes.txt"
+done
+
+mpi=(mpirun -np 2 --oversubscribe)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+for split in train t10k; do
+  "${mpi[@]}" build/datagen --input "$data/fmnist-$split.tar" --output "$data/fmnist-$split" \
+    --size 28 --channels 1 --classes "$data/classes.txt"
+done
+
+# The CPU backend: a short run that stays within minutes on two cores.
+epochs=${CONVOY_EPOCHS:-2}
+build/train --config configs/fmnist.toml --data "$data/fmnist-train" --val "$data/fmnist-t10k" \
+  --epochs "$epochs" | tee "$data/train.log"
+echo "demo: finished in $(( $(date +%s) - start )) s"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs convoy's Debian packages (only those missing) and builds a Release build in build/.
+# Idempotent: a second run installs nothing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libarchive-dev libturbojpeg0-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev
+  python3 python3-numpy python3-matplotlib python3-crc32c python3-pil
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# CUDA is optional: build the CUDA code when nvcc is there (on PATH or in /usr/local/cuda).
+cuda_args=()
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  cuda_args+=("-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc")
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" ${CONVOY_CMAKE_ARGS:-} >/dev/null
+cmake --build build -j"$jobs"
+echo "setup: built build/datagen and build/train"
