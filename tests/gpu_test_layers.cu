@@ -1,0 +1,222 @@
+// Every CUDA op against its CPU reference on random inputs. Tolerances (fp32 mode): relative
+// max-norm error 1e-5 for elementwise ops and pooling (same arithmetic), 1e-4 for reductions and
+// matrix products (different summation order); masks and argmax indices must match exactly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "train/layers/elementwise.h"
+#include "train/layers/gpu_ops.h"
+#include "train/layers/softmax_xent.h"
+
+using namespace convoy;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+template <typename T>
+gpu::DeviceBuffer<T> up(const std::vector<T>& v) {
+  gpu::DeviceBuffer<T> b(v.size());
+  b.upload(v.data(), v.size());
+  return b;
+}
+
+template <typename T>
+std::vector<T> down(gpu::Context& ctx, const gpu::DeviceBuffer<T>& b) {
+  ctx.synchronize();
+  std::vector<T> v(b.size());
+  b.download(v.data(), v.size());
+  return v;
+}
+
+// max |a - b| / max(max |b|, 1e-6): one number per tensor, stable for tensors with tiny entries.
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, ref = 1e-6;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+    ref = std::max(ref, double(std::fabs(b[i])));
+  }
+  return diff / ref;
+}
+
+// Output buffers start as NaN so an element the kernel never writes cannot pass.
+gpu::DeviceBuffer<float> poisoned(size_t n) { return up(std::vector<float>(n, NAN)); }
+
+struct Gpu : ::testing::Test {
+  gpu::Context ctx{0};
+};
+
+}  // namespace
+
+TEST_F(Gpu, ConvForwardBackward) {
+  for (ConvShape s : {ConvShape{4, 3, 28, 28, 32, 3, 3, 1, 1, 1}, ConvShape{2, 16, 15, 13, 8, 3, 3, 2, 1, 1},
+                      ConvShape{3, 8, 9, 9, 8, 1, 1, 1, 0, 1}, ConvShape{2, 8, 10, 10, 8, 3, 3, 1, 1, 4},
+                      ConvShape{2, 3, 32, 32, 16, 7, 7, 2, 3, 1}}) {
+    auto x = randn(s.in_count(), 1), w = randn(s.weight_count(), 2, 0.2f), b = randn(s.c_out, 3);
+    auto dy = randn(s.out_count(), 4);
+    std::vector<float> y(s.out_count()), dx(s.in_count()), dw(s.weight_count()), db(s.c_out);
+    convoy::conv_forward(s, x.data(), w.data(), b.data(), y.data());
+    convoy::conv_backward(s, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
+
+    gpu::ConvPlan plan(ctx, s);
+    auto gx = up(x), gw = up(w), gb = up(b), gdy = up(dy);
+    auto gy = poisoned(y.size()), gdx = poisoned(dx.size()), gdw = poisoned(dw.size()), gdb = poisoned(db.size());
+    gpu::conv_forward(ctx, plan, gx.get(), gw.get(), gb.get(), gy.get());
+    gpu::conv_backward(ctx, plan, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), gdb.get());
+    EXPECT_LT(rel_err(down(ctx, gy), y), 1e-4) << "groups " << s.groups;
+    EXPECT_LT(rel_err(down(ctx, gdx), dx), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, gdw), dw), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, gdb), db), 1e-4);
+  }
+}
+
+TEST_F(Gpu, FcForwardBackward) {
+  FcShape s{37, 300, 10};
+  auto x = randn(size_t(s.n) * s.in, 5), w = randn(s.weight_count(), 6, 0.1f), b = randn(s.out, 7);
+  auto dy = randn(size_t(s.n) * s.out, 8);
+  std::vector<float> y(size_t(s.n) * s.out), dx(x.size()), dw(w.size()), db(s.out);
+  convoy::fc_forward(s, x.data(), w.data(), b.data(), y.data());
+  convoy::fc_backward(s, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
+  auto gx = up(x), gw = up(w), gb = up(b), gdy = up(dy);
+  auto gy = poisoned(y.size()), gdx = poisoned(dx.size()), gdw = poisoned(dw.size()), gdb = poisoned(db.size());
+  gpu::fc_forward(ctx, s, gx.get(), gw.get(), gb.get(), gy.get());
+  gpu::fc_backward(ctx, s, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), gdb.get());
+  EXPECT_LT(rel_err(down(ctx, gy), y), 1e-4);
+  EXPECT_LT(rel_err(down(ctx, gdx), dx), 1e-4);
+  EXPECT_LT(rel_err(down(ctx, gdw), dw), 1e-4);
+  EXPECT_LT(rel_err(down(ctx, gdb), db), 1e-4);
+}
+
+TEST_F(Gpu, Pooling) {
+  for (PoolShape s : {PoolShape{3, 5, 28, 28, 2, 2, 2, 0}, PoolShape{2, 4, 15, 17, 3, 3, 2, 1},
+                      PoolShape{2, 3, 9, 9, 3, 3, 1, 1}}) {
+    auto x = randn(s.in_count(), 9), dy = randn(s.out_count(), 10);
+    std::vector<float> y(s.out_count()), dx(s.in_count()), ya(s.out_count()), dxa(s.in_count());
+    std::vector<int32_t> am(s.out_count());
+    convoy::max_pool_forward(s, x.data(), y.data(), am.data());
+    convoy::max_pool_backward(s, dy.data(), am.data(), dx.data());
+    convoy::avg_pool_forward(s, x.data(), ya.data());
+    convoy::avg_pool_backward(s, dy.data(), dxa.data());
+    auto gx = up(x), gdy = up(dy);
+    auto gy = poisoned(y.size()), gdx = poisoned(dx.size()), gya = poisoned(y.size()), gdxa = poisoned(dx.size());
+    gpu::DeviceBuffer<int32_t> gam(am.size());
+    gpu::max_pool_forward(ctx, s, gx.get(), gy.get(), gam.get());
+    gpu::max_pool_backward(ctx, s, gdy.get(), gam.get(), gdx.get());
+    gpu::avg_pool_forward(ctx, s, gx.get(), gya.get());
+    gpu::avg_pool_backward(ctx, s, gdy.get(), gdxa.get());
+    EXPECT_EQ(down(ctx, gam), am);
+    EXPECT_LT(rel_err(down(ctx, gy), y), 1e-6);
+    EXPECT_LT(rel_err(down(ctx, gdx), dx), 1e-5);
+    EXPECT_LT(rel_err(down(ctx, gya), ya), 1e-5);
+    EXPECT_LT(rel_err(down(ctx, gdxa), dxa), 1e-5);
+  }
+  const int n = 3, c = 7, hw = 49;
+  auto x = randn(size_t(n) * c * hw, 11), dy = randn(size_t(n) * c, 12);
+  std::vector<float> y(n * c), dx(x.size());
+  convoy::global_avg_pool_forward(n, c, hw, x.data(), y.data());
+  convoy::global_avg_pool_backward(n, c, hw, dy.data(), dx.data());
+  auto gx = up(x), gdy = up(dy), gy = poisoned(y.size()), gdx = poisoned(dx.size());
+  gpu::global_avg_pool_forward(ctx, n, c, hw, gx.get(), gy.get());
+  gpu::global_avg_pool_backward(ctx, n, c, hw, gdy.get(), gdx.get());
+  EXPECT_LT(rel_err(down(ctx, gy), y), 1e-5);
+  EXPECT_LT(rel_err(down(ctx, gdx), dx), 1e-6);
+}
+
+TEST_F(Gpu, ElementwiseOps) {
+  const size_t n = 100003;
+  auto a = randn(n, 13), b = randn(n, 14), dy = randn(n, 15);
+  std::vector<float> y(n), dx(n), s(n), acc = b;
+  convoy::relu_forward(n, a.data(), y.data());
+  convoy::relu_backward(n, y.data(), dy.data(), dx.data());
+  convoy::add_forward(n, a.data(), b.data(), s.data());
+  convoy::accumulate(n, a.data(), acc.data());
+  auto ga = up(a), gb = up(b), gdy = up(dy), gacc = up(b);
+  auto gy = poisoned(n), gdx = poisoned(n), gs = poisoned(n);
+  gpu::relu_forward(ctx, n, ga.get(), gy.get());
+  gpu::relu_backward(ctx, n, gy.get(), gdy.get(), gdx.get());
+  gpu::add_forward(ctx, n, ga.get(), gb.get(), gs.get());
+  gpu::accumulate(ctx, n, ga.get(), gacc.get());
+  EXPECT_EQ(down(ctx, gy), y);
+  EXPECT_EQ(down(ctx, gdx), dx);
+  EXPECT_EQ(down(ctx, gs), s);
+  EXPECT_EQ(down(ctx, gacc), acc);
+}
+
+TEST_F(Gpu, DropoutMaskEqualsCpu) {
+  DropoutShape s{16, 257, 0.3f};
+  std::vector<uint64_t> keys(s.n);
+  for (int i = 0; i < s.n; ++i) keys[i] = 1000003ull * i + 17;
+  auto x = randn(size_t(s.n) * s.per_sample, 16), dy = randn(x.size(), 17);
+  std::vector<float> y(x.size()), mask(x.size()), dx(x.size());
+  convoy::dropout_forward(s, 42, keys.data(), x.data(), y.data(), mask.data());
+  convoy::dropout_backward(s, mask.data(), dy.data(), dx.data());
+  auto gkeys = up(keys);
+  auto gx = up(x), gdy = up(dy), gy = poisoned(x.size()), gmask = poisoned(x.size()), gdx = poisoned(x.size());
+  gpu::dropout_forward(ctx, s, 42, gkeys.get(), gx.get(), gy.get(), gmask.get());
+  gpu::dropout_backward(ctx, s, gmask.get(), gdy.get(), gdx.get());
+  EXPECT_EQ(down(ctx, gmask), mask);
+  EXPECT_EQ(down(ctx, gy), y);
+  EXPECT_EQ(down(ctx, gdx), dx);
+  size_t dropped = std::count(mask.begin(), mask.end(), 0.f);
+  EXPECT_NEAR(double(dropped) / mask.size(), 0.3, 0.05);
+}
+
+TEST_F(Gpu, SoftmaxCrossEntropy) {
+  const int n = 50, classes = 10;
+  auto logits = randn(size_t(n) * classes, 18, 3.f);
+  std::vector<int> labels(n);
+  for (int i = 0; i < n; ++i) labels[i] = (i * 7) % classes;
+  std::vector<float> probs(logits.size()), loss(n), dl(logits.size());
+  convoy::softmax_xent_forward(n, classes, logits.data(), labels.data(), probs.data(), loss.data());
+  convoy::softmax_xent_backward(n, classes, probs.data(), labels.data(), 1.f / n, dl.data());
+  auto glab = up(labels);
+  auto gl = up(logits), gp = poisoned(probs.size()), gloss = poisoned(n), gdl = poisoned(dl.size());
+  gpu::softmax_xent_forward(ctx, n, classes, gl.get(), glab.get(), gp.get(), gloss.get());
+  gpu::softmax_xent_backward(ctx, n, classes, gp.get(), glab.get(), 1.f / n, gdl.get());
+  EXPECT_LT(rel_err(down(ctx, gp), probs), 1e-5);
+  EXPECT_LT(rel_err(down(ctx, gloss), loss), 1e-5);
+  EXPECT_LT(rel_err(down(ctx, gdl), dl), 1e-5);
+}
+
+TEST_F(Gpu, BatchNorm) {
+  for (BnShape s : {BnShape{8, 6, 25}, BnShape{32, 20, 1}}) {
+    const size_t count = size_t(s.n) * s.c * s.hw;
+    auto x = randn(count, 19, 2.f), dy = randn(count, 20), gamma = randn(s.c, 21), beta = randn(s.c, 22);
+    std::vector<float> y(count), ye(count), dx(count), dg(s.c), dbeta(s.c), mean(s.c), invstd(s.c);
+    std::vector<float> rmean(s.c, 0.1f), rvar(s.c, 0.9f);
+    convoy::bn_forward_train(s, x.data(), gamma.data(), beta.data(), y.data(), mean.data(), invstd.data(),
+                             rmean.data(), rvar.data());
+    convoy::bn_forward_eval(s, x.data(), gamma.data(), beta.data(), rmean.data(), rvar.data(), ye.data());
+    convoy::bn_backward(s, x.data(), dy.data(), gamma.data(), mean.data(), invstd.data(), dx.data(), dg.data(),
+                        dbeta.data());
+    auto gx = up(x), gdy = up(dy), gg = up(gamma), gbeta = up(beta);
+    auto grm = up(std::vector<float>(s.c, 0.1f)), grv = up(std::vector<float>(s.c, 0.9f));
+    auto gy = poisoned(count), gye = poisoned(count), gdx = poisoned(count), gdg = poisoned(s.c),
+         gdb = poisoned(s.c), gmean = poisoned(s.c), ginv = poisoned(s.c);
+    gpu::bn_forward_train(ctx, s, gx.get(), gg.get(), gbeta.get(), gy.get(), gmean.get(), ginv.get(), grm.get(),
+                          grv.get());
+    gpu::bn_forward_eval(ctx, s, gx.get(), gg.get(), gbeta.get(), grm.get(), grv.get(), gye.get());
+    gpu::bn_backward(ctx, s, gx.get(), gdy.get(), gg.get(), gmean.get(), ginv.get(), gdx.get(), gdg.get(), gdb.get());
+    EXPECT_LT(rel_err(down(ctx, gy), y), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, gmean), mean), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, ginv), invstd), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, grm), rmean), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, grv), rvar), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, gye), ye), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, gdx), dx), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, gdg), dg), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, gdb), dbeta), 1e-4);
+  }
+}

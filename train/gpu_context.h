@@ -1,0 +1,106 @@
+// The CUDA backend's per-device state: one stream, the cuDNN and cuBLAS handles bound to it, and
+// one workspace allocated at start (no cudaMalloc in the step). Checks for cuDNN/cuBLAS calls.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <string>
+
+#include "shared/cuda_check.h"
+
+#define CONVOY_CUDNN_CHECK(call)                                                                \
+  do {                                                                                          \
+    cudnnStatus_t convoy_cudnn_rc_ = (call);                                                    \
+    if (convoy_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                               \
+      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" +                      \
+                     std::to_string(__LINE__) + ": " + cudnnGetErrorString(convoy_cudnn_rc_));  \
+  } while (0)
+
+#define CONVOY_CUBLAS_CHECK(call)                                                               \
+  do {                                                                                          \
+    cublasStatus_t convoy_cublas_rc_ = (call);                                                  \
+    if (convoy_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                             \
+      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" +                      \
+                     std::to_string(__LINE__) + ": " +                                          \
+                     cublasGetStatusString(convoy_cublas_rc_));                                 \
+  } while (0)
+
+// Grid-stride loop over n elements, for kernels launched with grid_for(n).
+#define CONVOY_GRID_STRIDE(i, n) \
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+namespace convoy::gpu {
+
+// fp32: exact float arithmetic (no tensor cores); tf32: cuDNN/cuBLAS may use TF32 tensor cores.
+enum class MathMode { fp32, tf32 };
+
+class Context {
+ public:
+  explicit Context(int device, size_t workspace_bytes = size_t(256) << 20, MathMode math = MathMode::fp32);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  void* workspace() const { return workspace_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  MathMode math() const { return math_; }
+  void synchronize() const { CONVOY_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+ private:
+  void release();
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_;
+  MathMode math_;
+};
+
+// A device allocation owned for its lifetime (made at set-up, never in the step).
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t count) : count_(count) {
+    if (count) CONVOY_CUDA_CHECK(cudaMalloc(&ptr_, count * sizeof(T)));
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), count_(o.count_) { o.ptr_ = nullptr; o.count_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(count_, o.count_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  T* get() const { return ptr_; }
+  size_t size() const { return count_; }
+  void upload(const T* host, size_t count) {
+    CONVOY_CUDA_CHECK(cudaMemcpy(ptr_, host, count * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  void download(T* host, size_t count) const {
+    CONVOY_CUDA_CHECK(cudaMemcpy(host, ptr_, count * sizeof(T), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t count_ = 0;
+};
+
+// Blocks of 256 threads covering n elements, capped so huge tensors use grid-stride loops.
+inline unsigned grid_for(size_t n, unsigned block = 256) {
+  size_t g = (n + block - 1) / block;
+  return static_cast<unsigned>(g < 65535u * 8 ? (g ? g : 1) : 65535u * 8);
+}
+
+}  // namespace convoy::gpu

@@ -1,0 +1,61 @@
+// CUDA twin of batchnorm.cpp through cuDNN's spatial batch norm, which keeps the same saved
+// statistics (mean, 1/sqrt(var + eps)) and the same unbiased running-variance update.
+#include "train/layers/gpu_ops.h"
+
+namespace convoy::gpu {
+namespace {
+
+// The data and per-channel descriptors for one call; creating them is host work only.
+struct BnDescriptors {
+  cudnnTensorDescriptor_t x = nullptr, param = nullptr;
+  explicit BnDescriptors(const BnShape& s) {
+    CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&param));
+    // Spatial batch norm reduces over N, H and W alike, so the plane can be given as hw x 1.
+    CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.hw, 1));
+    CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(param, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s.c, 1, 1));
+  }
+  ~BnDescriptors() {
+    if (param) cudnnDestroyTensorDescriptor(param);
+    if (x) cudnnDestroyTensorDescriptor(x);
+  }
+  BnDescriptors(const BnDescriptors&) = delete;
+  BnDescriptors& operator=(const BnDescriptors&) = delete;
+};
+
+}  // namespace
+
+void bn_forward_train(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
+                      float* y, float* save_mean, float* save_invstd, float* running_mean, float* running_var) {
+  BnDescriptors d(s);
+  const float one = 1.f, zero = 0.f;
+  CONVOY_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+      ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, x, d.x, y, d.param, gamma, beta, s.momentum,
+      running_mean, running_var, s.eps, save_mean, save_invstd));
+}
+
+void bn_forward_eval(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
+                     const float* running_mean, const float* running_var, float* y) {
+  BnDescriptors d(s);
+  const float one = 1.f, zero = 0.f;
+  CONVOY_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x,
+                                                             x, d.x, y, d.param, gamma, beta, running_mean,
+                                                             running_var, s.eps));
+}
+
+void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy, const float* gamma,
+                 const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta) {
+  BnDescriptors d(s);
+  const float one = 1.f, zero = 0.f;
+  float* out = dx;
+  if (!out) {  // the first layer needs no input gradient, but cuDNN always writes one
+    if (ctx.workspace_bytes() < size_t(s.n) * s.c * s.hw * sizeof(float))
+      fail("batch norm backward: the GPU workspace is too small for the input gradient");
+    out = static_cast<float*>(ctx.workspace());
+  }
+  CONVOY_CUDNN_CHECK(cudnnBatchNormalizationBackward(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
+                                                     d.x, x, d.x, dy, d.x, out, d.param, gamma, dgamma, dbeta,
+                                                     s.eps, save_mean, save_invstd));
+}
+
+}  // namespace convoy::gpu

@@ -1,0 +1,76 @@
+// The CUDA twins of the CPU reference ops in train/layers/*.h: same shape structs, same
+// semantics, device pointers, work queued on the context's stream. Each lives in <op>.cu beside
+// its <op>.cpp, and tests/gpu_test_layers.cu checks every one against its CPU reference.
+#pragma once
+#include <cudnn.h>
+
+#include <cstdint>
+
+#include "train/gpu_context.h"
+#include "train/layers/batchnorm.h"
+#include "train/layers/conv.h"
+#include "train/layers/dropout.h"
+#include "train/layers/fc.h"
+#include "train/layers/pool.h"
+
+namespace convoy::gpu {
+
+// cuDNN descriptors and algorithms for one convolution shape, chosen once at set-up. Only
+// deterministic algorithms are used, so a run's weights do not depend on scheduling.
+class ConvPlan {
+ public:
+  ConvPlan(Context& ctx, const ConvShape& shape);
+  ~ConvPlan();
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+  const ConvShape& shape() const { return shape_; }
+
+  ConvShape shape_;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+};
+
+void conv_forward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* b, float* y);
+void conv_backward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* dy,
+                   float* dx, float* dw, float* db);
+
+void fc_forward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* b, float* y);
+void fc_backward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* dy, float* dx,
+                 float* dw, float* db);
+
+void max_pool_forward(Context& ctx, const PoolShape& s, const float* x, float* y, int32_t* argmax);
+void max_pool_backward(Context& ctx, const PoolShape& s, const float* dy, const int32_t* argmax, float* dx);
+void avg_pool_forward(Context& ctx, const PoolShape& s, const float* x, float* y);
+void avg_pool_backward(Context& ctx, const PoolShape& s, const float* dy, float* dx);
+void global_avg_pool_forward(Context& ctx, int n, int c, int hw, const float* x, float* y);
+void global_avg_pool_backward(Context& ctx, int n, int c, int hw, const float* dy, float* dx);
+
+void relu_forward(Context& ctx, size_t count, const float* x, float* y);
+void relu_backward(Context& ctx, size_t count, const float* y, const float* dy, float* dx);
+void add_forward(Context& ctx, size_t count, const float* a, const float* b, float* y);
+void accumulate(Context& ctx, size_t count, const float* src, float* dst);
+
+// sample_keys is a device array of s.n keys; the mask equals the CPU twin's bit for bit.
+void dropout_forward(Context& ctx, const DropoutShape& s, uint64_t key, const uint64_t* sample_keys,
+                     const float* x, float* y, float* mask);
+void dropout_backward(Context& ctx, const DropoutShape& s, const float* mask, const float* dy, float* dx);
+
+// loss (device, n floats) gets the per-sample loss; the mean is left to the caller so the step
+// needs no host synchronisation.
+void softmax_xent_forward(Context& ctx, int n, int classes, const float* logits, const int* labels,
+                          float* probs, float* loss);
+void softmax_xent_backward(Context& ctx, int n, int classes, const float* probs, const int* labels,
+                           float grad_scale, float* dlogits);
+
+void bn_forward_train(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
+                      float* y, float* save_mean, float* save_invstd, float* running_mean, float* running_var);
+void bn_forward_eval(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
+                     const float* running_mean, const float* running_var, float* y);
+void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy, const float* gamma,
+                 const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta);
+
+}  // namespace convoy::gpu
