@@ -1,0 +1,301 @@
+// Member walking over libarchive. Uncompressed tars are read through callbacks over a byte range
+// of one file descriptor, so the offset of every member's data (also inside inner tars) is known
+// from the stream position after its header; compressed inputs are only streamed.
+#include "datagen/archive_walk.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "shared/error.h"
+
+namespace convoy::datagen {
+namespace {
+
+struct ArchiveFree {
+  void operator()(archive* a) const { archive_read_free(a); }
+};
+using ArchivePtr = std::unique_ptr<archive, ArchiveFree>;
+
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+// A byte range [base, base + len) of a file, read through pread so that inner tars need no copy.
+struct RangeSource {
+  int fd;
+  uint64_t base, len, pos = 0;
+  std::string path;
+  std::vector<char> buf = std::vector<char>(1 << 20);
+};
+
+la_ssize_t range_read(archive* a, void* client, const void** out) {
+  auto* s = static_cast<RangeSource*>(client);
+  const uint64_t n = std::min<uint64_t>(s->buf.size(), s->len - s->pos);
+  if (n == 0) return 0;
+  ssize_t got;
+  do got = ::pread(s->fd, s->buf.data(), n, static_cast<off_t>(s->base + s->pos));
+  while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    archive_set_error(a, errno, "read failed: %s", errno_text().c_str());
+    return -1;
+  }
+  s->pos += static_cast<uint64_t>(got);
+  *out = s->buf.data();
+  return got;
+}
+
+la_int64_t range_seek(archive*, void* client, la_int64_t offset, int whence) {
+  auto* s = static_cast<RangeSource*>(client);
+  int64_t target = whence == SEEK_SET ? offset : whence == SEEK_CUR ? int64_t(s->pos) + offset : int64_t(s->len) + offset;
+  if (target < 0 || uint64_t(target) > s->len) return ARCHIVE_FATAL;
+  s->pos = uint64_t(target);
+  return target;
+}
+
+la_int64_t range_skip(archive*, void* client, la_int64_t request) {
+  auto* s = static_cast<RangeSource*>(client);
+  const uint64_t n = std::min<uint64_t>(uint64_t(request), s->len - s->pos);
+  s->pos += n;
+  return static_cast<la_int64_t>(n);
+}
+
+// An inner tar read straight out of the enclosing (streamed) archive's current member.
+struct NestedSource {
+  archive* outer;
+  std::vector<char> buf = std::vector<char>(1 << 16);
+};
+
+la_ssize_t nested_read(archive* a, void* client, const void** out) {
+  auto* s = static_cast<NestedSource*>(client);
+  la_ssize_t n = archive_read_data(s->outer, s->buf.data(), s->buf.size());
+  if (n < 0) archive_set_error(a, archive_errno(s->outer), "%s", archive_error_string(s->outer));
+  *out = s->buf.data();
+  return n;
+}
+
+ArchivePtr new_reader() {
+  ArchivePtr a(archive_read_new());
+  archive_read_support_filter_all(a.get());
+  archive_read_support_format_tar(a.get());
+  archive_read_support_format_empty(a.get());
+  return a;
+}
+
+bool ends_with_tar(const std::string& name) {
+  if (name.size() < 4) return false;
+  std::string tail = name.substr(name.size() - 4);
+  std::transform(tail.begin(), tail.end(), tail.begin(), ::tolower);
+  return tail == ".tar";
+}
+
+std::string err_text(archive* a) {
+  const char* s = archive_error_string(a);
+  return s ? s : "unknown libarchive error";
+}
+
+struct Walker {
+  std::string input;
+  const std::function<bool(const Member&)>& visit;
+  bool nested;
+  bool stop = false;
+
+  // Walks an opened archive. random: positions are byte offsets in the input file, base added.
+  WalkResult walk(archive* a, bool random, uint64_t base, const std::string& prefix, const std::string& inner,
+                  int fd) {
+    WalkResult res;
+    std::string last = "(start of archive)";
+    archive_entry* e = nullptr;
+    bool first = true;
+    while (!stop) {
+      int rc = archive_read_next_header(a, &e);
+      if (rc == ARCHIVE_EOF) break;
+      if (rc < ARCHIVE_WARN) {
+        res.complete = false;
+        res.error = input + ": archive ends or is damaged after member '" + last + "': " + err_text(a);
+        break;
+      }
+      if (first && random && archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) random = false;
+      if (first) res.kind = random ? InputKind::tar : InputKind::stream;
+      first = false;
+      const char* pn = archive_entry_pathname(e);
+      std::string name = pn ? pn : "";
+      while (name.rfind("./", 0) == 0) name.erase(0, 2);
+      Member m;
+      m.path = prefix + name;
+      m.inner_tar = inner;
+      m.size = archive_entry_size_is_set(e) ? uint64_t(archive_entry_size(e)) : 0;
+      const auto type = archive_entry_filetype(e);
+      if (type == AE_IFDIR) continue;  // folders carry no data and are not counted
+      m.regular = type == AE_IFREG && archive_entry_sparse_count(e) == 0;
+      if (random) m.offset = int64_t(base + uint64_t(archive_filter_bytes(a, 0)));
+      last = m.path;
+      if (m.regular && random) {
+        const uint64_t end = uint64_t(m.offset) + m.size;
+        struct stat st {};
+        if (::fstat(fd, &st) == 0 && end > uint64_t(st.st_size)) {
+          res.complete = false;
+          res.error = input + ": archive is truncated in member '" + m.path + "'";
+          break;
+        }
+      }
+      if (m.regular && nested && ends_with_tar(name)) {
+        WalkResult sub;
+        if (random) {
+          RangeSource src{fd, uint64_t(m.offset), m.size, 0, input};
+          ArchivePtr in = new_reader();
+          archive_read_set_read_callback(in.get(), range_read);
+          archive_read_set_seek_callback(in.get(), range_seek);
+          archive_read_set_skip_callback(in.get(), range_skip);
+          archive_read_set_callback_data(in.get(), &src);
+          if (archive_read_open1(in.get()) != ARCHIVE_OK) {
+            sub.complete = false;
+            sub.error = input + ": inner tar '" + m.path + "' cannot be read: " + err_text(in.get());
+          } else {
+            sub = walk(in.get(), true, uint64_t(m.offset), m.path + "/", name, fd);
+          }
+        } else {
+          NestedSource src{a};
+          ArchivePtr in = new_reader();
+          archive_read_set_read_callback(in.get(), nested_read);
+          archive_read_set_callback_data(in.get(), &src);
+          if (archive_read_open1(in.get()) != ARCHIVE_OK) {
+            sub.complete = false;
+            sub.error = input + ": inner tar '" + m.path + "' cannot be read: " + err_text(in.get());
+          } else {
+            sub = walk(in.get(), false, 0, m.path + "/", name, fd);
+          }
+        }
+        if (!sub.complete) {
+          res.complete = false;
+          res.error = sub.error;
+          res.cut_member = sub.cut_member;
+          break;
+        }
+        continue;
+      }
+      m.read = [a, this, &m](void* buf, size_t n) -> size_t {
+        la_ssize_t got = archive_read_data(a, buf, n);
+        if (got < 0) fail_file(input, "cannot read member '" + m.path + "': " + err_text(a));
+        return size_t(got);
+      };
+      if (!visit(m)) {
+        stop = true;
+        break;
+      }
+      // A streamed member is only known to be whole once its data has been read to the end.
+      if (!random && m.regular && archive_read_data_skip(a) < ARCHIVE_WARN) {
+        res.complete = false;
+        res.cut_member = m.path;
+        res.error = input + ": archive is truncated or damaged in member '" + m.path + "': " + err_text(a);
+        break;
+      }
+    }
+    return res;
+  }
+};
+
+WalkResult walk_folder(const std::string& root, const std::function<bool(const Member&)>& visit) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, bool>> files;  // relative path, regular
+  std::error_code ec;
+  fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end;
+  if (ec) fail_file(root, "cannot list: " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) fail_file(root, "cannot list: " + ec.message());
+    const auto st = it->symlink_status(ec);
+    if (fs::is_directory(st)) continue;
+    files.emplace_back(fs::relative(it->path(), root).generic_string(), fs::is_regular_file(st));
+  }
+  std::sort(files.begin(), files.end());
+  WalkResult res;
+  res.kind = InputKind::folder;
+  for (const auto& [rel, regular] : files) {
+    Member m;
+    m.path = rel;
+    m.regular = regular;
+    m.offset = 0;
+    const std::string full = root + "/" + rel;
+    std::unique_ptr<Fd> fd;
+    uint64_t pos = 0;
+    if (regular) {
+      m.size = uint64_t(fs::file_size(full, ec));
+      if (ec) fail_file(full, "cannot stat: " + ec.message());
+    }
+    m.read = [&](void* buf, size_t n) -> size_t {
+      if (!fd) {
+        fd = std::make_unique<Fd>(::open(full.c_str(), O_RDONLY | O_CLOEXEC));
+        if (fd->fd < 0) fail_file(full, "cannot open: " + errno_text());
+      }
+      const size_t want = size_t(std::min<uint64_t>(n, m.size - pos));
+      pread_exact(fd->fd, buf, want, pos, full);
+      pos += want;
+      return want;
+    };
+    if (!visit(m)) break;
+  }
+  return res;
+}
+
+}  // namespace
+
+const char* input_kind_name(InputKind k) {
+  switch (k) {
+    case InputKind::tar: return "tar";
+    case InputKind::stream: return "stream";
+    case InputKind::folder: return "folder";
+  }
+  return "?";
+}
+
+bool is_folder(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec);
+}
+
+void pread_exact(int fd, void* buf, size_t size, uint64_t offset, const std::string& path) {
+  char* p = static_cast<char*>(buf);
+  while (size > 0) {
+    ssize_t got = ::pread(fd, p, size, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail_file(path, "read failed at offset " + std::to_string(offset) + ": " + errno_text());
+    if (got == 0) fail_file(path, "ends early at offset " + std::to_string(offset) + " (truncated?)");
+    p += got;
+    size -= size_t(got);
+    offset += uint64_t(got);
+  }
+}
+
+WalkResult walk_input(const std::string& input, const std::function<bool(const Member&)>& visit, bool nested) {
+  if (is_folder(input)) return walk_folder(input, visit);
+  Fd fd(::open(input.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) fail_file(input, "cannot open: " + errno_text());
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) fail_file(input, "cannot stat: " + errno_text());
+  RangeSource src{fd.fd, 0, uint64_t(st.st_size), 0, input};
+  ArchivePtr a = new_reader();
+  archive_read_set_read_callback(a.get(), range_read);
+  archive_read_set_seek_callback(a.get(), range_seek);
+  archive_read_set_skip_callback(a.get(), range_skip);
+  archive_read_set_callback_data(a.get(), &src);
+  if (archive_read_open1(a.get()) != ARCHIVE_OK)
+    fail_file(input, "not a readable tar archive: " + err_text(a.get()));
+  Walker w{input, visit, nested};
+  return w.walk(a.get(), true, 0, "", "", fd.fd);
+}
+
+}  // namespace convoy::datagen

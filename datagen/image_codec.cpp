@@ -1,0 +1,137 @@
+// Decoding and encoding. The pixel limit and the aspect guard are checked from the image header,
+// before any pixel buffer is allocated; CMYK/YCCK JPEGs are converted with the Adobe (inverted)
+// convention that libjpeg-turbo itself uses.
+#include "datagen/image_codec.h"
+
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cstring>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "shared/error.h"
+
+namespace convoy::datagen {
+namespace {
+
+void check_geometry(uint64_t w, uint64_t h, const DecodeLimits& limits) {
+  if (w == 0 || h == 0) throw RejectError("image has a zero dimension");
+  if (w * h > limits.max_pixels)
+    throw RejectError("image is " + std::to_string(w) + "x" + std::to_string(h) + ", over the limit of " +
+                      std::to_string(limits.max_pixels) + " pixels");
+  const double aspect = double(std::max(w, h)) / double(std::min(w, h));
+  if (aspect > limits.max_aspect)
+    throw RejectError("aspect ratio " + std::to_string(w) + "x" + std::to_string(h) + " is over the limit of " +
+                      std::to_string(int(limits.max_aspect)) + ":1");
+}
+
+cv::Mat to_channels(cv::Mat rgb_or_gray, int channels) {
+  if (rgb_or_gray.channels() == channels) return rgb_or_gray;
+  cv::Mat out;
+  cv::cvtColor(rgb_or_gray, out, channels == 1 ? cv::COLOR_RGB2GRAY : cv::COLOR_GRAY2RGB);
+  return out;
+}
+
+cv::Mat decode_png(const uint8_t* data, size_t n, int channels, const DecodeLimits& limits) {
+  if (n < 24) throw RejectError("PNG is cut short (no IHDR)");
+  auto be32 = [&](size_t at) {
+    return (uint32_t(data[at]) << 24) | (uint32_t(data[at + 1]) << 16) | (uint32_t(data[at + 2]) << 8) | data[at + 3];
+  };
+  if (std::memcmp(data + 12, "IHDR", 4) != 0) throw RejectError("PNG does not start with IHDR");
+  check_geometry(be32(16), be32(20), limits);
+  cv::Mat raw = cv::imdecode(cv::Mat(1, int(n), CV_8UC1, const_cast<uint8_t*>(data)), cv::IMREAD_UNCHANGED);
+  if (raw.empty()) throw RejectError("PNG cannot be decoded (damaged or cut short)");
+  if (raw.depth() == CV_16U) {
+    cv::Mat eight;
+    raw.convertTo(eight, CV_8U, 1.0 / 257.0);
+    raw = eight;
+  } else if (raw.depth() != CV_8U) {
+    throw RejectError("PNG has an unsupported sample depth");
+  }
+  cv::Mat out;
+  switch (raw.channels()) {
+    case 1: out = raw; break;
+    case 2: cv::extractChannel(raw, out, 0); break;  // gray + alpha: alpha dropped
+    case 3: cv::cvtColor(raw, out, cv::COLOR_BGR2RGB); break;
+    case 4: cv::cvtColor(raw, out, cv::COLOR_BGRA2RGB); break;
+    default: throw RejectError("PNG has an unsupported channel count");
+  }
+  return to_channels(out, channels);
+}
+
+}  // namespace
+
+ImageFormat sniff_format(const uint8_t* d, size_t n) {
+  static const uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return ImageFormat::jpeg;
+  if (n >= 8 && std::memcmp(d, png, 8) == 0) return ImageFormat::png;
+  return ImageFormat::unknown;
+}
+
+ImageCodec::ImageCodec() : dec_(tjInitDecompress()), enc_(tjInitCompress()) {
+  if (!dec_ || !enc_) fail("TurboJPEG initialisation failed");
+}
+
+ImageCodec::~ImageCodec() {
+  if (dec_) tjDestroy(dec_);
+  if (enc_) tjDestroy(enc_);
+}
+
+cv::Mat ImageCodec::decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits) {
+  if (n == 0) throw RejectError("empty member");
+  const ImageFormat fmt = sniff_format(data, n);
+  if (fmt == ImageFormat::png) return decode_png(data, n, channels, limits);
+  if (fmt != ImageFormat::jpeg) throw RejectError("not a JPEG or PNG image (by content)");
+
+  int w = 0, h = 0, subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(dec_, data, static_cast<unsigned long>(n), &w, &h, &subsamp, &colorspace) != 0)
+    throw RejectError(std::string("JPEG header cannot be read: ") + tjGetErrorStr2(dec_));
+  check_geometry(uint64_t(w), uint64_t(h), limits);
+
+  // The fast scaled IDCTs: the smallest of 1/8, 1/4, 1/2 that keeps the short side >= min_short.
+  tjscalingfactor sf{1, 1};
+  for (int denom : {8, 4, 2}) {
+    tjscalingfactor f{1, denom};
+    if (min_short > 0 && std::min(TJSCALED(w, f), TJSCALED(h, f)) >= min_short) {
+      sf = f;
+      break;
+    }
+  }
+  const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  const int pf = cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  cv::Mat out(sh, sw, CV_8UC(tjPixelSize[pf]));
+  if (tjDecompress2(dec_, data, static_cast<unsigned long>(n), out.data, sw, int(out.step[0]), sh, pf, 0) != 0 &&
+      tjGetErrorCode(dec_) != TJERR_WARNING)  // warnings (e.g. extraneous bytes) still give a full image
+    throw RejectError(std::string("JPEG cannot be decoded: ") + tjGetErrorStr2(dec_));
+  if (!cmyk) return out;
+  cv::Mat rgb(sh, sw, CV_8UC3);
+  for (int y = 0; y < sh; ++y) {
+    const uint8_t* s = out.ptr<uint8_t>(y);
+    uint8_t* d = rgb.ptr<uint8_t>(y);
+    for (int x = 0; x < sw; ++x, s += 4, d += 3) {
+      const unsigned k = s[3];
+      d[0] = uint8_t((s[0] * k + 127) / 255);
+      d[1] = uint8_t((s[1] * k + 127) / 255);
+      d[2] = uint8_t((s[2] * k + 127) / 255);
+    }
+  }
+  return to_channels(rgb, channels);
+}
+
+void ImageCodec::encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
+                             std::vector<uint8_t>& out) {
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  const int pf = channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  const int samp = channels == 1 ? TJSAMP_GRAY : TJSAMP_420;
+  if (tjCompress2(enc_, pixels, width, 0, height, pf, &buf, &size, samp, quality, 0) != 0) {
+    if (buf) tjFree(buf);
+    fail(std::string("JPEG encoding failed: ") + tjGetErrorStr2(enc_));
+  }
+  out.assign(buf, buf + size);
+  tjFree(buf);
+}
+
+}  // namespace convoy::datagen

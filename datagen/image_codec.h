@@ -1,0 +1,47 @@
+// Image decoding by content (JPEG through TurboJPEG with DCT-domain downscaling, PNG through
+// OpenCV) to HWC uint8 RGB or gray, and JPEG encoding of finished samples. One codec per thread.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+namespace convoy::datagen {
+
+// A member that cannot become a sample; the message is the reason written to rejects.tsv.
+struct RejectError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct DecodeLimits {
+  uint64_t max_pixels = 100'000'000;  // decompression-bomb guard, checked from the header
+  double max_aspect = 50.0;           // longer side over shorter side
+};
+
+enum class ImageFormat { unknown, jpeg, png };
+ImageFormat sniff_format(const uint8_t* data, size_t n);
+
+class ImageCodec {
+ public:
+  ImageCodec();
+  ~ImageCodec();
+  ImageCodec(const ImageCodec&) = delete;
+  ImageCodec& operator=(const ImageCodec&) = delete;
+
+  // Decodes to CV_8UC1 (channels 1) or CV_8UC3 in RGB order (channels 3). JPEGs are decoded at the
+  // smallest of the scales 1/8, 1/4, 1/2, 1 whose short side is still >= min_short (0: full size).
+  // Throws RejectError for anything that is not a sound JPEG or PNG within the limits.
+  cv::Mat decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits);
+  // JPEG-encodes an S x S x C image (4:2:0 for colour).
+  void encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
+                   std::vector<uint8_t>& out);
+
+ private:
+  void* dec_ = nullptr;  // tjhandle
+  void* enc_ = nullptr;
+};
+
+}  // namespace convoy::datagen

@@ -1,0 +1,54 @@
+// The input index: every image member of every input (which input, where its bytes lie, size,
+// label, name), built by one scan that decodes nothing. Sample ids are positions in this index.
+// It is saved in the output folder as index.tsv and is what rank 0 broadcasts to the others.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "datagen/archive_walk.h"
+
+namespace convoy::datagen {
+
+struct IndexEntry {
+  uint32_t input = 0;
+  int64_t offset = -1;  // absolute offset in a tar input; 0 for a folder's files; -1 streamed
+  uint64_t size = 0;
+  int32_t label = 0;
+  std::string path;     // member path inside its input
+};
+
+struct InputInfo {
+  std::string path;
+  InputKind kind = InputKind::tar;
+  bool complete = true;
+  std::string error;  // where and why reading stopped, when incomplete
+};
+
+struct Reject {
+  std::string input, member, reason;
+};
+
+struct InputIndex {
+  std::vector<InputInfo> inputs;
+  std::vector<std::string> classes;
+  std::vector<IndexEntry> entries;
+  std::vector<Reject> rejects;  // members refused before decoding (no label, unknown class)
+  uint64_t skipped = 0;         // members that are not images (README, .DS_Store, links)
+};
+
+struct ScanOptions {
+  std::vector<std::string> inputs;
+  std::string classes_file, labels_file;  // optional
+};
+
+// True when the bytes start like a JPEG or a PNG.
+bool looks_like_image(const unsigned char* head, size_t n);
+
+InputIndex scan_inputs(const ScanOptions& opt);
+
+// Text form (also the saved index.tsv); parse_index gets back exactly what was serialised.
+std::string serialize_index(const InputIndex& index);
+InputIndex parse_index(const std::string& text, const std::string& where);
+
+}  // namespace convoy::datagen

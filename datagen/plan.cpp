@@ -1,0 +1,48 @@
+// Permutation and file assignment.
+#include "datagen/plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace convoy::datagen {
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, bound) without modulo bias (Lemire's multiply-and-reject).
+uint64_t below(uint64_t& state, uint64_t bound) {
+  unsigned __int128 m = (unsigned __int128)splitmix64(state) * bound;
+  uint64_t low = uint64_t(m);
+  if (low < bound) {
+    const uint64_t threshold = -bound % bound;
+    while (low < threshold) {
+      m = (unsigned __int128)splitmix64(state) * bound;
+      low = uint64_t(m);
+    }
+  }
+  return uint64_t(m >> 64);
+}
+
+}  // namespace
+
+std::vector<uint64_t> permutation(uint64_t n, uint64_t seed) {
+  std::vector<uint64_t> p(n);
+  std::iota(p.begin(), p.end(), uint64_t{0});
+  uint64_t state = seed;
+  for (uint64_t i = n; i > 1; --i) std::swap(p[i - 1], p[below(state, i)]);
+  return p;
+}
+
+Plan make_plan(uint64_t num_samples, uint32_t per_file, uint64_t seed) {
+  Plan plan;
+  plan.per_file = per_file;
+  plan.order = permutation(num_samples, seed);
+  return plan;
+}
+
+}  // namespace convoy::datagen

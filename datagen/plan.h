@@ -1,0 +1,27 @@
+// The plan: one global permutation from the seed assigns every sample to (batch file, slot), and
+// batch file b goes to rank b mod N. Depends only on the sample count, seed and file size, so
+// every rank computes the same plan without talking to the others.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace convoy::datagen {
+
+// A permutation of [0, n) from a portable generator (splitmix64 + unbiased bounded draws), so the
+// result is the same with any compiler and standard library.
+std::vector<uint64_t> permutation(uint64_t n, uint64_t seed);
+
+struct Plan {
+  uint32_t per_file = 1024;
+  std::vector<uint64_t> order;  // order[k]: the sample id in global slot k
+
+  uint64_t num_files() const { return (order.size() + per_file - 1) / per_file; }
+  uint64_t file_begin(uint64_t b) const { return b * per_file; }
+  uint64_t file_end(uint64_t b) const { return std::min<uint64_t>(order.size(), (b + 1) * per_file); }
+  int owner(uint64_t b, int ranks) const { return int(b % uint64_t(ranks)); }
+};
+
+Plan make_plan(uint64_t num_samples, uint32_t per_file, uint64_t seed);
+
+}  // namespace convoy::datagen

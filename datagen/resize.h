@@ -1,0 +1,25 @@
+// Resizing a decoded image to the S x S x C sample. Kept apart, and specified exactly, because the
+// CUDA twin (gpu_resize.cu) has to reproduce it to within +-1 per pixel.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <opencv2/core.hpp>
+
+namespace convoy::datagen {
+
+// crop: the centred square of side min(w, h) (offsets floor((w - side) / 2), floor((h - side) / 2)),
+//       resized to S x S; the same as short side to S, then centre crop, without the large
+//       intermediate that a very long image would make.
+// squash: the whole image resized to S x S.
+// short: short side to S, no crop; gives variable sizes, so it is refused for raw batch files.
+enum class ResizePolicy { crop, squash, short_side };
+ResizePolicy parse_resize_policy(const std::string& name);  // "crop" | "squash" | "short"
+const char* resize_policy_name(ResizePolicy p);
+
+// src: HWC uint8 (CV_8UC1 or CV_8UC3). dst: S * S * src.channels() bytes. Interpolation:
+// cv::INTER_AREA (antialiased) when both sides shrink, cv::INTER_LINEAR otherwise; a plain copy
+// when the region is already S x S.
+void resize_to_square(const cv::Mat& src, int size, ResizePolicy policy, uint8_t* dst);
+
+}  // namespace convoy::datagen

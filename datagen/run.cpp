@@ -1,0 +1,469 @@
+// The run. Every rank computes the same plan from the broadcast index; batch file b is made by
+// rank b mod N alone, its samples decoded in parallel into their slots and compacted in slot
+// order, so its bytes depend only on the inputs, the options and the seed.
+#include "datagen/run.h"
+
+#include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <thread>
+
+#include "datagen/index.h"
+#include "datagen/plan.h"
+#include "datagen/progress.h"
+#include "datagen/sample_source.h"
+#include "datagen/stats.h"
+#include "shared/atomic_file.h"
+#include "shared/crc32c.h"
+#include "shared/dataset_meta.h"
+#include "shared/error.h"
+#include "shared/log.h"
+#include "shared/timer.h"
+
+namespace convoy::datagen {
+namespace {
+
+using nlohmann::json;
+
+// Seconds spent per phase, summed over threads (and later over ranks).
+struct Phases {
+  double read = 0, decode = 0, resize = 0, encode = 0, write = 0, wait = 0;
+  Phases& operator+=(const Phases& o) {
+    read += o.read, decode += o.decode, resize += o.resize, encode += o.encode, write += o.write, wait += o.wait;
+    return *this;
+  }
+  json to_json() const {
+    return {{"read", read}, {"decode", decode}, {"resize", resize}, {"encode", encode}, {"write", write}, {"wait", wait}};
+  }
+};
+
+void bcast_string(std::string& s, int root) {
+  uint64_t n = s.size();
+  CONVOY_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, MPI_COMM_WORLD));
+  s.resize(n);
+  constexpr uint64_t chunk = 1 << 30;
+  for (uint64_t at = 0; at < n; at += chunk)
+    CONVOY_MPI_CHECK(MPI_Bcast(s.data() + at, int(std::min(chunk, n - at)), MPI_CHAR, root, MPI_COMM_WORLD));
+}
+
+// Every rank's string, on rank 0 (in rank order).
+std::vector<std::string> gather_strings(const std::string& mine, const MpiContext& mpi) {
+  if (mpi.size() == 1) return {mine};
+  int len = int(mine.size());
+  std::vector<int> lens(size_t(mpi.size())), displs(size_t(mpi.size()));
+  CONVOY_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+  std::string all;
+  if (mpi.rank() == 0) {
+    int at = 0;
+    for (size_t r = 0; r < lens.size(); ++r) displs[r] = at, at += lens[r];
+    all.resize(size_t(at));
+  }
+  CONVOY_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+                               MPI_COMM_WORLD));
+  std::vector<std::string> out;
+  if (mpi.rank() == 0)
+    for (size_t r = 0; r < lens.size(); ++r) out.push_back(all.substr(size_t(displs[r]), size_t(lens[r])));
+  return out;
+}
+
+json made_by(const RunOptions& opt) {
+  json o = {{"size", opt.size},
+            {"channels", opt.channels},
+            {"resize", resize_policy_name(opt.resize)},
+            {"encoding", encoding_name(opt.encoding)},
+            {"per_file", opt.per_file},
+            {"seed", opt.seed},
+            {"classes", opt.classes_file},
+            {"labels", opt.labels_file},
+            {"max_pixels", opt.limits.max_pixels},
+            {"max_aspect", opt.limits.max_aspect}};
+  if (opt.encoding == Encoding::jpeg) o["quality"] = opt.quality;
+  return {{"tool", "datagen"}, {"version", "0.1.0"}, {"inputs", opt.inputs}, {"options", o}};
+}
+
+// Rank 0, before any batch file is written: refuse a folder that holds another run's output,
+// clear temporaries a killed run left behind, save the index and this run's identity.
+void prepare_output(const RunOptions& opt, const std::string& index_text) {
+  namespace fs = std::filesystem;
+  json identity = made_by(opt);
+  identity["index_crc32c"] = crc32c(index_text.data(), index_text.size());
+  const std::string run_path = join_path(opt.output, kRunFile);
+  bool has_output = false;
+  for (const auto& e : fs::directory_iterator(opt.output)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp.") != std::string::npos &&
+        (name.rfind("batch_", 0) == 0 || name.rfind(kDatasetJson, 0) == 0 || name.rfind(kIndexFile, 0) == 0 ||
+         name.rfind(kRunFile, 0) == 0 || name.rfind(kRejectsFile, 0) == 0 || name.rfind(kMeanImageFile, 0) == 0)) {
+      fs::remove(e.path());
+      continue;
+    }
+    if (name.rfind("batch_", 0) == 0 || name == kDatasetJson) has_output = true;
+  }
+  if (file_exists(run_path)) {
+    json old;
+    try {
+      old = json::parse(read_whole_file(run_path));
+    } catch (const json::exception&) {
+      fail_file(run_path, "is damaged; remove the output folder's contents to start afresh");
+    }
+    if (old != identity)
+      fail_file(opt.output, "holds the output of a different datagen run (inputs, options or input contents "
+                            "differ); use an empty folder");
+    log_info("%s: resuming; batch files whose checksums verify are kept", opt.output.c_str());
+  } else if (has_output) {
+    fail_file(opt.output, "holds batch files of unknown origin; use an empty folder");
+  }
+  write_file_atomic(join_path(opt.output, kIndexFile), index_text);
+  write_file_atomic(run_path, identity.dump(2) + "\n");
+}
+
+class Worker {
+ public:
+  Worker(const RunOptions& opt, const InputIndex& index, const Plan& plan, const SampleSource& source, int threads)
+      : opt_(opt), index_(index), plan_(plan), source_(source), threads_(threads), shape_{} {
+    shape_ = {uint32_t(opt.size), uint32_t(opt.size), uint32_t(opt.channels)};
+  }
+
+  // Makes (or keeps) batch file b; returns its entry and adds its rejects and statistics.
+  BatchFileEntry make(uint64_t b, DatasetSums& sums, std::vector<std::pair<uint64_t, std::string>>& rejects,
+                      bool& kept) {
+    const std::string name = batch_file_name(b);
+    const std::string path = join_path(opt_.output, name);
+    std::vector<uint64_t> ids(plan_.order.begin() + long(plan_.file_begin(b)), plan_.order.begin() + long(plan_.file_end(b)));
+    Batch batch;
+    kept = false;
+    if (file_exists(path)) kept = try_keep(path, b, ids, batch, rejects);
+    if (!kept) {
+      batch = build(b, ids, rejects);
+      Stopwatch w;
+      write_batch_file(path, batch);
+      phases_.write += w.seconds();
+    }
+    const BatchHeader h = read_batch_header(path);
+    sums.add(batch, codec());
+    return {name, uint32_t(batch.count()), h.file_bytes, h.header_crc};
+  }
+
+  const Phases& phases() const { return phases_; }
+
+ private:
+  ImageCodec& codec() {
+    thread_local std::unique_ptr<ImageCodec> c;
+    if (!c) c = std::make_unique<ImageCodec>();
+    return *c;
+  }
+
+  // One sample into its slot; returns "" or the reason it is rejected.
+  std::string make_sample(uint64_t id, uint8_t* raw, std::vector<uint8_t>* jpeg, Phases& t) {
+    thread_local std::vector<uint8_t> bytes;
+    Stopwatch w;
+    source_.read(id, bytes);
+    t.read += w.lap();
+    try {
+      cv::Mat img = codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits);
+      t.decode += w.lap();
+      if (jpeg) {
+        thread_local std::vector<uint8_t> pixels;
+        pixels.resize(shape_.bytes());
+        resize_to_square(img, opt_.size, opt_.resize, pixels.data());
+        t.resize += w.lap();
+        codec().encode_jpeg(pixels.data(), opt_.size, opt_.size, opt_.channels, opt_.quality, *jpeg);
+        t.encode += w.lap();
+      } else {
+        resize_to_square(img, opt_.size, opt_.resize, raw);
+        t.resize += w.lap();
+      }
+      return "";
+    } catch (const RejectError& e) {
+      return e.what();
+    } catch (const cv::Exception& e) {
+      return std::string("image cannot be decoded or resized: ") + e.err;
+    }
+  }
+
+  Batch build(uint64_t b, const std::vector<uint64_t>& ids, std::vector<std::pair<uint64_t, std::string>>& rejects) {
+    const size_t n = ids.size(), bytes = shape_.bytes();
+    const bool jpeg = opt_.encoding == Encoding::jpeg;
+    std::vector<uint8_t> pixels(jpeg ? 0 : n * bytes);
+    std::vector<std::vector<uint8_t>> encoded(jpeg ? n : 0);
+    std::vector<std::string> reason(n);
+    std::vector<Phases> per_thread(static_cast<size_t>(threads_));
+    std::string fatal;
+    Stopwatch wall;
+#pragma omp parallel num_threads(threads_)
+    {
+      Phases& t = per_thread[size_t(omp_get_thread_num())];
+#pragma omp for schedule(dynamic, 1)
+      for (size_t i = 0; i < n; ++i) {
+        try {
+          reason[i] = make_sample(ids[i], jpeg ? nullptr : pixels.data() + i * bytes, jpeg ? &encoded[i] : nullptr, t);
+        } catch (const std::exception& e) {
+#pragma omp critical(datagen_fatal)
+          if (fatal.empty()) fatal = e.what();
+        }
+      }
+    }
+    if (!fatal.empty()) fail(fatal);
+    Phases sum;
+    for (const auto& t : per_thread) sum += t;
+    const double busy = sum.read + sum.decode + sum.resize + sum.encode;
+    sum.wait = std::max(0.0, wall.seconds() * threads_ - busy);
+    phases_ += sum;
+
+    Batch batch;
+    batch.shape = shape_;
+    batch.encoding = opt_.encoding;
+    batch.batch_index = uint32_t(b);
+    if (jpeg) batch.offsets.push_back(0);
+    for (size_t i = 0; i < n; ++i) {
+      if (!reason[i].empty()) {
+        rejects.emplace_back(ids[i], reason[i]);
+        continue;
+      }
+      batch.labels.push_back(index_.entries[ids[i]].label);
+      batch.ids.push_back(int64_t(ids[i]));
+      if (jpeg) {
+        batch.images.insert(batch.images.end(), encoded[i].begin(), encoded[i].end());
+        batch.offsets.push_back(batch.images.size());
+      } else {
+        batch.images.insert(batch.images.end(), pixels.begin() + long(i * bytes), pixels.begin() + long((i + 1) * bytes));
+      }
+    }
+    return batch;
+  }
+
+  // A batch file from an earlier run is kept when its checksums verify, it is the file the plan
+  // asks for, and every planned sample missing from it is still rejected today.
+  bool try_keep(const std::string& path, uint64_t b, const std::vector<uint64_t>& ids, Batch& batch,
+                std::vector<std::pair<uint64_t, std::string>>& rejects) {
+    const std::string problem = check_batch_file(path);
+    auto redo = [&](const std::string& why) {
+      log_all("%s: made again (%s)", path.c_str(), why.c_str());
+      return false;
+    };
+    if (!problem.empty()) return redo(problem);
+    batch = read_batch_file(path);
+    if (batch.batch_index != b || !(batch.shape == shape_) || batch.encoding != opt_.encoding)
+      return redo("made with other options");
+    size_t at = 0;
+    std::vector<std::pair<uint64_t, std::string>> missing;
+    for (uint64_t id : ids) {
+      if (at < batch.count() && uint64_t(batch.ids[at]) == id) {
+        if (batch.labels[at] != index_.entries[id].label) return redo("labels differ from the plan");
+        ++at;
+        continue;
+      }
+      missing.emplace_back(id, "");
+    }
+    if (at != batch.count()) return redo("samples differ from the plan");
+    Phases t;
+    std::vector<uint8_t> scratch(shape_.bytes()), enc;
+    for (auto& m : missing) {
+      m.second = make_sample(m.first, scratch.data(), opt_.encoding == Encoding::jpeg ? &enc : nullptr, t);
+      if (m.second.empty()) return redo("a sample missing from it can be made now");
+    }
+    rejects.insert(rejects.end(), missing.begin(), missing.end());
+    return true;
+  }
+
+  const RunOptions& opt_;
+  const InputIndex& index_;
+  const Plan& plan_;
+  const SampleSource& source_;
+  int threads_;
+  ImageShape shape_;
+  Phases phases_;
+};
+
+std::string mean_image_png(const std::vector<uint8_t>& img, int size, int channels) {
+  cv::Mat m(size, size, CV_8UC(channels), const_cast<uint8_t*>(img.data()));
+  cv::Mat bgr = m;
+  if (channels == 3) cv::cvtColor(m, bgr, cv::COLOR_RGB2BGR);
+  std::vector<uchar> png;
+  cv::imencode(".png", bgr, png);
+  return std::string(png.begin(), png.end());
+}
+
+std::string tsv_field(std::string s) {
+  for (char& c : s)
+    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+}  // namespace
+
+std::string batch_file_name(uint64_t b) {
+  char name[32];
+  std::snprintf(name, sizeof name, "batch_%05llu.cvb", (unsigned long long)b);
+  return name;
+}
+
+void validate_run_options(const RunOptions& opt) {
+  if (opt.inputs.empty()) fail("--input is required (a tar, a compressed tar or a folder; may be given several times)");
+  if (opt.output.empty()) fail("--output is required (the dataset folder to write)");
+  if (opt.size < 1 || opt.size > 16384) fail("--size must be between 1 and 16384, not " + std::to_string(opt.size));
+  if (opt.channels != 1 && opt.channels != 3) fail("--channels must be 1 or 3, not " + std::to_string(opt.channels));
+  if (opt.per_file < 1) fail("--per-file must be at least 1");
+  if (opt.threads < 0) fail("--threads must be 0 (automatic) or more");
+  if (opt.resize == ResizePolicy::short_side)
+    fail("--resize short keeps the aspect ratio and so gives images of different sizes, which raw batch files "
+         "cannot hold; use --resize crop or squash");
+  if (opt.encoding == Encoding::jpeg && (opt.quality < 1 || opt.quality > 100))
+    fail("--quality must be between 1 and 100, not " + std::to_string(opt.quality));
+  if (opt.limits.max_pixels < 1) fail("--max-pixels must be at least 1");
+  if (opt.limits.max_aspect < 1) fail("--max-aspect must be at least 1");
+  for (const auto& in : opt.inputs) {
+    if (::access(in.c_str(), R_OK) != 0) fail_file(in, "input cannot be read: " + errno_text());
+  }
+  for (const auto* f : {&opt.classes_file, &opt.labels_file})
+    if (!f->empty() && ::access(f->c_str(), R_OK) != 0) fail_file(*f, "cannot be read: " + errno_text());
+  struct stat st {};
+  if (::stat(opt.output.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) fail_file(opt.output, "--output exists and is not a folder");
+}
+
+int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
+  Stopwatch total;
+  validate_run_options(opt);
+  const int rank = mpi.rank(), ranks = mpi.size();
+
+  // Scan on rank 0; the index (or the error) goes to everyone.
+  std::string text, error;
+  double scan_seconds = 0;
+  if (rank == 0) {
+    try {
+      make_dirs(opt.output);
+      Stopwatch w;
+      InputIndex idx = scan_inputs({opt.inputs, opt.classes_file, opt.labels_file});
+      scan_seconds = w.seconds();
+      text = serialize_index(idx);
+      prepare_output(opt, text);
+      for (const auto& in : idx.inputs)
+        log_info("%s: %s input", in.path.c_str(), in.kind == InputKind::stream ? "compressed (streamed, no random access)" :
+                                                 in.kind == InputKind::folder ? "folder" : "tar (random access)");
+      log_info("scanned %zu images in %.2f s (%zu classes, %llu non-image members skipped, %zu refused)",
+               idx.entries.size(), scan_seconds, idx.classes.size(), (unsigned long long)idx.skipped, idx.rejects.size());
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  if (ranks > 1) {
+    bcast_string(error, 0);
+    if (error.empty()) bcast_string(text, 0);
+  }
+  if (!error.empty()) throw Error(error);
+  const InputIndex index = parse_index(text, join_path(opt.output, kIndexFile));
+  if (index.entries.empty()) throw Error(join_path(opt.output, "") + ": no images found in the inputs");
+
+  const Plan plan = make_plan(index.entries.size(), opt.per_file, opt.seed);
+  const uint64_t files = plan.num_files();
+  std::vector<uint64_t> mine_ids, files_per_rank(size_t(ranks), 0);
+  for (uint64_t b = 0; b < files; ++b) {
+    ++files_per_rank[size_t(plan.owner(b, ranks))];
+    if (plan.owner(b, ranks) == rank)
+      mine_ids.insert(mine_ids.end(), plan.order.begin() + long(plan.file_begin(b)), plan.order.begin() + long(plan.file_end(b)));
+  }
+  int threads = opt.threads;
+  if (threads == 0) threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, mpi.local_size()));
+
+  DatasetSums sums(index.classes.size(), {uint32_t(opt.size), uint32_t(opt.size), uint32_t(opt.channels)});
+  json mine = {{"files", json::array()}, {"rejects", json::array()}, {"kept", 0}};
+  Phases phases;
+  try {
+    Stopwatch w;
+    const SampleSource source(index, mine_ids);
+    phases.read += w.seconds();
+    Worker worker(opt, index, plan, source, threads);
+    Progress progress(mpi, index.entries.size(), files_per_rank);
+    std::vector<std::pair<uint64_t, std::string>> rejects;
+    for (uint64_t b = uint64_t(rank); b < files; b += uint64_t(ranks)) {
+      bool kept = false;
+      const BatchFileEntry e = worker.make(b, sums, rejects, kept);
+      mine["files"].push_back({b, e.name, e.count, e.bytes, e.crc32c});
+      if (kept) mine["kept"] = mine["kept"].get<int>() + 1;
+      progress.file_done(plan.file_end(b) - plan.file_begin(b));
+    }
+    for (const auto& r : rejects) mine["rejects"].push_back({r.first, r.second});
+    phases += worker.phases();
+    Stopwatch wait;
+    progress.finish();
+    CONVOY_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    phases.wait += wait.seconds();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "datagen: error: %s\n", e.what());
+    mpi.abort(1);
+  }
+  mine["phases"] = phases.to_json();
+  sums.reduce_to_root(mpi);
+  const auto all = gather_strings(mine.dump(), mpi);
+  if (rank != 0) return 0;
+
+  DatasetMeta meta;
+  meta.classes = index.classes;
+  meta.class_counts = sums.class_counts;
+  meta.num_samples = sums.samples;
+  meta.shape = {uint32_t(opt.size), uint32_t(opt.size), uint32_t(opt.channels)};
+  meta.encoding = opt.encoding;
+  meta.per_file = opt.per_file;
+  meta.mean = sums.mean();
+  meta.std = sums.stddev();
+  meta.skipped = index.skipped;
+  meta.made_by = made_by(opt);
+  std::vector<std::pair<uint64_t, BatchFileEntry>> entries;
+  std::vector<std::pair<uint64_t, std::string>> rejects;
+  Phases sum;
+  int kept = 0;
+  for (const auto& s : all) {
+    const json j = json::parse(s);
+    for (const auto& f : j["files"])
+      entries.push_back({f[0].get<uint64_t>(), {f[1].get<std::string>(), f[2].get<uint32_t>(), f[3].get<uint64_t>(), f[4].get<uint32_t>()}});
+    for (const auto& r : j["rejects"]) rejects.emplace_back(r[0].get<uint64_t>(), r[1].get<std::string>());
+    const json& p = j["phases"];
+    sum += Phases{p["read"], p["decode"], p["resize"], p["encode"], p["write"], p["wait"]};
+    kept += j["kept"].get<int>();
+  }
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& e : entries) meta.files.push_back(e.second);
+  std::sort(rejects.begin(), rejects.end());
+  meta.rejected = index.rejects.size() + rejects.size();
+
+  std::string tsv = "input\tmember\treason\n";
+  for (const auto& r : index.rejects) tsv += tsv_field(r.input) + "\t" + tsv_field(r.member) + "\t" + tsv_field(r.reason) + "\n";
+  for (const auto& [id, why] : rejects) {
+    const IndexEntry& e = index.entries[id];
+    tsv += tsv_field(index.inputs[e.input].path) + "\t" + tsv_field(e.path) + "\t" + tsv_field(why) + "\n";
+  }
+  write_file_atomic(join_path(opt.output, kRejectsFile), tsv);
+  write_file_atomic(join_path(opt.output, kMeanImageFile), mean_image_png(sums.mean_image(), opt.size, opt.channels));
+
+  meta.timings = {{"ranks", ranks},     {"threads", threads},          {"seconds", total.seconds()},
+                  {"scan_seconds", scan_seconds}, {"phases", sum.to_json()}, {"kept_files", kept}};
+  write_dataset_meta(opt.output, meta);
+
+  const double secs = total.seconds();
+  log_info("wrote %zu batch files (%d kept from an earlier run), %llu samples, %llu rejected (see %s), %llu skipped, "
+           "in %.2f s (%.0f images/s)",
+           meta.files.size(), kept, (unsigned long long)meta.num_samples, (unsigned long long)meta.rejected, kRejectsFile,
+           (unsigned long long)meta.skipped, secs, secs > 0 ? double(meta.num_samples) / secs : 0.0);
+  log_info("phases, seconds summed over threads and ranks: read %.2f, decode %.2f, resize %.2f, encode %.2f, "
+           "write %.2f, wait %.2f",
+           sum.read, sum.decode, sum.resize, sum.encode, sum.write, sum.wait);
+  int status = 0;
+  for (const auto& in : index.inputs)
+    if (!in.complete) {
+      std::fprintf(stderr, "datagen: error: incomplete input: %s\n", in.error.c_str());
+      status = 2;
+    }
+  if (status) log_info("the dataset holds what came before the damage; the run is incomplete (exit status 2)");
+  return status;
+}
+
+}  // namespace convoy::datagen
