@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "datagen/bench.h"
+#include "datagen/dataset_tools.h"
 #include "datagen/idx_to_tar.h"
 #include "datagen/run.h"
 #include "shared/error.h"
@@ -45,7 +47,57 @@ int body(int argc, char** argv) {
   idx2tar->add_option("--out", idx.out, "tar file to write")->required();
   idx2tar->add_option("--classes-out", idx.classes_out, "also write the class names, one per line");
 
+  std::string dir, out;
+  size_t count = 64;
+  CLI::App* verify = app.add_subcommand("verify", "check every checksum, the counts and the label range of a dataset");
+  verify->add_option("dir", dir, "dataset folder")->required();
+  CLI::App* inspect = app.add_subcommand("inspect", "print a summary of a dataset");
+  inspect->add_option("dir", dir, "dataset folder")->required();
+  CLI::App* preview = app.add_subcommand("preview", "write a PNG contact sheet of samples with their class names");
+  preview->add_option("dir", dir, "dataset folder")->required();
+  preview->add_option("--out", out, "PNG file to write")->required();
+  preview->add_option("--count", count, "how many samples")->default_val(64);
+  CLI::App* classes = app.add_subcommand("classes", "write a dataset's class names, one per line (for --classes)");
+  classes->add_option("dir", dir, "dataset folder")->required();
+  classes->add_option("--out", out, "class file to write")->required();
+
+  BenchOptions bench;
+  std::string bench_resize = "crop";
+  CLI::App* bench_cmd = app.add_subcommand("bench-decode", "single-core throughput against TurboJPEG decode alone");
+  bench_cmd->add_option("--input", bench.input, "tar or folder of JPEGs")->required();
+  bench_cmd->add_option("--size", bench.size, "output size")->default_val(256);
+  bench_cmd->add_option("--channels", bench.channels, "1 or 3")->default_val(3);
+  bench_cmd->add_option("--resize", bench_resize, "crop or squash")->default_val("crop");
+  bench_cmd->add_option("--limit", bench.limit, "images to use")->default_val(1000);
+  bench_cmd->add_option("--repeat", bench.repeat, "passes (best is reported)")->default_val(3);
+
   CLI11_PARSE(app, argc, argv);
+
+  if (verify->parsed()) {
+    const auto problems = verify_dataset(dir);
+    for (const auto& p : problems) std::fprintf(stderr, "datagen: verify: %s\n", p.c_str());
+    if (!problems.empty()) return 1;
+    std::fprintf(stderr, "datagen: verify: %s is sound\n", dir.c_str());
+    return 0;
+  }
+  if (inspect->parsed()) {
+    std::fputs(inspect_dataset(dir).c_str(), stdout);
+    return 0;
+  }
+  if (preview->parsed()) {
+    const size_t n = preview_dataset(dir, out, count);
+    std::fprintf(stderr, "datagen: wrote %zu samples to %s\n", n, out.c_str());
+    return 0;
+  }
+  if (classes->parsed()) {
+    write_dataset_classes(dir, out);
+    return 0;
+  }
+  if (bench_cmd->parsed()) {
+    bench.resize = parse_resize_policy(bench_resize);
+    if (bench.resize == ResizePolicy::short_side) fail("bench-decode: --resize must be crop or squash");
+    return bench_decode(bench);
+  }
 
   if (idx2tar->parsed()) {
     const size_t n = idx_to_tar(idx);

@@ -245,13 +245,15 @@ class Worker {
   // asks for, and every planned sample missing from it is still rejected today.
   bool try_keep(const std::string& path, uint64_t b, const std::vector<uint64_t>& ids, Batch& batch,
                 std::vector<std::pair<uint64_t, std::string>>& rejects) {
-    const std::string problem = check_batch_file(path);
     auto redo = [&](const std::string& why) {
       log_all("%s: made again (%s)", path.c_str(), why.c_str());
       return false;
     };
-    if (!problem.empty()) return redo(problem);
-    batch = read_batch_file(path);
+    try {
+      batch = read_batch_file(path);  // verifies every checksum
+    } catch (const Error& e) {
+      return redo(e.what());
+    }
     if (batch.batch_index != b || !(batch.shape == shape_) || batch.encoding != opt_.encoding)
       return redo("made with other options");
     size_t at = 0;

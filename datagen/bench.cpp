@@ -1,0 +1,101 @@
+// The benchmark loads the images into memory first, so that it measures CPU work only; each
+// measurement takes the best of several passes to damp noise from other processes.
+#include "datagen/bench.h"
+
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "datagen/image_codec.h"
+#include "datagen/index.h"
+#include "datagen/sample_source.h"
+#include "shared/error.h"
+#include "shared/timer.h"
+
+namespace convoy::datagen {
+namespace {
+
+struct Handle {
+  tjhandle h = tjInitDecompress();
+  ~Handle() {
+    if (h) tjDestroy(h);
+  }
+};
+
+double best_rate(size_t n, int repeat, const std::function<void()>& pass) {
+  double best = 0;
+  for (int r = 0; r < repeat; ++r) {
+    Stopwatch w;
+    pass();
+    best = std::max(best, double(n) / std::max(1e-9, w.seconds()));
+  }
+  return best;
+}
+
+}  // namespace
+
+int bench_decode(const BenchOptions& opt) {
+  if (opt.size < 1) fail("--size must be at least 1");
+  if (opt.channels != 1 && opt.channels != 3) fail("--channels must be 1 or 3");
+  InputIndex index = scan_inputs({{opt.input}, "", ""});
+  if (index.entries.size() > opt.limit) index.entries.resize(opt.limit);
+  std::vector<uint64_t> ids(index.entries.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i;
+  SampleSource source(index, ids);
+  std::vector<std::vector<uint8_t>> jpegs;
+  uint64_t pixels = 0;
+  Handle tj;
+  for (uint64_t id : ids) {
+    std::vector<uint8_t> bytes;
+    source.read(id, bytes);
+    int w = 0, h = 0, ss = 0, cs = 0;
+    if (sniff_format(bytes.data(), bytes.size()) != ImageFormat::jpeg ||
+        tjDecompressHeader3(tj.h, bytes.data(), bytes.size(), &w, &h, &ss, &cs) != 0 || cs == TJCS_CMYK || cs == TJCS_YCCK)
+      continue;
+    pixels += uint64_t(w) * uint64_t(h);
+    jpegs.push_back(std::move(bytes));
+  }
+  if (jpegs.empty()) fail_file(opt.input, "holds no RGB or gray JPEG images to measure");
+  const size_t n = jpegs.size();
+  std::printf("bench-decode: %zu JPEGs from %s, mean %.0f pixels, output %dx%dx%d (%s), one core\n", n,
+              opt.input.c_str(), double(pixels) / double(n), opt.size, opt.size, opt.channels,
+              resize_policy_name(opt.resize));
+
+  std::vector<uint8_t> full;
+  const int pf = opt.channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  const double floor = best_rate(n, opt.repeat, [&] {
+    for (const auto& j : jpegs) {
+      int w = 0, h = 0, ss = 0, cs = 0;
+      tjDecompressHeader3(tj.h, j.data(), j.size(), &w, &h, &ss, &cs);
+      full.resize(size_t(w) * size_t(h) * size_t(tjPixelSize[pf]));
+      tjDecompress2(tj.h, j.data(), j.size(), full.data(), w, 0, h, pf, 0);
+    }
+  });
+  ImageCodec codec;
+  DecodeLimits limits;
+  std::vector<uint8_t> out(size_t(opt.size) * size_t(opt.size) * size_t(opt.channels));
+  auto work = [&](int min_short) {
+    return best_rate(n, opt.repeat, [&] {
+      for (const auto& j : jpegs) {
+        try {
+          cv::Mat img = codec.decode(j.data(), j.size(), opt.channels, min_short, limits);
+          resize_to_square(img, opt.size, opt.resize, out.data());
+        } catch (const RejectError&) {
+        }
+      }
+    });
+  };
+  const double datagen_rate = work(opt.size);
+  const double no_scaling = work(0);
+  std::printf("  %-44s %10.1f images/s\n", "TurboJPEG decode alone, full size (floor)", floor);
+  std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor)\n", "datagen decode (DCT scaling) + resize", datagen_rate,
+              100.0 * datagen_rate / floor);
+  std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor)\n", "datagen decode (full size) + resize", no_scaling,
+              100.0 * no_scaling / floor);
+  return 0;
+}
+
+}  // namespace convoy::datagen

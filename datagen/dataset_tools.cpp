@@ -1,0 +1,138 @@
+// verify / inspect / preview / classes. They read only what the format and dataset.json define,
+// so they work on any dataset folder, however it was made.
+#include "datagen/dataset_tools.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <set>
+#include <sstream>
+
+#include "datagen/image_codec.h"
+#include "datagen/labels.h"
+#include "shared/atomic_file.h"
+#include "shared/batch_file.h"
+#include "shared/dataset_meta.h"
+#include "shared/error.h"
+
+namespace convoy::datagen {
+
+std::vector<std::string> verify_dataset(const std::string& dir) {
+  const DatasetMeta meta = read_dataset_meta(dir);
+  std::vector<std::string> problems;
+  std::vector<uint64_t> counts(meta.classes.size(), 0);
+  std::set<int64_t> ids;
+  uint64_t samples = 0;
+  for (size_t f = 0; f < meta.files.size(); ++f) {
+    const BatchFileEntry& e = meta.files[f];
+    const std::string path = join_path(dir, e.name);
+    Batch b;
+    try {
+      b = read_batch_file(path);
+    } catch (const Error& err) {
+      problems.push_back(err.what());
+      continue;
+    }
+    const BatchHeader h = read_batch_header(path);
+    auto bad = [&](const std::string& why) { problems.push_back(path + ": " + why); };
+    if (h.header_crc != e.crc32c) bad("checksum differs from dataset.json (file replaced?)");
+    if (b.count() != e.count) bad("holds " + std::to_string(b.count()) + " samples, dataset.json says " + std::to_string(e.count));
+    if (h.file_bytes != e.bytes) bad("size differs from dataset.json");
+    if (!(b.shape == meta.shape)) bad("image shape differs from dataset.json");
+    if (b.encoding != meta.encoding) bad("encoding differs from dataset.json");
+    for (size_t i = 0; i < b.count(); ++i) {
+      if (b.labels[i] < 0 || size_t(b.labels[i]) >= meta.classes.size()) {
+        bad("sample " + std::to_string(i) + " has label " + std::to_string(b.labels[i]) + ", outside 0.." +
+            std::to_string(meta.classes.size() - 1));
+        break;
+      }
+      ++counts[size_t(b.labels[i])];
+      if (!ids.insert(b.ids[i]).second) bad("sample id " + std::to_string(b.ids[i]) + " appears twice in the dataset");
+    }
+    samples += b.count();
+  }
+  if (problems.empty()) {
+    const std::string json = join_path(dir, kDatasetJson);
+    if (samples != meta.num_samples) problems.push_back(json + ": num_samples does not match the batch files");
+    if (counts != meta.class_counts) problems.push_back(json + ": class_counts do not match the batch files");
+  }
+  return problems;
+}
+
+std::string inspect_dataset(const std::string& dir) {
+  const DatasetMeta m = read_dataset_meta(dir);
+  std::ostringstream out;
+  uint64_t bytes = 0;
+  for (const auto& f : m.files) bytes += f.bytes;
+  out << "dataset     " << dir << "\n"
+      << "samples     " << m.num_samples << " in " << m.files.size() << " batch files (" << m.per_file
+      << " per file), " << bytes / (1024.0 * 1024.0) << " MiB\n"
+      << "image       " << m.shape.height << "x" << m.shape.width << "x" << m.shape.channels << ", "
+      << encoding_name(m.encoding) << "\n"
+      << "mean / std ";
+  for (size_t c = 0; c < m.mean.size(); ++c) out << " " << m.mean[c] << "/" << m.std[c];
+  out << "\nrejected    " << m.rejected << ", skipped (not images) " << m.skipped << "\n"
+      << "classes     " << m.classes.size() << "\n";
+  for (size_t c = 0; c < m.classes.size() && c < 20; ++c)
+    out << "  " << c << "\t" << m.classes[c] << "\t" << m.class_counts[c] << "\n";
+  if (m.classes.size() > 20) out << "  ... " << m.classes.size() - 20 << " more\n";
+  out << "made by     " << m.made_by.dump() << "\n";
+  out << "timings     " << m.timings.dump() << "\n";
+  return out.str();
+}
+
+size_t preview_dataset(const std::string& dir, const std::string& out_png, size_t count) {
+  const DatasetMeta m = read_dataset_meta(dir);
+  if (m.num_samples == 0) fail_file(dir, "holds no samples to preview");
+  count = std::min<uint64_t>(std::max<size_t>(count, 1), m.num_samples);
+  const int side = int(m.shape.width), tile = std::max(64, side), label_h = 14, cols = int(std::ceil(std::sqrt(double(count))));
+  const int rows = int((count + size_t(cols) - 1) / size_t(cols));
+  cv::Mat sheet(rows * (tile + label_h), cols * tile, CV_8UC3, cv::Scalar(255, 255, 255));
+  ImageCodec codec;
+  // Samples spread evenly over the dataset (which is shuffled, so this is a random look).
+  const uint64_t step = m.num_samples / count;
+  size_t shown = 0, file = 0;
+  uint64_t file_start = 0;
+  Batch b;
+  bool loaded = false;
+  for (size_t k = 0; k < count; ++k) {
+    const uint64_t want = k * step;
+    while (want >= file_start + m.files[file].count) {
+      file_start += m.files[file].count;
+      ++file;
+      loaded = false;
+    }
+    if (!loaded) {
+      b = read_batch_file(join_path(dir, m.files[file].name));
+      loaded = true;
+    }
+    const size_t i = size_t(want - file_start);
+    cv::Mat img;
+    if (b.encoding == Encoding::raw) {
+      img = cv::Mat(int(b.shape.height), int(b.shape.width), CV_8UC(b.shape.channels), const_cast<uint8_t*>(b.raw_image(i))).clone();
+    } else {
+      DecodeLimits none;
+      img = codec.decode(b.images.data() + b.offsets[i], size_t(b.offsets[i + 1] - b.offsets[i]), int(b.shape.channels), 0, none);
+    }
+    cv::Mat bgr;
+    cv::cvtColor(img, bgr, img.channels() == 1 ? cv::COLOR_GRAY2BGR : cv::COLOR_RGB2BGR);
+    const double scale = double(tile) / std::max(bgr.cols, bgr.rows);
+    cv::resize(bgr, bgr, cv::Size(), scale, scale, scale >= 1 ? cv::INTER_NEAREST : cv::INTER_AREA);
+    const int x = int(k % size_t(cols)) * tile, y = int(k / size_t(cols)) * (tile + label_h);
+    bgr.copyTo(sheet(cv::Rect(x, y, bgr.cols, bgr.rows)));
+    std::string name = m.classes[size_t(b.labels[i])].substr(0, size_t(tile / 8));
+    cv::putText(sheet, name, cv::Point(x + 2, y + tile + label_h - 4), cv::FONT_HERSHEY_PLAIN, 0.8, cv::Scalar(0, 0, 0), 1);
+    ++shown;
+  }
+  std::vector<uchar> png;
+  if (!cv::imencode(".png", sheet, png)) fail_file(out_png, "PNG encoding failed");
+  write_file_atomic(out_png, std::string(png.begin(), png.end()));
+  return shown;
+}
+
+void write_dataset_classes(const std::string& dir, const std::string& out) {
+  write_class_file(out, read_dataset_meta(dir).classes);
+}
+
+}  // namespace convoy::datagen
