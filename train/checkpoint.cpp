@@ -1,0 +1,61 @@
+// Layout: "CVYCKPT1", u64 sizes of the JSON text and of the four float arrays, the JSON, the
+// arrays, then a CRC32C of every byte before it (little-endian, as the batch files).
+#include "train/checkpoint.h"
+
+#include <cstring>
+
+#include "shared/atomic_file.h"
+#include "shared/crc32c.h"
+#include "shared/error.h"
+
+namespace convoy {
+namespace {
+constexpr char kMagic[8] = {'C', 'V', 'Y', 'C', 'K', 'P', 'T', '1'};
+}
+
+void write_checkpoint(const std::string& path, const Checkpoint& c) {
+  const std::string info = c.info.dump();
+  const std::vector<const std::vector<float>*> arrays = {&c.weights, &c.state, &c.m, &c.v};
+  std::string bytes(kMagic, 8);
+  auto put_u64 = [&](uint64_t x) { bytes.append(reinterpret_cast<const char*>(&x), 8); };
+  put_u64(info.size());
+  for (auto* a : arrays) put_u64(a->size());
+  bytes += info;
+  for (auto* a : arrays) bytes.append(reinterpret_cast<const char*>(a->data()), a->size() * sizeof(float));
+  const uint32_t crc = crc32c(bytes.data(), bytes.size());
+  bytes.append(reinterpret_cast<const char*>(&crc), 4);
+  write_file_atomic(path, bytes);
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  if (!file_exists(path)) fail_file(path, "checkpoint not found");
+  const std::string bytes = read_whole_file(path);
+  const size_t head = 8 + 5 * 8;
+  if (bytes.size() < head + 4 || std::memcmp(bytes.data(), kMagic, 8) != 0)
+    fail_file(path, "not a convoy checkpoint (bad magic or too short)");
+  uint32_t stored;
+  std::memcpy(&stored, bytes.data() + bytes.size() - 4, 4);
+  if (crc32c(bytes.data(), bytes.size() - 4) != stored)
+    fail_file(path, "checkpoint is damaged (CRC32C mismatch); use an earlier one");
+  uint64_t sizes[5];
+  std::memcpy(sizes, bytes.data() + 8, sizeof sizes);
+  uint64_t need = head + sizes[0] + 4;
+  for (int i = 1; i < 5; ++i) need += sizes[i] * sizeof(float);
+  if (need != bytes.size()) fail_file(path, "checkpoint sizes do not add up to the file size");
+  Checkpoint c;
+  try {
+    c.info = nlohmann::json::parse(bytes.substr(head, sizes[0]));
+  } catch (const std::exception& e) {
+    fail_file(path, std::string("checkpoint metadata: ") + e.what());
+  }
+  size_t at = head + sizes[0];
+  std::vector<float>* arrays[4] = {&c.weights, &c.state, &c.m, &c.v};
+  for (int i = 0; i < 4; ++i) {
+    arrays[i]->resize(sizes[i + 1]);
+    std::memcpy(arrays[i]->data(), bytes.data() + at, sizes[i + 1] * sizeof(float));
+    at += sizes[i + 1] * sizeof(float);
+  }
+  return c;
+}
+
+}  // namespace convoy

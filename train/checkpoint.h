@@ -1,0 +1,20 @@
+// Checkpoints: everything needed to continue a run exactly (weights, running statistics,
+// optimiser state, loader position and RNG counters, the config text) in one file written
+// atomically and covered by a CRC32C, refused with a clear message if damaged.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace convoy {
+
+struct Checkpoint {
+  nlohmann::json info;  // config text, seed, epoch, step, global step, optimiser step, sums
+  std::vector<float> weights, state, m, v;
+};
+
+void write_checkpoint(const std::string& path, const Checkpoint& c);
+Checkpoint read_checkpoint(const std::string& path);
+
+}  // namespace convoy

@@ -1,0 +1,37 @@
+// CPU reference dropout.
+#include "train/layers/dropout.h"
+
+namespace convoy {
+namespace {
+uint64_t mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+float counter_uniform(uint64_t key, uint64_t a, uint64_t b) {
+  const uint64_t h = mix(mix(mix(key) ^ a) ^ b);
+  return float(h >> 40) * (1.0f / 16777216.0f);
+}
+
+void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample_keys,
+                     const float* x, float* y, float* mask) {
+  const float keep = 1.f / (1.f - s.p);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < s.n; ++n)
+    for (size_t i = 0; i < s.per_sample; ++i) {
+      const size_t k = n * s.per_sample + i;
+      mask[k] = counter_uniform(key, sample_keys[n], i) < s.p ? 0.f : keep;
+      y[k] = x[k] * mask[k];
+    }
+}
+
+void dropout_backward(const DropoutShape& s, const float* mask, const float* dy, float* dx) {
+  const size_t count = size_t(s.n) * s.per_sample;
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < count; ++i) dx[i] = dy[i] * mask[i];
+}
+
+}  // namespace convoy

@@ -1,0 +1,36 @@
+// CPU reference softmax cross-entropy, computed with the max subtracted for stability.
+#include "train/layers/softmax_xent.h"
+
+#include <cmath>
+#include <cstddef>
+
+namespace convoy {
+
+double softmax_xent_forward(int n, int classes, const float* logits, const int* labels,
+                            float* probs, float* loss) {
+  double total = 0;
+  for (int i = 0; i < n; ++i) {
+    const float* z = logits + size_t(i) * classes;
+    float* p = probs + size_t(i) * classes;
+    float m = z[0];
+    for (int k = 1; k < classes; ++k) m = std::max(m, z[k]);
+    double sum = 0;
+    for (int k = 0; k < classes; ++k) sum += std::exp(double(z[k] - m));
+    const double log_sum = std::log(sum);
+    for (int k = 0; k < classes; ++k) p[k] = float(std::exp(double(z[k] - m) - log_sum));
+    loss[i] = float(log_sum - double(z[labels[i]] - m));
+    total += loss[i];
+  }
+  return n > 0 ? total / n : 0.0;
+}
+
+void softmax_xent_backward(int n, int classes, const float* probs, const int* labels,
+                           float grad_scale, float* dlogits) {
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < classes; ++k) {
+      const size_t j = size_t(i) * classes + k;
+      dlogits[j] = (probs[j] - (k == labels[i] ? 1.f : 0.f)) * grad_scale;
+    }
+}
+
+}  // namespace convoy

@@ -1,0 +1,24 @@
+// JSONL writer.
+#include "train/metrics_log.h"
+
+#include "shared/error.h"
+
+namespace convoy {
+
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
+  f_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (!f_) fail_file(path, "cannot open the metrics file: " + errno_text());
+}
+
+MetricsLog::~MetricsLog() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsLog::write(const nlohmann::json& j) {
+  if (!f_) return;
+  const std::string line = j.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
+    fail_file(path_, "cannot write the metrics file: " + errno_text());
+}
+
+}  // namespace convoy

@@ -1,0 +1,88 @@
+// The net built from a NetConfig: a list of nodes in config order, each owning its output and
+// output-gradient buffers, with every parameter in one flat weights buffer (and one flat grads
+// buffer) so that all-reduce, the optimiser and checkpoints each work on a single array.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/net_config.h"
+
+namespace convoy {
+
+// Per-sample tensor dimensions (channels, height, width); fc outputs are {units, 1, 1}.
+struct Dims {
+  int c = 0, h = 1, w = 1;
+  size_t size() const { return size_t(c) * h * w; }
+  bool operator==(const Dims& o) const { return c == o.c && h == o.h && w == o.w; }
+};
+
+struct ParamBlock {
+  std::string name;  // "<layer>.weight", "<layer>.bias", ...
+  size_t offset = 0, count = 0;
+};
+
+struct Node {
+  LayerSpec spec;
+  std::vector<int> in;  // node indices; -1 = the net's input
+  Dims out;
+  int consumers = 0;
+  size_t w_off = 0, w_count = 0, b_off = 0, b_count = 0;  // into weights/grads
+  size_t s_off = 0, s_count = 0;                          // into state (running statistics)
+  double flops = 0;                                       // forward, per image
+  std::vector<float> y, dy;
+  std::vector<float> aux;        // dropout mask; batch-norm saved mean and 1/std
+  std::vector<int32_t> argmax;   // max pool
+};
+
+class Net {
+ public:
+  // Checks the topology against the input dims (errors name the config file and line).
+  Net(const NetConfig& cfg, Dims input);
+
+  // PyTorch's default initialisation (uniform +-1/sqrt(fan_in)); batch norm gamma 1, beta 0.
+  void init_weights(uint64_t seed);
+  // Sizes every buffer for batches of n (a smaller final eval batch reuses the buffers).
+  void reserve(int n);
+
+  // Runs the net on x [n, input dims]; returns the mean loss. In training, dropout draws its
+  // mask from (key, sample_keys) and batch norm uses and updates batch statistics.
+  double forward(int n, const float* x, const int32_t* labels, bool train, uint64_t key = 0,
+                 const uint64_t* sample_keys = nullptr);
+  // Gradients of the mean loss of the last forward into grads(); also into input_grad() when
+  // want_input_grad is set (gradient checks).
+  void backward(bool want_input_grad = false);
+
+  const float* probs() const { return probs_.data(); }      // [n, classes] after forward
+  const float* losses() const { return losses_.data(); }    // [n]
+  int classes() const { return classes_; }
+  Dims input_dims() const { return input_; }
+  const std::vector<float>& input_grad() const { return input_grad_; }
+
+  std::vector<float>& weights() { return weights_; }
+  std::vector<float>& grads() { return grads_; }
+  std::vector<float>& state() { return state_; }
+  const std::vector<ParamBlock>& blocks() const { return blocks_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const NetConfig& config() const { return cfg_; }
+
+  // Layers with output shapes, parameter counts and forward FLOPs per image.
+  std::string summary() const;
+  double flops_per_image() const;
+
+ private:
+  const float* input_of(const Node& node, int k) const;
+  float* grad_target(int from, size_t count, std::vector<float>& scratch);
+
+  NetConfig cfg_;
+  Dims input_;
+  int classes_ = 0, n_ = 0, capacity_ = 0;
+  const float* x_ = nullptr;
+  const int32_t* labels_ = nullptr;
+  bool train_ = false;
+  std::vector<Node> nodes_;
+  std::vector<ParamBlock> blocks_;
+  std::vector<float> weights_, grads_, state_, probs_, losses_, input_grad_, scratch_;
+};
+
+}  // namespace convoy

@@ -1,0 +1,60 @@
+// A net and its training recipe as read from a TOML config: one [[layer]] table per layer, named,
+// with optional `inputs` so that residual nets can be written, plus [train] and [data] tables.
+// Every mistake is reported as "<file>:<line>: <reason>" before any training starts.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace convoy {
+
+enum class LayerKind {
+  conv, max_pool, avg_pool, global_avg_pool, fc, relu, batch_norm, dropout, add, flatten,
+  softmax_xent
+};
+const char* layer_kind_name(LayerKind k);
+
+struct LayerSpec {
+  std::string name;
+  LayerKind kind = LayerKind::relu;
+  std::vector<std::string> inputs;  // empty: the previous layer (or the data for the first)
+  int line = 0;                     // in the config file, for messages
+  int filters = 0, kernel = 1, stride = 1, pad = 0, groups = 1;  // conv, pools
+  int units = 0;                                                 // fc
+  bool bias = true;                                              // conv, fc
+  float p = 0.5f;                                                // dropout
+  float eps = 1e-5f, momentum = 0.1f;                            // batch norm
+};
+
+struct TrainRecipe {
+  int epochs = 15, batch = 128;
+  std::string optimizer = "sgd";  // sgd | adam | adamw
+  double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
+  bool nesterov = true;
+  double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;
+  std::string schedule = "onecycle";  // constant | step | cosine | onecycle
+  double warmup_epochs = 0;           // linear warm-up before step / cosine / constant
+  double pct_start = 0.3, div_factor = 25, final_div_factor = 1e4;  // onecycle
+  int step_epochs = 30;                                              // step
+  double gamma = 0.1;                                                // step
+  double min_lr = 0;                                                 // cosine
+};
+
+struct AugmentSpec {
+  int crop = 0;       // output side in pixels; 0 = the stored size
+  int pad = 0;        // zero padding around the stored image before a random crop
+  bool flip = false;  // random horizontal flip
+};
+
+struct NetConfig {
+  std::string path, name;
+  int input_c = 0, input_h = 0, input_w = 0;  // [net] input = [c, h, w]: for --print-net without data
+  std::string text;  // kept so that a checkpoint can rebuild the net by itself
+  std::vector<LayerSpec> layers;
+  TrainRecipe train;
+  AugmentSpec augment;
+};
+
+NetConfig parse_net_config(const std::string& text, const std::string& path);
+NetConfig read_net_config(const std::string& path);
+
+}  // namespace convoy

@@ -1,0 +1,356 @@
+// The training loop. All randomness is a function of (seed, epoch, step, sample id), and the
+// loader can start mid-epoch, so a checkpoint's position plus its arrays is the whole state:
+// a resumed run repeats the uninterrupted one bit for bit (given the same thread count).
+#include "train/trainer.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+
+#include "shared/atomic_file.h"
+#include "shared/dataset_meta.h"
+#include "shared/error.h"
+#include "shared/log.h"
+#include "shared/mpi_context.h"
+#include "shared/timer.h"
+#include "train/blas_setup.h"
+#include "train/checkpoint.h"
+#include "train/data_parallel.h"
+#include "train/layers/dropout.h"
+#include "train/loader.h"
+#include "train/metrics_log.h"
+#include "train/net.h"
+#include "train/optimizer.h"
+
+namespace convoy {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+void set_threads(int threads, int ranks) {
+  int t = threads;
+  if (t <= 0) {
+    int local = 1;
+    MPI_Comm node;
+    CONVOY_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    CONVOY_MPI_CHECK(MPI_Comm_size(node, &local));
+    CONVOY_MPI_CHECK(MPI_Comm_free(&node));
+    t = std::max(1, omp_get_num_procs() / std::max(1, std::min(local, ranks)));
+  }
+  omp_set_num_threads(t);
+  // Parallelism comes from OpenMP over images; each BLAS call runs on its caller's thread so
+  // the two thread pools never fight over the cores.
+  openblas_set_num_threads(1);
+}
+
+// Counts correct top-1 and top-5 predictions among n rows of probabilities.
+void count_correct(int n, int classes, const float* probs, const int32_t* labels, double& top1, double& top5) {
+  for (int i = 0; i < n; ++i) {
+    const float* p = probs + size_t(i) * classes;
+    const float mine = p[labels[i]];
+    int above = 0;
+    for (int k = 0; k < classes; ++k)
+      if (p[k] > mine || (p[k] == mine && k < labels[i])) ++above;
+    top1 += above == 0;
+    top5 += above < 5;
+  }
+}
+
+EvalResult evaluate(Net& net, Loader& loader) {
+  loader.start_epoch(0);
+  HostBatch b;
+  double sums[4] = {0, 0, 0, 0};  // loss, top1, top5, samples
+  while (loader.next(b)) {
+    net.forward(b.n, b.x.data(), b.labels.data(), false);
+    for (int i = 0; i < b.n; ++i) sums[0] += net.losses()[i];
+    count_correct(b.n, net.classes(), net.probs(), b.labels.data(), sums[1], sums[2]);
+    sums[3] += b.n;
+  }
+  sum_over_ranks(sums, 4);
+  EvalResult r;
+  r.samples = (long long)sums[3];
+  if (sums[3] > 0) {
+    r.loss = sums[0] / sums[3];
+    r.top1 = sums[1] / sums[3];
+    r.top5 = sums[2] / sums[3];
+  }
+  return r;
+}
+
+Dims input_dims(const DatasetMeta& meta, const AugmentSpec& a) {
+  return {int(meta.shape.channels), a.crop ? a.crop : int(meta.shape.height), a.crop ? a.crop : int(meta.shape.width)};
+}
+
+void check_classes(const Net& net, const DatasetMeta& meta, const std::string& dir) {
+  if (size_t(net.classes()) != meta.classes.size())
+    fail_file(join_path(dir, kDatasetJson), "has " + std::to_string(meta.classes.size()) +
+                                                 " classes but the net's last fc layer has " +
+                                                 std::to_string(net.classes()) + " outputs");
+}
+
+uint64_t step_key(uint64_t seed, long long global_step) {
+  return seed * 0xA24BAED4963EE407ull + uint64_t(global_step) * 0x9FB21C651E98DF25ull + 11;
+}
+
+}  // namespace
+
+int run_training(const TrainOptions& o, int rank, int ranks) {
+  set_threads(o.threads, ranks);
+  Checkpoint resume;
+  NetConfig cfg;
+  if (!o.resume.empty()) {
+    resume = read_checkpoint(o.resume);
+    try {
+      cfg = parse_net_config(resume.info.at("config_text").get<std::string>(), resume.info.at("config_path").get<std::string>());
+    } catch (const nlohmann::json::exception& e) {
+      fail_file(o.resume, std::string("checkpoint metadata: ") + e.what());
+    }
+  } else {
+    cfg = read_net_config(o.config);
+  }
+  TrainRecipe& rec = cfg.train;
+  if (o.epochs > 0) rec.epochs = o.epochs;
+  if (o.batch > 0) rec.batch = o.batch;
+  uint64_t seed = o.seed;
+  if (!o.resume.empty()) {
+    seed = resume.info.at("seed").get<uint64_t>();
+    rec.batch = resume.info.at("batch").get<int>();
+    if (o.epochs <= 0) rec.epochs = resume.info.at("epochs").get<int>();
+  }
+
+  if (o.print_net) {
+    Dims in{cfg.input_c, cfg.input_h, cfg.input_w};
+    if (!o.data.empty()) in = input_dims(read_dataset_meta(o.data), cfg.augment);
+    if (in.c <= 0) fail_file(cfg.path, "--print-net without --data needs [net] input = [c, h, w]");
+    Net net(cfg, in);
+    if (rank == 0) std::printf("%s: %s\n%s", cfg.path.c_str(), cfg.name.c_str(), net.summary().c_str());
+    return 0;
+  }
+
+  if (rec.batch % ranks != 0)
+    fail("--batch " + std::to_string(rec.batch) + " must be a multiple of the number of ranks (" + std::to_string(ranks) + ")");
+  const int local_batch = rec.batch / ranks;
+  const DatasetMeta meta = read_dataset_meta(o.data);
+  LoaderOptions lo;
+  lo.dir = o.data;
+  lo.local_batch = local_batch;
+  lo.readers = o.readers;
+  lo.prefetch = o.prefetch;
+  lo.window_files = o.window_files;
+  lo.seed = seed;
+  lo.rank = rank;
+  lo.ranks = ranks;
+  lo.augment = cfg.augment;
+  Loader train_loader(lo, meta);
+  std::unique_ptr<Loader> val_loader;
+  if (!o.val.empty()) {
+    const DatasetMeta vmeta = read_dataset_meta(o.val);
+    if (!(vmeta.shape == meta.shape))
+      fail_file(join_path(o.val, kDatasetJson), "image shape differs from the training data's");
+    LoaderOptions vo = lo;
+    vo.dir = o.val;
+    vo.train = false;
+    // Normalise the validation data with the training data's statistics, as the net was trained.
+    DatasetMeta vm = vmeta;
+    vm.mean = meta.mean;
+    vm.std = meta.std;
+    val_loader = std::make_unique<Loader>(vo, vm);
+  }
+
+  Net net(cfg, input_dims(meta, cfg.augment));
+  check_classes(net, meta, o.data);
+  net.init_weights(seed);
+  Optimizer opt(rec, net.weights().size());
+  int start_epoch = 0;
+  long long start_step = 0, global_step = 0;
+  double carried[3] = {0, 0, 0};  // the interrupted epoch's loss sum, correct, samples
+  if (!o.resume.empty()) {
+    if (resume.weights.size() != net.weights().size() || resume.state.size() != net.state().size() ||
+        resume.m.size() != opt.m.size() || resume.v.size() != opt.v.size())
+      fail_file(o.resume, "checkpoint arrays do not match the net built from its config");
+    net.weights() = resume.weights;
+    net.state() = resume.state;
+    opt.m = resume.m;
+    opt.v = resume.v;
+    opt.t = resume.info.at("opt_t").get<long long>();
+    start_epoch = resume.info.at("epoch").get<int>();
+    start_step = resume.info.at("step").get<long long>();
+    global_step = resume.info.at("global_step").get<long long>();
+    auto sums = resume.info.at("epoch_sums");
+    for (int i = 0; i < 3; ++i) carried[i] = sums.at(i).get<double>();
+  }
+  // Every rank starts from rank 0's weights (each rank may have initialised or read its own).
+  if (ranks > 1) {
+    broadcast_floats(net.weights());
+    broadcast_floats(net.state());
+    broadcast_floats(opt.m);
+    broadcast_floats(opt.v);
+  }
+
+  PlanOptions plan{seed, 0, rank, ranks, true, o.window_files};
+  const long long per_epoch = steps_per_epoch(meta, plan, local_batch);
+  if (per_epoch == 0)
+    fail_file(o.data, "too few samples for one batch of " + std::to_string(local_batch) + " per rank");
+  const long long total = per_epoch * rec.epochs;
+  log_info("%s: %zu parameters, %.1f MFLOPs/image; %llu training samples, %d rank(s) x %d threads (BLAS %s), batch %d (%d per rank), %lld steps/epoch",
+           cfg.path.c_str(), net.weights().size(), net.flops_per_image() / 1e6, (unsigned long long)meta.num_samples,
+           ranks, omp_get_max_threads(), blas_core_name(), rec.batch, local_batch, per_epoch);
+
+  std::unique_ptr<MetricsLog> metrics;
+  if (rank == 0 && !o.metrics.empty()) metrics = std::make_unique<MetricsLog>(o.metrics, !o.resume.empty());
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+
+  auto save = [&](int epoch, long long step, const double* sums) {
+    if (rank != 0 || o.checkpoint.empty()) return;
+    Checkpoint c;
+    c.info = {{"config_text", cfg.text}, {"config_path", cfg.path}, {"seed", seed}, {"batch", rec.batch},
+              {"epochs", rec.epochs}, {"epoch", epoch}, {"step", step}, {"global_step", global_step},
+              {"opt_t", opt.t}, {"epoch_sums", {sums[0], sums[1], sums[2]}}, {"ranks", ranks},
+              {"data", o.data}};
+    c.weights = net.weights();
+    c.state = net.state();
+    c.m = opt.m;
+    c.v = opt.v;
+    write_checkpoint(o.checkpoint, c);
+    log_info("checkpoint %s (epoch %d, step %lld)", o.checkpoint.c_str(), epoch + 1, step);
+  };
+
+  EvalResult last;
+  bool have_eval = false;
+  HostBatch b;
+  for (int epoch = start_epoch; epoch < rec.epochs; ++epoch) {
+    const long long first = epoch == start_epoch ? start_step : 0;
+    double sums[3] = {0, 0, 0};
+    if (epoch == start_epoch) std::copy(carried, carried + 3, sums);
+    double t_io = 0, t_fwd = 0, t_bwd = 0, t_update = 0, t_comm = 0;
+    Stopwatch epoch_clock, lap;
+    train_loader.start_epoch(epoch, first);
+    for (long long step = first; step < per_epoch; ++step) {
+      lap.reset();
+      if (!train_loader.next(b)) fail("loader ended early (internal error)");
+      t_io += lap.lap();
+      const double loss = net.forward(b.n, b.x.data(), b.labels.data(), true, step_key(seed, global_step), b.keys.data());
+      double top1 = 0, top5 = 0;
+      count_correct(b.n, net.classes(), net.probs(), b.labels.data(), top1, top5);
+      sums[0] += loss * b.n;
+      sums[1] += top1;
+      sums[2] += b.n;
+      t_fwd += lap.lap();
+      net.backward();
+      t_bwd += lap.lap();
+      if (ranks > 1) average_gradients(net.grads(), ranks);
+      t_comm += lap.lap();
+      const double lr = lr_at(rec, global_step, total, per_epoch);
+      opt.step(net.weights(), net.grads(), lr);
+      t_update += lap.lap();
+      ++global_step;
+      if (o.log_every > 0 && (step + 1) % o.log_every == 0) {
+        log_info("epoch %d step %lld/%lld loss %.4f lr %.5f %.0f img/s", epoch + 1, step + 1, per_epoch, loss, lr,
+                 double((step + 1 - first) * rec.batch) / epoch_clock.seconds());
+        if (metrics)
+          metrics->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step + 1}, {"global_step", global_step},
+                          {"loss", loss}, {"lr", lr}});
+      }
+      bool stop = g_signal != 0 || (o.stop_after > 0 && global_step >= o.stop_after);
+      if (ranks > 1) stop = any_rank(stop);
+      const bool at_end = step + 1 == per_epoch;
+      if (stop || (o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0 && !at_end)) {
+        double total_sums[3] = {sums[0], sums[1], sums[2]};
+        if (ranks > 1) sum_over_ranks(total_sums, 3);
+        // Saved per rank share: on resume each rank's sums restart from the global figure / ranks.
+        for (double& s : total_sums) s /= ranks;
+        if (at_end)
+          save(epoch + 1, 0, std::array<double, 3>{0, 0, 0}.data());
+        else
+          save(epoch, step + 1, total_sums);
+      }
+      if (stop) {
+        if (g_signal)
+          log_info("stopped by signal %d after step %lld", int(g_signal), global_step);
+        else
+          log_info("stopped after step %lld", global_step);
+        return g_signal ? 128 + int(g_signal) : 0;
+      }
+    }
+    if (ranks > 1) sum_over_ranks(sums, 3);
+    const double train_s = epoch_clock.seconds();
+    const double train_loss = sums[0] / std::max(1.0, sums[2]), train_acc = sums[1] / std::max(1.0, sums[2]);
+    std::string val_text;
+    if (val_loader) {
+      last = evaluate(net, *val_loader);
+      have_eval = true;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, " | test loss %.4f top-1 %.4f top-5 %.4f", last.loss, last.top1, last.top5);
+      val_text = buf;
+    }
+    const double secs = epoch_clock.seconds();
+    log_info("epoch %d/%d: loss %.4f train acc %.4f%s | %.1f s (train %.1f s, %.0f img/s)", epoch + 1, rec.epochs,
+             train_loss, train_acc, val_text.c_str(), secs, train_s, sums[2] / train_s);
+    log_info("epoch %d breakdown: t_io %.2f s, t_h2d 0.00 s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s",
+             epoch + 1, t_io, t_fwd, t_bwd, t_update, t_comm);
+    if (metrics) {
+      nlohmann::json j = {{"kind", "epoch"}, {"epoch", epoch + 1}, {"global_step", global_step}, {"train_loss", train_loss},
+                          {"train_acc", train_acc}, {"seconds", secs}, {"train_seconds", train_s},
+                          {"t_io", t_io}, {"t_h2d", 0.0}, {"t_fwd", t_fwd}, {"t_bwd", t_bwd},
+                          {"t_update", t_update}, {"t_comm", t_comm}};
+      if (have_eval) {
+        j["test_loss"] = last.loss;
+        j["test_top1"] = last.top1;
+        j["test_top5"] = last.top5;
+      }
+      metrics->write(j);
+    }
+  }
+  const double zero[3] = {0, 0, 0};
+  save(rec.epochs, 0, zero);
+  if (have_eval && rank == 0) {
+    std::printf("test accuracy: %.4f\n", last.top1);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int run_eval(const EvalOptions& o, int rank, int ranks) {
+  set_threads(o.threads, ranks);
+  const Checkpoint c = read_checkpoint(o.checkpoint);
+  NetConfig cfg;
+  try {
+    cfg = parse_net_config(c.info.at("config_text").get<std::string>(), c.info.at("config_path").get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    fail_file(o.checkpoint, std::string("checkpoint metadata: ") + e.what());
+  }
+  const DatasetMeta meta = read_dataset_meta(o.data);
+  Net net(cfg, input_dims(meta, cfg.augment));
+  check_classes(net, meta, o.data);
+  if (c.weights.size() != net.weights().size() || c.state.size() != net.state().size())
+    fail_file(o.checkpoint, "checkpoint arrays do not match the net built from its config");
+  net.weights() = c.weights;
+  net.state() = c.state;
+  LoaderOptions lo;
+  lo.dir = o.data;
+  lo.local_batch = o.batch;
+  lo.readers = o.readers;
+  lo.train = false;
+  lo.rank = rank;
+  lo.ranks = ranks;
+  lo.augment = cfg.augment;
+  Loader loader(lo, meta);
+  Stopwatch clock;
+  const EvalResult r = evaluate(net, loader);
+  log_info("%s on %s: %lld samples, loss %.4f top-1 %.4f top-5 %.4f (%.1f s)", o.checkpoint.c_str(), o.data.c_str(),
+           r.samples, r.loss, r.top1, r.top5, clock.seconds());
+  if (rank == 0) {
+    std::printf("test accuracy: %.4f\n", r.top1);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace convoy

@@ -1,0 +1,39 @@
+// The training run and the stand-alone evaluation, driven by the command line: the loop that
+// ties loader, net, all-reduce, optimiser, evaluation, logs and checkpoints together.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace convoy {
+
+struct TrainOptions {
+  std::string config, data, val;
+  int epochs = 0, batch = 0;  // 0: from the config
+  uint64_t seed = 1;
+  int threads = 0;            // OpenMP threads for compute; 0: all cores of this rank's share
+  int readers = 1, prefetch = 4, window_files = 4;
+  int log_every = 100;
+  std::string metrics;        // JSONL path ("" = none)
+  std::string checkpoint;     // written every checkpoint_every steps, on a signal and at the end
+  long long checkpoint_every = 0;
+  std::string resume;
+  long long stop_after = 0;   // stop (and checkpoint) after this many steps in total
+  std::string device = "cpu";
+  bool print_net = false;
+};
+
+struct EvalOptions {
+  std::string checkpoint, data;
+  int batch = 256, threads = 0, readers = 1;
+};
+
+struct EvalResult {
+  double loss = 0, top1 = 0, top5 = 0;
+  long long samples = 0;
+};
+
+// Returns the process exit code.
+int run_training(const TrainOptions& o, int rank, int ranks);
+int run_eval(const EvalOptions& o, int rank, int ranks);
+
+}  // namespace convoy
