@@ -21,7 +21,7 @@ ResizeJob plan_resize_job(int width, int height, int channels, size_t row_stride
   if (channels < 1 || channels > 4) fail("resize: " + std::to_string(channels) + " channels");
   if (row_stride < static_cast<size_t>(width) * channels) fail("resize: row stride shorter than a row");
 
-  ResizeJob j;
+  ResizeJob j{};
   j.channels = channels;
   j.src_stride = static_cast<int32_t>(row_stride);
   j.src_w = width;

@@ -22,16 +22,17 @@ enum class ResizeMethod : int32_t {
   linear,     // INTER_LINEAR: 11-bit fixed-point bilinear, half-pixel centres
 };
 
-// One image of a batch, as the kernel sees it. Plain data so it can be copied to the device as is.
+// One image of a batch, as the kernel sees it. Trivial type: copied to the device and into shared
+// memory as is.
 struct ResizeJob {
-  uint64_t src_offset = 0;  // first byte of the region (crop already applied) in the staged input
-  uint64_t dst_offset = 0;  // first byte of the S x S x C output
-  int32_t src_stride = 0;   // bytes between source rows
-  int32_t src_w = 0, src_h = 0;  // region size
-  int32_t channels = 0;
-  ResizeMethod method = ResizeMethod::copy;
-  int32_t iscale_x = 0, iscale_y = 0;  // area_fast block size
-  double scale_x = 0, scale_y = 0;     // source pixels per output pixel, as OpenCV computes them
+  uint64_t src_offset;  // first byte of the region (crop already applied) in the staged input
+  uint64_t dst_offset;  // first byte of the S x S x C output
+  int32_t src_stride;   // bytes between source rows
+  int32_t src_w, src_h; // region size
+  int32_t channels;
+  ResizeMethod method;
+  int32_t iscale_x, iscale_y;  // area_fast block size
+  double scale_x, scale_y;     // source pixels per output pixel, as OpenCV computes them
 };
 
 // Plans one image exactly as datagen/resize.cpp and cv::resize would: crop region, method, scales.

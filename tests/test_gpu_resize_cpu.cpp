@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -116,6 +117,19 @@ TEST(GpuResizeMath, PlanFollowsTheCpuChoices) {
   EXPECT_EQ(crop.src_offset, 100u * 3);
   EXPECT_THROW(plan_resize_job(10, 10, 3, 30, 8, ResizePolicy::short_side), convoy::Error);
   EXPECT_THROW(plan_resize_job(10, 10, 3, 20, 8, ResizePolicy::crop), convoy::Error);
+}
+
+TEST(GpuResizeMath, NoCudaOrNoDeviceIsAClearError) {
+  if (gpu_resize_built() && gpu_resize_device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  GpuResizeOptions o;
+  o.size = 32;
+  o.policy = ResizePolicy::crop;
+  try {
+    GpuResizer r(o);
+    FAIL() << "a resizer was made without a usable GPU";
+  } catch (const convoy::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--gpu-resize"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
