@@ -1,0 +1,181 @@
+// datagen's decode and resize: JPEG (RGB, gray, CMYK, progressive, 4:4:4/4:2:0) with DCT scaling
+// to the smallest sufficient scale, PNG (8/16-bit, palette, RGBA, gray+alpha) found by content,
+// refusals of damaged and empty data, the pixel-count and aspect guards, and the resize policies.
+#include <gtest/gtest.h>
+
+#include "datagen/image_codec.h"
+#include "datagen/resize.h"
+#include "shared/error.h"
+#include "test_datagen_fixtures.h"
+
+using namespace convoy;
+using namespace convoy::datagen;
+using namespace fixtures;
+
+namespace {
+
+cv::Mat decode(const Bytes& b, int channels, int min_short = 0, DecodeLimits limits = {}) {
+  ImageCodec codec;
+  return codec.decode(reinterpret_cast<const uint8_t*>(b.data()), b.size(), channels, min_short, limits);
+}
+
+cv::Vec3b at3(const cv::Mat& m, int y, int x) { return m.at<cv::Vec3b>(y, x); }
+
+void expect_near(cv::Vec3b got, int r, int g, int b, int tol) {
+  EXPECT_NEAR(got[0], r, tol);
+  EXPECT_NEAR(got[1], g, tol);
+  EXPECT_NEAR(got[2], b, tol);
+}
+
+}  // namespace
+
+TEST(DatagenDecode, JpegUsesTheSmallestSufficientDctScale) {
+  const Bytes j = rgb_jpeg(800, 600, 1);
+  EXPECT_EQ(decode(j, 3).size(), cv::Size(800, 600));
+  EXPECT_EQ(decode(j, 3, 100).size(), cv::Size(200, 150));  // 1/4: 150 >= 100 > 75 at 1/8
+  EXPECT_EQ(decode(j, 3, 75).size(), cv::Size(100, 75));    // 1/8
+  EXPECT_EQ(decode(j, 3, 301).size(), cv::Size(800, 600));  // 1/2 gives 300 < 301
+  EXPECT_EQ(decode(j, 3, 300).size(), cv::Size(400, 300));
+  const cv::Mat m = decode(j, 3, 100);
+  EXPECT_EQ(m.type(), CV_8UC3);
+  expect_near(at3(m, 75, 0), 0, 127, 37, 12);    // RGB order: ramp in R, ramp in G, 37 in B
+  expect_near(at3(m, 75, 199), 255, 127, 37, 12);
+}
+
+TEST(DatagenDecode, JpegVariants) {
+  for (int samp : {TJSAMP_444, TJSAMP_420, TJSAMP_422}) {
+    const cv::Mat m = decode(rgb_jpeg(64, 48, 2, samp), 3);
+    ASSERT_EQ(m.size(), cv::Size(64, 48));
+    expect_near(at3(m, 24, 32), 32 * 255 / 63, 24 * 255 / 47, 74, 12);
+  }
+  const cv::Mat prog = decode(rgb_jpeg(64, 48, 2, TJSAMP_420, TJFLAG_PROGRESSIVE), 3);
+  expect_near(at3(prog, 24, 32), 32 * 255 / 63, 24 * 255 / 47, 74, 12);
+
+  const cv::Mat gray3 = decode(gray_jpeg(16, 16, 200), 3);  // gray -> RGB: equal channels
+  expect_near(at3(gray3, 8, 8), 200, 200, 200, 2);
+  const cv::Mat gray1 = decode(gray_jpeg(16, 16, 200), 1);
+  EXPECT_EQ(gray1.type(), CV_8UC1);
+  EXPECT_NEAR(gray1.at<uint8_t>(8, 8), 200, 2);
+  const cv::Mat rgb_to_gray = decode(rgb_jpeg(64, 48, 2), 1);
+  EXPECT_EQ(rgb_to_gray.type(), CV_8UC1);
+
+  // Adobe CMYK: C=255, M=0, Y=0, K=255 is red; C=M=Y=255, K=128 is mid gray.
+  expect_near(at3(decode(cmyk_jpeg(16, 16, 255, 0, 0, 255), 3), 8, 8), 255, 0, 0, 4);
+  expect_near(at3(decode(cmyk_jpeg(16, 16, 255, 255, 255, 128), 3), 8, 8), 128, 128, 128, 4);
+  EXPECT_EQ(decode(cmyk_jpeg(16, 16, 255, 0, 0, 255), 1).type(), CV_8UC1);
+}
+
+TEST(DatagenDecode, PngVariantsByContent) {
+  cv::Mat bgr(6, 5, CV_8UC3, cv::Scalar(10, 20, 30));  // B, G, R
+  expect_near(at3(decode(png(bgr), 3), 1, 1), 30, 20, 10, 0);
+  cv::Mat bgra(6, 5, CV_8UC4, cv::Scalar(10, 20, 30, 0));  // fully transparent: alpha dropped
+  expect_near(at3(decode(png(bgra), 3), 1, 1), 30, 20, 10, 0);
+  cv::Mat deep(4, 4, CV_16UC3, cv::Scalar(257 * 10, 257 * 20, 257 * 30));
+  expect_near(at3(decode(png(deep), 3), 1, 1), 30, 20, 10, 0);
+  cv::Mat gray16(4, 4, CV_16UC1, cv::Scalar(65535));
+  EXPECT_EQ(decode(png(gray16), 1).at<uint8_t>(0, 0), 255);
+  const cv::Mat pal = decode(palette_png(6, 4), 3);
+  ASSERT_EQ(pal.size(), cv::Size(6, 4));
+  expect_near(at3(pal, 0, 0), 255, 0, 0, 0);  // index 0: red
+  expect_near(at3(pal, 0, 1), 0, 0, 255, 0);  // index 1: blue
+  expect_near(at3(pal, 1, 0), 0, 0, 255, 0);
+}
+
+TEST(DatagenDecode, DamagedAndEmptyDataAreRejectedWithAReason) {
+  const uint8_t none = 0;
+  ImageCodec codec;
+  EXPECT_THROW(codec.decode(&none, 0, 3, 0, {}), RejectError);
+  EXPECT_THROW(decode("hello, this is a README", 3), RejectError);
+  Bytes j = rgb_jpeg(64, 64, 1);
+  EXPECT_THROW(decode(j.substr(0, 20), 3), RejectError);  // header cut short
+  Bytes garbled = j.substr(0, 4) + std::string(200, '\x55');
+  EXPECT_THROW(decode(garbled, 3), RejectError);
+  Bytes p = png(cv::Mat(8, 8, CV_8UC3, cv::Scalar(1, 2, 3)));
+  EXPECT_THROW(decode(p.substr(0, p.size() / 2), 3), RejectError);
+  try {
+    decode("GIF89a....", 3);
+  } catch (const RejectError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a JPEG or PNG"), std::string::npos);
+  }
+}
+
+TEST(DatagenDecode, PixelLimitAndAspectGuardComeFromTheHeader) {
+  // A small JPEG whose frame header claims 60000 x 60000: refused before any pixel buffer exists.
+  Bytes j = rgb_jpeg(16, 16, 1);
+  const size_t sof = j.find("\xFF\xC0", 0, 2);
+  ASSERT_NE(sof, std::string::npos);
+  j[sof + 5] = char(0xEA), j[sof + 6] = char(0x60), j[sof + 7] = char(0xEA), j[sof + 8] = char(0x60);
+  try {
+    decode(j, 3);
+    FAIL() << "a 60000x60000 header must be refused";
+  } catch (const RejectError& e) {
+    EXPECT_NE(std::string(e.what()).find("60000x60000"), std::string::npos) << e.what();
+  }
+  Bytes p = png(cv::Mat(8, 8, CV_8UC1, cv::Scalar(3)));
+  p[16] = char(0x7F);  // width 2^30-ish in IHDR
+  EXPECT_THROW(decode(p, 1), RejectError);
+
+  DecodeLimits tight;
+  tight.max_pixels = 99;
+  EXPECT_THROW(decode(rgb_jpeg(10, 10, 1), 3, 0, tight), RejectError);
+  EXPECT_NO_THROW(decode(rgb_jpeg(9, 11, 1), 3, 0, tight));
+  DecodeLimits aspect;
+  aspect.max_aspect = 10;
+  EXPECT_THROW(decode(rgb_jpeg(200, 10, 1), 3, 0, aspect), RejectError);
+  EXPECT_NO_THROW(decode(rgb_jpeg(100, 10, 1), 3, 0, aspect));
+}
+
+TEST(DatagenResize, CropTakesTheCentreSquare) {
+  // 40 x 20: black left and right quarters, white centre; the centre 20 x 20 is all white.
+  cv::Mat img(20, 40, CV_8UC3, cv::Scalar(0, 0, 0));
+  img(cv::Rect(10, 0, 20, 20)).setTo(cv::Scalar(255, 255, 255));
+  std::vector<uint8_t> out(10 * 10 * 3);
+  resize_to_square(img, 10, ResizePolicy::crop, out.data());
+  for (uint8_t v : out) ASSERT_EQ(v, 255);
+  resize_to_square(img, 10, ResizePolicy::squash, out.data());
+  EXPECT_EQ(out[0], 0);                   // squash keeps the black left edge
+  EXPECT_EQ(out[(5 * 10 + 5) * 3], 255);  // and the white centre
+  // Odd margins: offsets round down.
+  cv::Mat odd(3, 6, CV_8UC1);
+  for (int x = 0; x < 6; ++x) odd.col(x).setTo(x * 10);
+  std::vector<uint8_t> three(9);
+  resize_to_square(odd, 3, ResizePolicy::crop, three.data());
+  EXPECT_EQ(three[0], 10);  // columns 1..3
+  EXPECT_EQ(three[2], 30);
+  EXPECT_THROW(resize_to_square(img, 10, ResizePolicy::short_side, out.data()), Error);
+  EXPECT_THROW(parse_resize_policy("stretch"), Error);
+}
+
+TEST(DatagenResize, ShrinkIsAntialiasedAndEnlargeIsSmooth) {
+  // A 1-pixel checkerboard shrunk 8x must average to gray, not alias to black or white.
+  cv::Mat checker(64, 64, CV_8UC1);
+  for (int y = 0; y < 64; ++y)
+    for (int x = 0; x < 64; ++x) checker.at<uint8_t>(y, x) = ((x + y) % 2) ? 255 : 0;
+  std::vector<uint8_t> small(8 * 8);
+  resize_to_square(checker, 8, ResizePolicy::crop, small.data());
+  for (uint8_t v : small) ASSERT_NEAR(v, 128, 1);
+  // Enlarging a 2 x 2 image gives intermediate values (bilinear), not blocks.
+  cv::Mat tiny = (cv::Mat_<uint8_t>(2, 2) << 0, 255, 0, 255);
+  std::vector<uint8_t> big(8 * 8);
+  resize_to_square(tiny, 8, ResizePolicy::squash, big.data());
+  EXPECT_EQ(big[0], 0);
+  EXPECT_EQ(big[7], 255);
+  EXPECT_GT(big[4], 0);
+  EXPECT_LT(big[3], 255);
+  // Same size: a plain copy.
+  cv::Mat same(5, 5, CV_8UC3, cv::Scalar(1, 2, 3));
+  std::vector<uint8_t> copy(75);
+  resize_to_square(same, 5, ResizePolicy::crop, copy.data());
+  EXPECT_EQ(copy[0], 1);
+  EXPECT_EQ(copy[74], 3);
+}
+
+TEST(DatagenEncode, JpegRoundTrip) {
+  ImageCodec codec;
+  std::vector<uint8_t> px = pattern(32, 32, 4), out;
+  codec.encode_jpeg(px.data(), 32, 32, 3, 90, out);
+  ASSERT_GT(out.size(), 100u);
+  cv::Mat back = codec.decode(out.data(), out.size(), 3, 0, {});
+  ASSERT_EQ(back.size(), cv::Size(32, 32));
+  expect_near(at3(back, 16, 16), px[(16 * 32 + 16) * 3], px[(16 * 32 + 16) * 3 + 1], px[(16 * 32 + 16) * 3 + 2], 10);
+}
