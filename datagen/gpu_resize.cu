@@ -24,29 +24,25 @@ __device__ unsigned warp_sum(unsigned v) {
   return v;
 }
 
-__global__ void resize_kernel(const ResizeJob* __restrict__ jobs, const uint8_t* __restrict__ in,
-                              uint8_t* __restrict__ out, int size, ChannelSums* sums) {
-  __shared__ ResizeJob job;
-  __shared__ unsigned block_sum[4], block_sq[4];
+// One output pixel per thread, then (optionally) the block's per-channel sums added to its image's.
+template <int CN>
+__device__ void resize_tile(const ResizeJob& job, const uint8_t* __restrict__ in, uint8_t* __restrict__ out,
+                            int size, ChannelSums* sums, unsigned* block_sum, unsigned* block_sq) {
   const int t = threadIdx.y * kTileW + threadIdx.x;
-  if (t == 0) job = jobs[blockIdx.y];
-  if (t < 4) block_sum[t] = block_sq[t] = 0;
-  __syncthreads();
-
   const int tiles_x = (size + kTileW - 1) / kTileW;
   const int x = (blockIdx.x % tiles_x) * kTileW + threadIdx.x;
   const int y = (blockIdx.x / tiles_x) * kTileH + threadIdx.y;
-  const int cn = job.channels;
-  uint8_t v[4] = {0, 0, 0, 0};
-  const bool inside = x < size && y < size;
-  if (inside) {
-    resize_pixel(job, in + job.src_offset, x, y, v);
-    uint8_t* o = out + job.dst_offset + (static_cast<size_t>(y) * size + x) * cn;
-    for (int c = 0; c < cn; ++c) o[c] = v[c];
+  uint8_t v[CN] = {};
+  if (x < size && y < size) {
+    resize_pixel_cn<CN>(job, in + job.src_offset, x, y, v);
+    uint8_t* o = out + job.dst_offset + (static_cast<size_t>(y) * size + x) * CN;
+#pragma unroll
+    for (int c = 0; c < CN; ++c) o[c] = v[c];
   }
   if (sums == nullptr) return;
   // A block is at most 256 pixels, so 32-bit partial sums of squares (<= 256 * 255^2) cannot wrap.
-  for (int c = 0; c < cn; ++c) {
+#pragma unroll
+  for (int c = 0; c < CN; ++c) {
     const unsigned s = warp_sum(v[c]);
     const unsigned q = warp_sum(static_cast<unsigned>(v[c]) * v[c]);
     if ((t & 31) == 0) {
@@ -55,11 +51,28 @@ __global__ void resize_kernel(const ResizeJob* __restrict__ jobs, const uint8_t*
     }
   }
   __syncthreads();
-  if (t < cn) {
+  if (t < CN) {
     atomicAdd(reinterpret_cast<unsigned long long*>(&sums[blockIdx.y].sum[t]),
               static_cast<unsigned long long>(block_sum[t]));
     atomicAdd(reinterpret_cast<unsigned long long*>(&sums[blockIdx.y].sum_sq[t]),
               static_cast<unsigned long long>(block_sq[t]));
+  }
+}
+
+// Grid: x = output tiles of one image, y = image of the batch.
+__global__ void resize_kernel(const ResizeJob* __restrict__ jobs, const uint8_t* __restrict__ in,
+                              uint8_t* __restrict__ out, int size, ChannelSums* sums) {
+  __shared__ ResizeJob job;
+  __shared__ unsigned block_sum[4], block_sq[4];
+  const int t = threadIdx.y * kTileW + threadIdx.x;
+  if (t == 0) job = jobs[blockIdx.y];
+  if (t < 4) block_sum[t] = block_sq[t] = 0;
+  __syncthreads();
+  switch (job.channels) {  // the same for the whole block, so no divergence
+    case 1: resize_tile<1>(job, in, out, size, sums, block_sum, block_sq); break;
+    case 2: resize_tile<2>(job, in, out, size, sums, block_sum, block_sq); break;
+    case 3: resize_tile<3>(job, in, out, size, sums, block_sum, block_sq); break;
+    case 4: resize_tile<4>(job, in, out, size, sums, block_sum, block_sq); break;
   }
 }
 

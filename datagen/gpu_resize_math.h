@@ -206,10 +206,12 @@ CONVOY_HD float area_weight(const AreaSpan& a, int s) {
 
 }  // namespace rmath
 
-// Output pixel (dx, dy), all channels, of one job. src points at the job's region.
-CONVOY_HD void resize_pixel(const ResizeJob& j, const uint8_t* src, int dx, int dy, uint8_t* out) {
+// Output pixel (dx, dy), all CN channels, of one job. src points at the job's region. CN is a
+// template argument so the per-channel accumulators stay in registers on the device.
+template <int CN>
+CONVOY_HD void resize_pixel_cn(const ResizeJob& j, const uint8_t* src, int dx, int dy, uint8_t* out) {
   using namespace rmath;
-  const int cn = j.channels;
+  constexpr int cn = CN;
   switch (j.method) {
     case ResizeMethod::copy: {
       const uint8_t* p = src + static_cast<size_t>(dy) * j.src_stride + static_cast<size_t>(dx) * cn;
@@ -237,13 +239,13 @@ CONVOY_HD void resize_pixel(const ResizeJob& j, const uint8_t* src, int dx, int 
     case ResizeMethod::area: {
       const AreaSpan ax = area_span(dx, j.scale_x, j.src_w);
       const AreaSpan ay = area_span(dy, j.scale_y, j.src_h);
-      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      float acc[CN] = {};
       // Same order of float operations as ResizeArea_Invoker: each source row is weighted along
       // x first, then added into the output with its y weight.
       for (int sy = ay.first; sy <= ay.last; ++sy) {
         const float beta = area_weight(ay, sy);
         const uint8_t* row = src + static_cast<size_t>(sy) * j.src_stride;
-        float sum[4] = {0.f, 0.f, 0.f, 0.f};
+        float sum[CN] = {};
         for (int sx = ax.first; sx <= ax.last; ++sx) {
           const float alpha = area_weight(ax, sx);
           const uint8_t* p = row + static_cast<size_t>(sx) * cn;
@@ -269,6 +271,15 @@ CONVOY_HD void resize_pixel(const ResizeJob& j, const uint8_t* src, int dx, int 
       }
       return;
     }
+  }
+}
+
+CONVOY_HD void resize_pixel(const ResizeJob& j, const uint8_t* src, int dx, int dy, uint8_t* out) {
+  switch (j.channels) {
+    case 1: resize_pixel_cn<1>(j, src, dx, dy, out); return;
+    case 2: resize_pixel_cn<2>(j, src, dx, dy, out); return;
+    case 3: resize_pixel_cn<3>(j, src, dx, dy, out); return;
+    case 4: resize_pixel_cn<4>(j, src, dx, dy, out); return;
   }
 }
 
