@@ -83,6 +83,19 @@ cv::Mat ImageCodec::decode(const uint8_t* data, size_t n, int channels, int min_
   const ImageFormat fmt = sniff_format(data, n);
   if (fmt == ImageFormat::png) return decode_png(data, n, channels, limits);
   if (fmt != ImageFormat::jpeg) throw RejectError("not a JPEG or PNG image (by content)");
+  try {
+    return decode_jpeg(data, n, channels, min_short, limits);
+  } catch (const RejectError&) {
+    // A failed decompression can leave libjpeg-turbo 2.1's handle unusable for the next image
+    // ("Unsupported marker" on sound files), so a fresh handle follows every failure.
+    tjDestroy(dec_);
+    dec_ = tjInitDecompress();
+    if (!dec_) fail("TurboJPEG initialisation failed");
+    throw;
+  }
+}
+
+cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits) {
 
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(dec_, data, static_cast<unsigned long>(n), &w, &h, &subsamp, &colorspace) != 0)

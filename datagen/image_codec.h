@@ -40,6 +40,8 @@ class ImageCodec {
                    std::vector<uint8_t>& out);
 
  private:
+  cv::Mat decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits);
+
   void* dec_ = nullptr;  // tjhandle
   void* enc_ = nullptr;
 };

@@ -92,6 +92,12 @@ TEST(DatagenDecode, DamagedAndEmptyDataAreRejectedWithAReason) {
   EXPECT_THROW(decode(garbled, 3), RejectError);
   Bytes p = png(cv::Mat(8, 8, CV_8UC3, cv::Scalar(1, 2, 3)));
   EXPECT_THROW(decode(p.substr(0, p.size() / 2), 3), RejectError);
+  // One codec goes on decoding sound images after refusing damaged ones.
+  const Bytes bad = "\xFF\xD8\xFF junk";
+  EXPECT_THROW(codec.decode(reinterpret_cast<const uint8_t*>(bad.data()), bad.size(), 3, 0, {}), RejectError);
+  EXPECT_EQ(codec.decode(reinterpret_cast<const uint8_t*>(j.data()), j.size(), 3, 0, {}).size(), cv::Size(64, 64));
+  EXPECT_THROW(codec.decode(reinterpret_cast<const uint8_t*>(garbled.data()), garbled.size(), 3, 0, {}), RejectError);
+  EXPECT_EQ(codec.decode(reinterpret_cast<const uint8_t*>(j.data()), j.size(), 3, 16, {}).size(), cv::Size(16, 16));
   try {
     decode("GIF89a....", 3);
   } catch (const RejectError& e) {
