@@ -12,6 +12,11 @@
 
 namespace convoy::datagen {
 
+namespace {
+constexpr const char* kNoCudaBuild =
+    "--gpu-resize: this datagen was built without CUDA (configure with nvcc present to get it)";
+}  // namespace
+
 ResizeJob plan_resize_job(int width, int height, int channels, size_t row_stride, int size,
                           ResizePolicy policy) {
   if (policy == ResizePolicy::short_side)
@@ -72,12 +77,17 @@ GpuResizeTimes& GpuResizeTimes::operator+=(const GpuResizeTimes& o) {
   return *this;
 }
 
+int gpu_resize_device_for(int local_rank) {
+  if (!gpu_resize_built()) fail(kNoCudaBuild);
+  const int n = gpu_resize_device_count();
+  if (n == 0) fail("--gpu-resize: no CUDA device is available (no driver or no GPU)");
+  return local_rank % n;
+}
+
 #ifndef CONVOY_HAVE_CUDA
 
 namespace {
-[[noreturn]] void no_cuda() {
-  fail("--gpu-resize: this datagen was built without CUDA (configure with nvcc present to get it)");
-}
+[[noreturn]] void no_cuda() { fail(kNoCudaBuild); }
 }  // namespace
 
 struct GpuResizer::Impl {};

@@ -73,5 +73,8 @@ class GpuResizer {
 bool gpu_resize_built();
 // Devices usable for --gpu-resize; 0 without the CUDA build, a driver or a device.
 int gpu_resize_device_count();
+// The device for a process: its rank among the processes of its node, modulo the devices there, so
+// one GPU serves one rank or is shared by several. Throws convoy::Error when there is none.
+int gpu_resize_device_for(int local_rank);
 
 }  // namespace convoy::datagen

@@ -119,6 +119,8 @@ Tally run_and_compare(int channels, int size, ResizePolicy policy, bool sums, un
   EXPECT_GT(tm.batches, 1u);
   EXPECT_GT(tm.bytes_up, 0u);
   EXPECT_GT(tm.kernel_s, 0.0);
+  EXPECT_GT(tm.upload_s, 0.0);
+  EXPECT_GT(tm.download_s, 0.0);
   std::printf("%s C=%d S=%d: %ld values, %ld differ, max abs diff %d; %llu batches, up %.2f ms, "
               "kernel %.2f ms, down %.2f ms, wait %.2f ms\n",
               resize_policy_name(policy), channels, size, t.values, t.differing, t.max_diff,
@@ -194,6 +196,7 @@ TEST(GpuResize, BadDeviceAndPolicyAreClearErrors) {
   o.policy = ResizePolicy::crop;
   o.device = gpu_resize_device_count();
   EXPECT_THROW(GpuResizer{o}, convoy::Error);
+  EXPECT_EQ(gpu_resize_device_for(gpu_resize_device_count()), 0);
   o.device = 0;
   o.policy = ResizePolicy::short_side;
   EXPECT_THROW(GpuResizer{o}, convoy::Error);

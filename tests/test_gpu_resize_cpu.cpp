@@ -124,6 +124,7 @@ TEST(GpuResizeMath, NoCudaOrNoDeviceIsAClearError) {
   GpuResizeOptions o;
   o.size = 32;
   o.policy = ResizePolicy::crop;
+  EXPECT_THROW(gpu_resize_device_for(0), convoy::Error);
   try {
     GpuResizer r(o);
     FAIL() << "a resizer was made without a usable GPU";
