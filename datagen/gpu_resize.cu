@@ -174,11 +174,12 @@ GpuResizeOptions checked(const GpuResizeOptions& o) {
 
 GpuResizer::GpuResizer(const GpuResizeOptions& options) : impl_(new Impl(checked(options))) {}
 GpuResizer::~GpuResizer() {
-  // The stream may still be writing into pinned buffers that are about to be freed.
-  if (impl_ && impl_->state == Impl::State::in_flight) {
-    if (cudaSetDevice(impl_->opt.device) != cudaSuccess || cudaStreamSynchronize(impl_->stream.get()) != cudaSuccess)
-      cudaGetLastError();
-  }
+  if (!impl_) return;
+  // The buffers belong to this resizer's device, and the stream may still be writing into pinned
+  // memory that is about to be freed.
+  bool ok = cudaSetDevice(impl_->opt.device) == cudaSuccess;
+  if (ok && impl_->state == Impl::State::in_flight) ok = cudaStreamSynchronize(impl_->stream.get()) == cudaSuccess;
+  if (!ok) cudaGetLastError();
 }
 
 uint8_t* GpuResizer::stage(int width, int height) {

@@ -82,6 +82,10 @@ TEST(GpuResizeMath, MatchesCvResizeOnManyShapes) {
       {4000, 300, 3, 256, ResizePolicy::squash}, {768, 512, 3, 256, ResizePolicy::squash},
       {1999, 1501, 3, 96, ResizePolicy::crop}, {640, 480, 1, 480, ResizePolicy::squash},
       {31, 29, 3, 256, ResizePolicy::squash},  {255, 255, 3, 256, ResizePolicy::crop},
+      {768, 768, 3, 256, ResizePolicy::crop},  {512, 600, 1, 256, ResizePolicy::crop},
+      {2500, 1900, 3, 256, ResizePolicy::crop}, {2500, 1900, 3, 224, ResizePolicy::squash},
+      {1, 700, 1, 64, ResizePolicy::squash},   {700, 1, 3, 64, ResizePolicy::squash},
+      {1, 700, 3, 64, ResizePolicy::crop},     {900, 450, 3, 300, ResizePolicy::squash},
   };
   for (int i = 0; i < 40; ++i) {
     const int w = 1 + rng() % 700, h = 1 + rng() % 700;
@@ -89,6 +93,7 @@ TEST(GpuResizeMath, MatchesCvResizeOnManyShapes) {
     cases.push_back({w, h, (rng() % 2) ? 3 : 1, size, (rng() % 2) ? ResizePolicy::crop : ResizePolicy::squash});
   }
   long total = 0, values = 0, area_diffs = 0;
+  int seen[4] = {0, 0, 0, 0};
   int worst = 0;
   for (const Case& k : cases) {
     cv::Mat img = random_image(rng, k.w, k.h, k.c);
@@ -98,10 +103,12 @@ TEST(GpuResizeMath, MatchesCvResizeOnManyShapes) {
     values += static_cast<long>(k.size) * k.size * k.c;
     worst = std::max(worst, d.max);
     if (m != ResizeMethod::linear) area_diffs += d.count;
+    ++seen[int(m)];
     EXPECT_LE(d.max, 1) << k.w << "x" << k.h << "x" << k.c << " -> " << k.size << " "
                         << resize_policy_name(k.policy) << " method " << int(m);
   }
   std::printf("values %ld, differing %ld, max abs diff %d\n", values, total, worst);
+  for (int m = 0; m < 4; ++m) EXPECT_GT(seen[m], 0) << "no case took method " << m;
   // Copy and both area paths use the same float operations in the same order: they match exactly.
   EXPECT_EQ(area_diffs, 0);
 }
