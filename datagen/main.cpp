@@ -71,6 +71,10 @@ int body(int argc, char** argv) {
   bench_cmd->add_option("--limit", bench.limit, "images to use")->default_val(1000);
   bench_cmd->add_option("--repeat", bench.repeat, "passes (best is reported)")->default_val(3);
 
+  if (argc == 1) {
+    std::fputs(app.help().c_str(), stderr);
+    return 1;
+  }
   CLI11_PARSE(app, argc, argv);
 
   if (verify->parsed()) {

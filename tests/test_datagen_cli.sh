@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# datagen's command line: bad flags and inputs refused with one clear line before any work;
+# verify (sound, and a flipped byte found), inspect, preview, classes; a JPEG-encoded dataset.
+set -euo pipefail
+bin=${CONVOY_BIN:?}
+work=$(mktemp -d "${TMPDIR:-/tmp}/convoy_datagen_cli.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fm=/usr/share/datasets/fashion-mnist
+dg="$bin/datagen"
+
+refused() {  # refused <words expected in the error> <datagen args...>
+  local words=$1
+  shift
+  if "$dg" "$@" > "$work/out.txt" 2> "$work/err.txt"; then echo "accepted: $*"; exit 1; fi
+  grep -q -- "$words" "$work/err.txt" || { echo "no '$words' in: $(cat "$work/err.txt")"; exit 1; }
+}
+
+refused "Usage" 
+"$dg" idx2tar --images "$fm/t10k-images-idx3-ubyte.gz" --labels "$fm/t10k-labels-idx1-ubyte.gz" \
+  --out "$work/t10k.tar" --classes-out "$work/classes.txt"
+refused "not an IDX file" idx2tar --images "$fm/t10k-labels-idx1-ubyte.gz" --labels "$fm/t10k-labels-idx1-ubyte.gz" --out "$work/x.tar"
+[ ! -e "$work/x.tar" ] || { echo "a failed idx2tar left a tar behind"; exit 1; }
+
+common=(--output "$work/ds" --per-file 3000)
+ok=(--input "$work/t10k.tar" "${common[@]}" --size 28 --channels 1 --classes "$work/classes.txt")
+in=(--input "$work/t10k.tar" "${common[@]}")
+refused "--channels must be 1 or 3" "${in[@]}" --size 28 --channels 2
+refused "--size must be" "${in[@]}" --size 0
+refused "--resize short" "${in[@]}" --size 28 --resize short
+refused "crop, squash or short" "${in[@]}" --size 28 --resize stretch
+refused "unknown encoding" "${in[@]}" --size 28 --encoding png
+refused "--quality" "${in[@]}" --size 28 --encoding jpeg --quality 101
+refused "missing.tar: input cannot be read" --input "$work/missing.tar" "${common[@]}" --size 28
+refused "nope.txt" "${in[@]}" --size 28 --classes "$work/nope.txt"
+refused "--input is required" "${common[@]}" --size 28
+refused "not expected" "${ok[@]}" --bogus
+[ ! -e "$work/ds" ] || { echo "refused runs created the output folder"; exit 1; }
+
+"$dg" "${ok[@]}" 2> "$work/run.log"
+grep -q "phases" "$work/run.log" || { echo "no per-phase breakdown"; exit 1; }
+grep -q "progress 10000/10000" "$work/run.log" || { echo "no final progress line"; exit 1; }
+"$dg" verify "$work/ds"
+"$dg" inspect "$work/ds" > "$work/inspect.txt"
+grep -q "10000 in 4 batch files" "$work/inspect.txt" || { cat "$work/inspect.txt"; exit 1; }
+grep -q "Ankle_boot" "$work/inspect.txt"
+"$dg" preview "$work/ds" --out "$work/grid.png" --count 16
+[ "$(head -c 4 "$work/grid.png" | tail -c 3)" = "PNG" ] || { echo "preview did not write a PNG"; exit 1; }
+"$dg" classes "$work/ds" --out "$work/classes2.txt"
+cmp "$work/classes.txt" "$work/classes2.txt"
+
+# A flipped byte anywhere in a batch file is found by verify, naming the file.
+printf '\x01' | dd of="$work/ds/batch_00002.cvb" bs=1 seek=200000 conv=notrunc 2> /dev/null
+refused "batch_00002.cvb" verify "$work/ds"
+refused "different datagen run" "${in[@]}" --size 32 --channels 1 --classes "$work/classes.txt"
+
+"$dg" --input "$work/t10k.tar" --output "$work/jpeg" --size 32 --channels 3 --encoding jpeg --quality 80 \
+  --per-file 5000 2> /dev/null
+"$dg" verify "$work/jpeg"
+grep -q '"encoding": "jpeg"' "$work/jpeg/dataset.json"
+echo ok
