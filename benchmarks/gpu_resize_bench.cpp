@@ -16,6 +16,7 @@
 #include "datagen/resize.h"
 #include "shared/error.h"
 #include "shared/timer.h"
+#include "train/gpu_info.h"
 
 namespace {
 
@@ -153,10 +154,12 @@ int body(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  std::printf("# S=%d %s C=%d images=%d batch=%d decode=%s\n", cfg.size, cfg.policy.c_str(), cfg.channels,
-              cfg.images, cfg.batch, cfg.decode ? "jpeg" : "no");
+  std::printf("# %s, %u CPU threads; S=%d %s C=%d images=%d batch=%d decode=%s\n", gpu_name(cfg.device).c_str(),
+              std::thread::hardware_concurrency(), cfg.size, cfg.policy.c_str(), cfg.channels, cfg.images, cfg.batch,
+              cfg.decode ? "jpeg" : "no");
   std::printf("%-10s %7s %12s %12s %7s %9s %9s %9s %9s %9s\n", "shape", "threads", "cpu img/s", "gpu img/s",
               "speedup", "stage ms", "up ms", "kern ms", "down ms", "wait ms");
+  const bool have_gpu = gpu_resize_device_count() > cfg.device;
   for (const std::string& shape : cfg.shapes) {
     int w = 0, h = 0;
     if (std::sscanf(shape.c_str(), "%dx%d", &w, &h) != 2 || w <= 0 || h <= 0)
@@ -164,6 +167,10 @@ int body(int argc, char** argv) {
     const Inputs in = make_inputs(w, h, cfg);
     for (int t : cfg.threads) {
       const double cpu = bench_cpu(in, t, cfg);
+      if (!have_gpu) {
+        std::printf("%-10s %7d %12.1f %12s\n", shape.c_str(), t, cfg.images / cpu, "no GPU");
+        continue;
+      }
       GpuResizeTimes g;
       const double gpu = bench_gpu(in, t, cfg, g);
       std::printf("%-10s %7d %12.1f %12.1f %7.2f %9.1f %9.1f %9.1f %9.1f %9.1f\n", shape.c_str(), t,
