@@ -98,7 +98,7 @@ CONVOY_HD int round_even(float x) {
 #if defined(__CUDA_ARCH__)
   return __float2int_rn(x);
 #else
-  return __builtin_lrintf(x);
+  return static_cast<int>(__builtin_lrintf(x));
 #endif
 }
 CONVOY_HD int floor_int(double x) {
