@@ -49,7 +49,7 @@ class GpuResizer {
   GpuResizer& operator=(const GpuResizer&) = delete;
 
   // Room in pinned memory for a width x height image of options.channels, rows packed; the caller
-  // decodes straight into it. nullptr when the batch is full (submit first).
+  // decodes straight into it before submit(). nullptr when the batch is full (submit first).
   uint8_t* stage(int width, int height);
   // Copies an image in (rows row_stride bytes apart). false when the batch is full.
   bool add(const uint8_t* pixels, size_t row_stride, int width, int height);
