@@ -373,6 +373,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     if (plan.owner(b, ranks) == rank)
       mine_ids.insert(mine_ids.end(), plan.order.begin() + long(plan.file_begin(b)), plan.order.begin() + long(plan.file_end(b)));
   }
+  cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
   int threads = opt.threads;
   if (threads == 0) threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, mpi.local_size()));
 
