@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "datagen/cuda_check.h"
+#include "shared/cuda_check.h"
 #include "datagen/gpu_resize.h"
 #include "shared/error.h"
 #include "shared/timer.h"

@@ -1,19 +1,118 @@
-// CONVOY_CUDA_CHECK for every CUDA runtime call, in datagen's and train's CUDA code: a failure
-// throws convoy::Error naming the call, the file and the line.
+// CUDA runtime calls that fail become one-line convoy::Errors naming the call, file and line; and
+// RAII owners for the handles datagen's and train's GPU code hold (stream, event, pinned and device memory).
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <string>
+#include <utility>
 
 #include "shared/error.h"
 
-#define CONVOY_CUDA_CHECK(call)                                                                 \
-  do {                                                                                          \
-    cudaError_t convoy_cuda_rc_ = (call);                                                       \
-    if (convoy_cuda_rc_ != cudaSuccess)                                                         \
-      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" +                      \
-                     std::to_string(__LINE__) + ": " + cudaGetErrorString(convoy_cuda_rc_));    \
+namespace convoy {
+
+[[noreturn]] inline void cuda_fail(cudaError_t e, const char* call, const char* file, int line) {
+  fail(std::string("CUDA: ") + call + " failed at " + file + ":" + std::to_string(line) + ": " +
+       cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+#define CONVOY_CUDA_CHECK(call)                                              \
+  do {                                                                       \
+    const cudaError_t convoy_cuda_err_ = (call);                             \
+    if (convoy_cuda_err_ != cudaSuccess)                                     \
+      ::convoy::cuda_fail(convoy_cuda_err_, #call, __FILE__, __LINE__);      \
   } while (0)
 
 // After a kernel launch: launch-configuration errors surface here, not at the next sync.
 #define CONVOY_CUDA_CHECK_LAUNCH() CONVOY_CUDA_CHECK(cudaGetLastError())
+
+// Destructors cannot throw, and a failing free during unwinding must not hide the first error, so
+// release errors are dropped (and cleared from the runtime's last-error slot).
+class CudaStream {
+ public:
+  CudaStream() { CONVOY_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~CudaStream() {
+    if (s_ && cudaStreamDestroy(s_) != cudaSuccess) cudaGetLastError();
+  }
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class CudaEvent {
+ public:
+  CudaEvent() { CONVOY_CUDA_CHECK(cudaEventCreate(&e_)); }
+  ~CudaEvent() {
+    if (e_ && cudaEventDestroy(e_) != cudaSuccess) cudaGetLastError();
+  }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+// Page-locked host memory, so cudaMemcpyAsync really is asynchronous.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t bytes) : n_(bytes) {
+    if (bytes) CONVOY_CUDA_CHECK(cudaMallocHost(&p_, bytes));
+  }
+  ~PinnedBuffer() { release(); }
+  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  unsigned char* data() const { return static_cast<unsigned char*>(p_); }
+  size_t size() const { return n_; }
+
+ private:
+  void release() {
+    if (p_ && cudaFreeHost(p_) != cudaSuccess) cudaGetLastError();
+    p_ = nullptr;
+    n_ = 0;
+  }
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : n_(bytes) {
+    if (bytes) CONVOY_CUDA_CHECK(cudaMalloc(&p_, bytes));
+  }
+  ~DeviceBuffer() { release(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  unsigned char* data() const { return static_cast<unsigned char*>(p_); }
+  size_t size() const { return n_; }
+
+ private:
+  void release() {
+    if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
+    p_ = nullptr;
+    n_ = 0;
+  }
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace convoy

@@ -63,37 +63,23 @@ class Context {
   MathMode math_;
 };
 
-// A device allocation owned for its lifetime (made at set-up, never in the step).
+// A typed view of convoy::DeviceBuffer: allocated at set-up, never in the step.
 template <typename T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t count) : count_(count) {
-    if (count) CONVOY_CUDA_CHECK(cudaMalloc(&ptr_, count * sizeof(T)));
-  }
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
-  }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), count_(o.count_) { o.ptr_ = nullptr; o.count_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(count_, o.count_);
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  T* get() const { return ptr_; }
+  explicit DeviceBuffer(size_t count) : bytes_(count * sizeof(T)), count_(count) {}
+  T* get() const { return reinterpret_cast<T*>(bytes_.data()); }
   size_t size() const { return count_; }
   void upload(const T* host, size_t count) {
-    CONVOY_CUDA_CHECK(cudaMemcpy(ptr_, host, count * sizeof(T), cudaMemcpyHostToDevice));
+    CONVOY_CUDA_CHECK(cudaMemcpy(get(), host, count * sizeof(T), cudaMemcpyHostToDevice));
   }
   void download(T* host, size_t count) const {
-    CONVOY_CUDA_CHECK(cudaMemcpy(host, ptr_, count * sizeof(T), cudaMemcpyDeviceToHost));
+    CONVOY_CUDA_CHECK(cudaMemcpy(host, get(), count * sizeof(T), cudaMemcpyDeviceToHost));
   }
 
  private:
-  T* ptr_ = nullptr;
+  convoy::DeviceBuffer bytes_;
   size_t count_ = 0;
 };
 
