@@ -46,7 +46,13 @@ PoolShape pool_shape(const Node& nd, Dims in, int n) {
 
 }  // namespace
 
-Net::Net(const NetConfig& cfg, Dims input) : cfg_(cfg), input_(input) {
+Net::Net(const NetConfig& cfg, Dims input, int classes) : cfg_(cfg), input_(input) {
+  if (classes <= 0) classes = cfg_.classes;
+  for (LayerSpec& s : cfg_.layers)
+    if (s.kind == LayerKind::fc && s.units == kClassUnits) {
+      if (classes <= 0) fail_file(cfg_.path + ":" + std::to_string(s.line), "layer '" + s.name + "': units = \"classes\" needs a dataset (or [net] classes)");
+      s.units = classes;
+    }
   std::map<std::string, int> index;
   auto fail_at = [&](const LayerSpec& s, const std::string& why) {
     fail_file(cfg_.path + ":" + std::to_string(s.line), "layer '" + s.name + "': " + why);
@@ -175,7 +181,14 @@ void Net::init_weights(uint64_t seed) {
     }
     if (!nd.w_count) continue;
     const double fan_in = double(nd.w_count) / (nd.spec.kind == LayerKind::conv ? nd.spec.filters : nd.spec.units);
-    std::uniform_real_distribution<float> u(-float(1 / std::sqrt(fan_in)), float(1 / std::sqrt(fan_in)));
+    const float bound = float(1 / std::sqrt(fan_in));
+    std::uniform_real_distribution<float> u(-bound, bound);
+    if (cfg_.init == "kaiming") {
+      std::normal_distribution<float> g(0.f, float(std::sqrt(2 / fan_in)));
+      for (size_t i = 0; i < nd.w_count; ++i) weights_[nd.w_off + i] = g(rng);
+      std::fill(weights_.begin() + nd.b_off, weights_.begin() + nd.b_off + nd.b_count, 0.f);
+      continue;
+    }
     for (size_t i = 0; i < nd.w_count; ++i) weights_[nd.w_off + i] = u(rng);
     for (size_t i = 0; i < nd.b_count; ++i) weights_[nd.b_off + i] = u(rng);
   }

@@ -38,7 +38,8 @@ struct Node {
 class Net {
  public:
   // Checks the topology against the input dims (errors name the config file and line).
-  Net(const NetConfig& cfg, Dims input);
+  // `classes` sizes fc layers with units = "classes" (0: the config's [net] classes).
+  Net(const NetConfig& cfg, Dims input, int classes = 0);
 
   // PyTorch's default initialisation (uniform +-1/sqrt(fan_in)); batch norm gamma 1, beta 0.
   void init_weights(uint64_t seed);

@@ -115,8 +115,10 @@ NetConfig parse_net_config(const std::string& text, const std::string& path) {
   r.only_keys(root, {"net", "train", "data", "layer"}, "the top level");
 
   if (const toml::table* net = root["net"].as_table()) {
-    r.only_keys(*net, {"name", "input"}, "[net]");
+    r.only_keys(*net, {"name", "input", "init", "classes"}, "[net]");
+    cfg.classes = r.get_int(*net, "classes", 0, 1, 1 << 24);
     cfg.name = r.get_str(*net, "name", "", {});
+    cfg.init = r.get_str(*net, "init", cfg.init, {"default", "kaiming"});
     if (const toml::node* in = net->get("input")) {
       const toml::array* a = in->as_array();
       if (!a || a->size() != 3 || !(*a)[0].is_integer() || !(*a)[1].is_integer() || !(*a)[2].is_integer())
@@ -209,8 +211,13 @@ NetConfig parse_net_config(const std::string& text, const std::string& path) {
         if (2 * s.pad > s.kernel) r.fail_line(s.line, "pool layer '" + s.name + "': pad must be at most half the kernel");
         break;
       case LayerKind::fc:
-        s.units = r.get_int(*t, "units", 0, 1, 1 << 24);
-        if (s.units == 0) r.fail_line(s.line, "fc layer '" + s.name + "' needs units");
+        if (const toml::node* u = t->get("units"); u && u->is_string()) {
+          if (*u->value<std::string>() != "classes") r.fail_at(*u, "'units' must be a number or \"classes\"");
+          s.units = kClassUnits;
+        } else {
+          s.units = r.get_int(*t, "units", 0, 1, 1 << 24);
+          if (s.units == 0) r.fail_line(s.line, "fc layer '" + s.name + "' needs units");
+        }
         s.bias = r.get_bool(*t, "bias", true);
         break;
       case LayerKind::dropout:

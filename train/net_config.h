@@ -19,11 +19,13 @@ struct LayerSpec {
   std::vector<std::string> inputs;  // empty: the previous layer (or the data for the first)
   int line = 0;                     // in the config file, for messages
   int filters = 0, kernel = 1, stride = 1, pad = 0, groups = 1;  // conv, pools
-  int units = 0;                                                 // fc
+  int units = 0;  // fc; kClassUnits: as many as the dataset has classes
   bool bias = true;                                              // conv, fc
   float p = 0.5f;                                                // dropout
   float eps = 1e-5f, momentum = 0.1f;                            // batch norm
 };
+
+constexpr int kClassUnits = -1;  // units = "classes"
 
 struct TrainRecipe {
   int epochs = 15, batch = 128;
@@ -47,7 +49,9 @@ struct AugmentSpec {
 
 struct NetConfig {
   std::string path, name;
-  int input_c = 0, input_h = 0, input_w = 0;  // [net] input = [c, h, w]: for --print-net without data
+  std::string init = "default";  // default (PyTorch: uniform +-1/sqrt(fan_in)) | kaiming (normal, sqrt(2/fan_in), zero bias)
+  int input_c = 0, input_h = 0, input_w = 0;
+  int classes = 0;  // [net] classes: for units = "classes" under --print-net without data  // [net] input = [c, h, w]: for --print-net without data
   std::string text;  // kept so that a checkpoint can rebuild the net by itself
   std::vector<LayerSpec> layers;
   TrainRecipe train;

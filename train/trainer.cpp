@@ -128,7 +128,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     Dims in{cfg.input_c, cfg.input_h, cfg.input_w};
     if (!o.data.empty()) in = input_dims(read_dataset_meta(o.data), cfg.augment);
     if (in.c <= 0) fail_file(cfg.path, "--print-net without --data needs [net] input = [c, h, w]");
-    Net net(cfg, in);
+    Net net(cfg, in, o.data.empty() ? 0 : int(read_dataset_meta(o.data).classes.size()));
     if (rank == 0) std::printf("%s: %s\n%s", cfg.path.c_str(), cfg.name.c_str(), net.summary().c_str());
     return 0;
   }
@@ -163,7 +163,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     val_loader = std::make_unique<Loader>(vo, vm);
   }
 
-  Net net(cfg, input_dims(meta, cfg.augment));
+  Net net(cfg, input_dims(meta, cfg.augment), int(meta.classes.size()));
   check_classes(net, meta, o.data);
   net.init_weights(seed);
   Optimizer opt(rec, net.weights().size());
@@ -327,7 +327,7 @@ int run_eval(const EvalOptions& o, int rank, int ranks) {
     fail_file(o.checkpoint, std::string("checkpoint metadata: ") + e.what());
   }
   const DatasetMeta meta = read_dataset_meta(o.data);
-  Net net(cfg, input_dims(meta, cfg.augment));
+  Net net(cfg, input_dims(meta, cfg.augment), int(meta.classes.size()));
   check_classes(net, meta, o.data);
   if (c.weights.size() != net.weights().size() || c.state.size() != net.state().size())
     fail_file(o.checkpoint, "checkpoint arrays do not match the net built from its config");

@@ -73,4 +73,10 @@ void bn_forward_eval(Context& ctx, const BnShape& s, const float* x, const float
 void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta);
 
+// Fused over the flat parameter buffer; the same arithmetic as optimizer_update.cpp.
+void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, float lr, float momentum,
+                bool nesterov, float weight_decay);
+void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1,
+                 float beta2, float eps, float weight_decay, bool decoupled, long long t);
+
 }  // namespace convoy::gpu

@@ -1,0 +1,264 @@
+// Finite-difference checks of every CPU layer's backward pass: the analytic gradient of
+// L = sum(y * r) (r random) against central differences, element by element, in float with a
+// tolerance that float rounding cannot reach by chance but a wrong formula always exceeds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "train/layers/batchnorm.h"
+#include "train/layers/conv.h"
+#include "train/layers/dropout.h"
+#include "train/layers/elementwise.h"
+#include "train/layers/fc.h"
+#include "train/layers/pool.h"
+#include "train/layers/softmax_xent.h"
+#include "train/net.h"
+
+using namespace convoy;
+
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+double dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += double(a[i]) * b[i];
+  return s;
+}
+
+// Compares grad[i] with (loss(v_i + eps) - loss(v_i - eps)) / 2eps for every element of v.
+void expect_grad(const char* what, std::vector<float>& v, const std::vector<float>& grad,
+                 const std::function<double()>& loss, float eps = 1e-2f, double rtol = 2e-2,
+                 double atol = 2e-3) {
+  ASSERT_EQ(v.size(), grad.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float keep = v[i];
+    v[i] = keep + eps;
+    const double up = loss();
+    v[i] = keep - eps;
+    const double down = loss();
+    v[i] = keep;
+    const double num = (up - down) / (2.0 * eps);
+    if (std::fabs(num - grad[i]) > atol + rtol * std::fabs(num)) {
+      if (++bad <= 5)
+        ADD_FAILURE() << what << "[" << i << "]: analytic " << grad[i] << " vs numeric " << num;
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << v.size() << " elements differ";
+}
+
+}  // namespace
+
+TEST(Gradcheck, ConvStridedPaddedGrouped) {
+  for (int variant = 0; variant < 3; ++variant) {
+    ConvShape s;
+    s.n = 2, s.c_in = 4, s.h_in = 7, s.w_in = 6, s.c_out = 6, s.kh = s.kw = 3;
+    if (variant == 0) s.stride = 1, s.pad = 1, s.groups = 1;
+    if (variant == 1) s.stride = 2, s.pad = 1, s.groups = 2;
+    if (variant == 2) s.kh = s.kw = 1, s.stride = 1, s.pad = 0, s.groups = 1;  // the pointwise path
+    auto x = random_vec(s.in_count(), 1), w = random_vec(s.weight_count(), 2), b = random_vec(s.c_out, 3);
+    auto r = random_vec(s.out_count(), 4);
+    std::vector<float> y(s.out_count()), dx(x.size()), dw(w.size()), db(b.size());
+    auto loss = [&] {
+      conv_forward(s, x.data(), w.data(), b.data(), y.data());
+      return dot(y, r);
+    };
+    conv_backward(s, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    expect_grad("conv dx", x, dx, loss);
+    expect_grad("conv dw", w, dw, loss);
+    expect_grad("conv db", b, db, loss);
+  }
+}
+
+TEST(Gradcheck, FullyConnected) {
+  FcShape s{3, 7, 5};
+  auto x = random_vec(3 * 7, 5), w = random_vec(s.weight_count(), 6), b = random_vec(5, 7), r = random_vec(15, 8);
+  std::vector<float> y(15), dx(x.size()), dw(w.size()), db(5);
+  auto loss = [&] {
+    fc_forward(s, x.data(), w.data(), b.data(), y.data());
+    return dot(y, r);
+  };
+  fc_backward(s, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+  expect_grad("fc dx", x, dx, loss);
+  expect_grad("fc dw", w, dw, loss);
+  expect_grad("fc db", b, db, loss);
+}
+
+TEST(Gradcheck, MaxPool) {
+  PoolShape s;
+  s.n = 2, s.c = 3, s.h_in = 7, s.w_in = 7, s.kh = s.kw = 3, s.stride = 2, s.pad = 1;
+  // Distinct values well apart, so that no +-eps step changes which element is the maximum.
+  std::vector<float> x(s.in_count());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7919) % x.size()) * 0.05f;
+  auto r = random_vec(s.out_count(), 9);
+  std::vector<float> y(s.out_count()), dx(x.size());
+  std::vector<int32_t> am(s.out_count());
+  auto loss = [&] {
+    max_pool_forward(s, x.data(), y.data(), am.data());
+    return dot(y, r);
+  };
+  loss();
+  max_pool_backward(s, r.data(), am.data(), dx.data());
+  expect_grad("max pool dx", x, dx, loss, 1e-2f);
+}
+
+TEST(Gradcheck, AvgPoolAndGlobal) {
+  PoolShape s;
+  s.n = 2, s.c = 3, s.h_in = 6, s.w_in = 5, s.kh = s.kw = 3, s.stride = 2, s.pad = 1;
+  auto x = random_vec(s.in_count(), 10), r = random_vec(s.out_count(), 11);
+  std::vector<float> y(s.out_count()), dx(x.size());
+  auto loss = [&] {
+    avg_pool_forward(s, x.data(), y.data());
+    return dot(y, r);
+  };
+  avg_pool_backward(s, r.data(), dx.data());
+  expect_grad("avg pool dx", x, dx, loss);
+
+  auto gx = random_vec(2 * 3 * 20, 12), gr = random_vec(6, 13);
+  std::vector<float> gy(6), gdx(gx.size());
+  auto gloss = [&] {
+    global_avg_pool_forward(2, 3, 20, gx.data(), gy.data());
+    return dot(gy, gr);
+  };
+  global_avg_pool_backward(2, 3, 20, gr.data(), gdx.data());
+  expect_grad("global avg pool dx", gx, gdx, gloss);
+}
+
+TEST(Gradcheck, Relu) {
+  auto x = random_vec(50, 14);
+  for (float& v : x) v += v > 0 ? 0.1f : -0.1f;  // away from the kink
+  auto r = random_vec(50, 15);
+  std::vector<float> y(50), dx(50);
+  auto loss = [&] {
+    relu_forward(50, x.data(), y.data());
+    return dot(y, r);
+  };
+  loss();
+  relu_backward(50, y.data(), r.data(), dx.data());
+  expect_grad("relu dx", x, dx, loss);
+}
+
+TEST(Gradcheck, BatchNormTrain) {
+  BnShape s{4, 3, 5, 1e-5f, 0.1f};
+  const size_t n = size_t(s.n) * s.c * s.hw;
+  auto x = random_vec(n, 16), g = random_vec(3, 17, 0.5f, 1.5f), b = random_vec(3, 18), r = random_vec(n, 19);
+  std::vector<float> y(n), dx(n), dg(3), dbeta(3), mean(3), invstd(3), rm(3, 0.f), rv(3, 1.f);
+  auto loss = [&] {
+    bn_forward_train(s, x.data(), g.data(), b.data(), y.data(), mean.data(), invstd.data(), rm.data(), rv.data());
+    return dot(y, r);
+  };
+  loss();
+  bn_backward(s, x.data(), r.data(), g.data(), mean.data(), invstd.data(), dx.data(), dg.data(), dbeta.data());
+  expect_grad("batch norm dx", x, dx, loss, 5e-3f);
+  expect_grad("batch norm dgamma", g, dg, loss, 5e-3f);
+  expect_grad("batch norm dbeta", b, dbeta, loss, 5e-3f);
+}
+
+TEST(Gradcheck, BatchNormEvalUsesRunningStatistics) {
+  BnShape s{2, 2, 3, 1e-5f, 0.1f};
+  std::vector<float> x = random_vec(12, 20), g = {2.f, 0.5f}, b = {1.f, -1.f}, rm = {0.5f, -0.5f}, rv = {4.f, 0.25f}, y(12);
+  bn_forward_eval(s, x.data(), g.data(), b.data(), rm.data(), rv.data(), y.data());
+  for (int i = 0; i < 12; ++i) {
+    const int c = (i / 3) % 2;
+    EXPECT_NEAR(y[i], g[c] * (x[i] - rm[c]) / std::sqrt(rv[c] + 1e-5f) + b[c], 1e-5);
+  }
+}
+
+TEST(Gradcheck, DropoutMaskIsFixedAndScaled) {
+  DropoutShape s{3, 40, 0.5f};
+  const uint64_t keys[3] = {11, 12, 13};
+  auto x = random_vec(120, 21), r = random_vec(120, 22);
+  std::vector<float> y(120), mask(120), dx(120);
+  auto loss = [&] {
+    dropout_forward(s, 99, keys, x.data(), y.data(), mask.data());
+    return dot(y, r);
+  };
+  loss();
+  int dropped = 0;
+  for (float m : mask) {
+    EXPECT_TRUE(m == 0.f || m == 2.f);
+    dropped += m == 0.f;
+  }
+  EXPECT_GT(dropped, 30);
+  EXPECT_LT(dropped, 90);
+  dropout_backward(s, mask.data(), r.data(), dx.data());
+  expect_grad("dropout dx", x, dx, loss);
+}
+
+TEST(Gradcheck, SoftmaxCrossEntropy) {
+  const int n = 4, k = 6;
+  auto z = random_vec(n * k, 23, -2.f, 2.f);
+  const int labels[n] = {0, 5, 2, 2};
+  std::vector<float> p(n * k), l(n), dz(n * k);
+  auto loss = [&] { return softmax_xent_forward(n, k, z.data(), labels, p.data(), l.data()); };
+  loss();
+  softmax_xent_backward(n, k, p.data(), labels, 1.f / n, dz.data());
+  expect_grad("softmax xent dlogits", z, dz, loss, 1e-2f, 2e-2, 1e-4);
+}
+
+// A residual net through Net itself: conv/bn/relu twice, a residual add whose input has two
+// consumers, avg pool, flatten, fc and the loss; checks the weight and input gradients.
+TEST(Gradcheck, WholeResidualNet) {
+  const std::string text = R"(
+[[layer]]
+name = "c1"
+type = "conv"
+filters = 4
+kernel = 3
+pad = 1
+[[layer]]
+name = "bn1"
+type = "batch_norm"
+[[layer]]
+name = "r1"
+type = "relu"
+[[layer]]
+name = "c2"
+type = "conv"
+filters = 4
+kernel = 3
+pad = 1
+bias = false
+[[layer]]
+name = "sum"
+type = "add"
+inputs = ["c2", "r1"]
+[[layer]]
+name = "pool"
+type = "avg_pool"
+kernel = 2
+[[layer]]
+name = "flat"
+type = "flatten"
+[[layer]]
+name = "fc"
+type = "fc"
+units = 3
+[[layer]]
+name = "loss"
+type = "softmax_xent"
+)";
+  NetConfig cfg = parse_net_config(text, "inline.toml");
+  Net net(cfg, Dims{2, 6, 6});
+  net.init_weights(5);
+  const int n = 3;
+  auto x = random_vec(size_t(n) * 72, 24);
+  const int32_t labels[n] = {0, 2, 1};
+  auto loss = [&] { return net.forward(n, x.data(), labels, true); };
+  loss();
+  net.backward(true);
+  std::vector<float> gw = net.grads(), gx = net.input_grad();
+  expect_grad("net weights", net.weights(), gw, loss, 1e-3f, 3e-2, 1e-3);
+  expect_grad("net input", x, gx, loss, 5e-3f, 3e-2, 1e-3);
+}

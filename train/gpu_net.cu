@@ -1,0 +1,195 @@
+// GpuNet: net.cpp's forward and backward, node for node, with device buffers and the CUDA ops.
+// Gradients reaching a node from several consumers are summed in its dy, as on the CPU.
+#include "train/gpu_net.h"
+
+#include <algorithm>
+
+namespace convoy::gpu {
+namespace {
+
+ConvShape conv_shape(const Node& nd, Dims in, int n) {
+  ConvShape s;
+  s.n = n;
+  s.c_in = in.c, s.h_in = in.h, s.w_in = in.w;
+  s.c_out = nd.spec.filters;
+  s.kh = s.kw = nd.spec.kernel;
+  s.stride = nd.spec.stride, s.pad = nd.spec.pad, s.groups = nd.spec.groups;
+  return s;
+}
+
+PoolShape pool_shape(const Node& nd, Dims in, int n) {
+  PoolShape s;
+  s.n = n;
+  s.c = in.c, s.h_in = in.h, s.w_in = in.w;
+  s.kh = s.kw = nd.spec.kernel;
+  s.stride = nd.spec.stride, s.pad = nd.spec.pad;
+  return s;
+}
+
+void copy(Context& ctx, float* dst, const float* src, size_t count) {
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
+}
+
+}  // namespace
+
+GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch)
+    : ctx_(ctx), net_(net), max_batch_(max_batch),
+      weights_(net.weights().size()), grads_(net.weights().size()), state_(std::max<size_t>(1, net.state().size())),
+      probs_(size_t(max_batch) * std::max(1, net.classes())), losses_(max_batch) {
+  const auto& nodes = net.nodes();
+  size_t scratch = 0;
+  buf_.resize(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& nd = nodes[i];
+    const size_t count = size_t(max_batch) * nd.out.size();
+    const Dims in = nd.in[0] < 0 ? net.input_dims() : nodes[nd.in[0]].out;
+    buf_[i].y = DeviceBuffer<float>(count);
+    buf_[i].dy = DeviceBuffer<float>(count);
+    if (nd.spec.kind == LayerKind::dropout) buf_[i].aux = DeviceBuffer<float>(count);
+    if (nd.spec.kind == LayerKind::batch_norm) buf_[i].aux = DeviceBuffer<float>(2 * size_t(in.c));
+    if (nd.spec.kind == LayerKind::max_pool) buf_[i].argmax = DeviceBuffer<int32_t>(count);
+    for (int k : nd.in)
+      if (k < 0 || nodes[k].consumers > 1) scratch = std::max(scratch, size_t(max_batch) * in.size());
+  }
+  scratch_ = DeviceBuffer<float>(std::max<size_t>(scratch, 1));
+  CONVOY_CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.size() * sizeof(float)));
+}
+
+void GpuNet::upload(const std::vector<float>& weights, const std::vector<float>& state) {
+  if (weights.size() != weights_.size() || state.size() > state_.size()) fail("GpuNet: parameter layout differs from the net's");
+  weights_.upload(weights.data(), weights.size());
+  if (!state.empty()) state_.upload(state.data(), state.size());
+}
+
+void GpuNet::download(std::vector<float>& weights, std::vector<float>& state) const {
+  ctx_.synchronize();
+  weights.resize(weights_.size());
+  weights_.download(weights.data(), weights.size());
+  state.resize(net_.state().size());
+  if (!state.empty()) state_.download(state.data(), state.size());
+}
+
+const ConvPlan& GpuNet::plan(int node, int n) {
+  auto key = std::make_pair(node, n);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  const Node& nd = net_.nodes()[node];
+  const Dims in = nd.in[0] < 0 ? net_.input_dims() : net_.nodes()[nd.in[0]].out;
+  auto p = std::make_unique<ConvPlan>(ctx_, conv_shape(nd, in, n));
+  return *plans_.emplace(key, std::move(p)).first->second;
+}
+
+const float* GpuNet::input_of(int node, int k) const {
+  const int from = net_.nodes()[node].in[k];
+  return from < 0 ? x_ : buf_[from].y.get();
+}
+
+void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, uint64_t key,
+                     const uint64_t* sample_keys) {
+  if (n > max_batch_) fail("GpuNet: batch of " + std::to_string(n) + " exceeds the " + std::to_string(max_batch_) + " it was built for");
+  n_ = n;
+  x_ = x;
+  labels_ = labels;
+  train_ = train;
+  const auto& nodes = net_.nodes();
+  for (int i = 0; i < int(nodes.size()); ++i) {
+    const Node& nd = nodes[i];
+    const Dims in = nd.in[0] < 0 ? net_.input_dims() : nodes[nd.in[0]].out;
+    const float* a = input_of(i, 0);
+    float* y = buf_[i].y.get();
+    const float* w = weights_.get() + nd.w_off;
+    const float* b = nd.b_count ? weights_.get() + nd.b_off : nullptr;
+    const size_t count = size_t(n) * nd.out.size();
+    switch (nd.spec.kind) {
+      case LayerKind::conv: conv_forward(ctx_, plan(i, n), a, w, b, y); break;
+      case LayerKind::max_pool: max_pool_forward(ctx_, pool_shape(nd, in, n), a, y, buf_[i].argmax.get()); break;
+      case LayerKind::avg_pool: avg_pool_forward(ctx_, pool_shape(nd, in, n), a, y); break;
+      case LayerKind::global_avg_pool: global_avg_pool_forward(ctx_, n, in.c, in.h * in.w, a, y); break;
+      case LayerKind::fc: fc_forward(ctx_, {n, int(in.size()), nd.spec.units}, a, w, b, y); break;
+      case LayerKind::relu: relu_forward(ctx_, count, a, y); break;
+      case LayerKind::add: add_forward(ctx_, count, a, input_of(i, 1), y); break;
+      case LayerKind::flatten: copy(ctx_, y, a, count); break;
+      case LayerKind::dropout:
+        if (train && nd.spec.p > 0) {
+          DropoutShape s{n, nd.out.size(), nd.spec.p};
+          // The same per-layer key as the CPU net, so both drop the same elements.
+          dropout_forward(ctx_, s, key ^ (uint64_t(i) * 0x100000001B3ull), sample_keys, a, y, buf_[i].aux.get());
+        } else {
+          copy(ctx_, y, a, count);
+        }
+        break;
+      case LayerKind::batch_norm: {
+        BnShape s{n, in.c, in.h * in.w, nd.spec.eps, nd.spec.momentum};
+        float* run = state_.get() + nd.s_off;
+        float* aux = buf_[i].aux.get();
+        if (train)
+          bn_forward_train(ctx_, s, a, w, b, y, aux, aux + in.c, run, run + in.c);
+        else
+          bn_forward_eval(ctx_, s, a, w, b, run, run + in.c, y);
+        break;
+      }
+      case LayerKind::softmax_xent:
+        softmax_xent_forward(ctx_, n, net_.classes(), a, labels, probs_.get(), losses_.get());
+        break;
+    }
+  }
+}
+
+void GpuNet::backward() {
+  const int n = n_;
+  const auto& nodes = net_.nodes();
+  for (const Node& nd : nodes)
+    for (int i : nd.in)
+      if (i >= 0 && nodes[i].consumers > 1)
+        CONVOY_CUDA_CHECK(cudaMemsetAsync(buf_[i].dy.get(), 0, size_t(n) * nodes[i].out.size() * sizeof(float), ctx_.stream()));
+
+  for (int idx = int(nodes.size()) - 1; idx >= 0; --idx) {
+    const Node& nd = nodes[idx];
+    const Dims in = nd.in[0] < 0 ? net_.input_dims() : nodes[nd.in[0]].out;
+    const size_t in_count = size_t(n) * in.size();
+    const float* a = input_of(idx, 0);
+    const float* dy = buf_[idx].dy.get();
+    const float* w = weights_.get() + nd.w_off;
+    float* dw = grads_.get() + nd.w_off;
+    float* db = nd.b_count ? grads_.get() + nd.b_off : nullptr;
+    const size_t count = size_t(n) * nd.out.size();
+    for (size_t k = 0; k < nd.in.size(); ++k) {
+      const int from = nd.in[k];
+      // The net's input needs no gradient; a node with one consumer takes it in place.
+      float* dx = from < 0 ? nullptr : nodes[from].consumers == 1 ? buf_[from].dy.get() : scratch_.get();
+      switch (nd.spec.kind) {
+        case LayerKind::conv: conv_backward(ctx_, plan(idx, n), a, w, dy, dx, dw, db); break;
+        case LayerKind::fc: fc_backward(ctx_, {n, int(in.size()), nd.spec.units}, a, w, dy, dx, dw, db); break;
+        case LayerKind::batch_norm: {
+          BnShape s{n, in.c, in.h * in.w, nd.spec.eps, nd.spec.momentum};
+          const float* aux = buf_[idx].aux.get();
+          bn_backward(ctx_, s, a, dy, w, aux, aux + in.c, dx, dw, db);
+          break;
+        }
+        default:
+          if (!dx) break;
+          switch (nd.spec.kind) {
+            case LayerKind::max_pool: max_pool_backward(ctx_, pool_shape(nd, in, n), dy, buf_[idx].argmax.get(), dx); break;
+            case LayerKind::avg_pool: avg_pool_backward(ctx_, pool_shape(nd, in, n), dy, dx); break;
+            case LayerKind::global_avg_pool: global_avg_pool_backward(ctx_, n, in.c, in.h * in.w, dy, dx); break;
+            case LayerKind::relu: relu_backward(ctx_, count, buf_[idx].y.get(), dy, dx); break;
+            case LayerKind::add:
+            case LayerKind::flatten: copy(ctx_, dx, dy, count); break;
+            case LayerKind::dropout:
+              if (train_ && nd.spec.p > 0)
+                dropout_backward(ctx_, {n, nd.out.size(), nd.spec.p}, buf_[idx].aux.get(), dy, dx);
+              else
+                copy(ctx_, dx, dy, count);
+              break;
+            case LayerKind::softmax_xent:
+              softmax_xent_backward(ctx_, n, net_.classes(), probs_.get(), labels_, 1.f / float(n), dx);
+              break;
+            default: break;
+          }
+      }
+      if (dx && from >= 0 && nodes[from].consumers > 1) accumulate(ctx_, in_count, dx, buf_[from].dy.get());
+    }
+  }
+}
+
+}  // namespace convoy::gpu

@@ -1,0 +1,59 @@
+// The CUDA backend's net: the same nodes, shapes and flat parameter layout as a CPU Net, run with
+// the CUDA twins in gpu_ops.h. Every buffer is allocated here, once, for the largest batch; the
+// step itself allocates nothing.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "train/gpu_context.h"
+#include "train/layers/gpu_ops.h"
+#include "train/net.h"
+
+namespace convoy::gpu {
+
+class GpuNet {
+ public:
+  // `net` gives the topology and the parameter layout; it must outlive this object.
+  GpuNet(Context& ctx, const Net& net, int max_batch);
+
+  // Weights and running statistics in the CPU Net's flat layout.
+  void upload(const std::vector<float>& weights, const std::vector<float>& state);
+  void download(std::vector<float>& weights, std::vector<float>& state) const;
+
+  // x: device [n, input dims] floats; labels: device int32 [n]; sample_keys: device [n] (dropout).
+  // Queues the forward pass on the context's stream; per-sample losses stay on the device.
+  void forward(int n, const float* x, const int32_t* labels, bool train, uint64_t key, const uint64_t* sample_keys);
+  // Gradients of the mean loss of the last forward into grads().
+  void backward();
+
+  float* weights() { return weights_.get(); }
+  float* grads() { return grads_.get(); }
+  float* state() { return state_.get(); }
+  size_t param_count() const { return weights_.size(); }
+  const float* probs() const { return probs_.get(); }    // device [n, classes]
+  const float* losses() const { return losses_.get(); }  // device [n]
+  int classes() const { return net_.classes(); }
+
+ private:
+  struct NodeBuffers {
+    DeviceBuffer<float> y, dy, aux;
+    DeviceBuffer<int32_t> argmax;
+  };
+  const ConvPlan& plan(int node, int n);
+  const float* input_of(int node, int k) const;
+
+  Context& ctx_;
+  const Net& net_;
+  int max_batch_, n_ = 0;
+  bool train_ = false;
+  const float* x_ = nullptr;
+  const int32_t* labels_ = nullptr;
+  DeviceBuffer<float> weights_, grads_, state_, probs_, losses_, scratch_;
+  std::vector<NodeBuffers> buf_;
+  std::map<std::pair<int, int>, std::unique_ptr<ConvPlan>> plans_;  // (node, batch) -> plan
+};
+
+}  // namespace convoy::gpu

@@ -1,0 +1,54 @@
+// CUDA twin of optimizer_update.cpp: one kernel over the flat buffer of all parameters, so an
+// update is one launch whatever the number of layers.
+#include <cmath>
+
+#include "train/layers/gpu_ops.h"
+
+namespace convoy::gpu {
+namespace {
+
+__global__ void sgd(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ buf, float lr,
+                    float momentum, bool nesterov, float weight_decay) {
+  CONVOY_GRID_STRIDE(i, n) {
+    const float d = g[i] + weight_decay * w[i];
+    const float b = momentum * buf[i] + d;
+    buf[i] = b;
+    w[i] -= lr * (nesterov ? d + momentum * b : b);
+  }
+}
+
+__global__ void adam(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m,
+                     float* __restrict__ v, float lr, float beta1, float beta2, float eps, float weight_decay,
+                     bool decoupled, float c1, float c2) {
+  CONVOY_GRID_STRIDE(i, n) {
+    float d = g[i];
+    float wi = w[i];
+    if (decoupled)
+      wi -= lr * weight_decay * wi;
+    else
+      d += weight_decay * wi;
+    const float mi = beta1 * m[i] + (1 - beta1) * d;
+    const float vi = beta2 * v[i] + (1 - beta2) * d * d;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = wi - lr * (mi / c1) / (sqrtf(vi / c2) + eps);
+  }
+}
+
+}  // namespace
+
+void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, float lr, float momentum,
+                bool nesterov, float weight_decay) {
+  sgd<<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, buf, lr, momentum, nesterov, weight_decay);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
+
+void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1,
+                 float beta2, float eps, float weight_decay, bool decoupled, long long t) {
+  const float c1 = 1.f - float(std::pow(double(beta1), double(t)));
+  const float c2 = 1.f - float(std::pow(double(beta2), double(t)));
+  adam<<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, c1, c2);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace convoy::gpu
