@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -133,27 +134,42 @@ class Worker {
     shape_ = {uint32_t(opt.size), uint32_t(opt.size), uint32_t(opt.channels)};
   }
 
-  // Makes (or keeps) batch file b; returns its entry and adds its rejects and statistics.
-  BatchFileEntry make(uint64_t b, DatasetSums& sums, std::vector<std::pair<uint64_t, std::string>>& rejects,
-                      bool& kept) {
-    const std::string name = batch_file_name(b);
-    const std::string path = join_path(opt_.output, name);
-    std::vector<uint64_t> ids(plan_.order.begin() + long(plan_.file_begin(b)), plan_.order.begin() + long(plan_.file_end(b)));
+  // A batch file's content, made (or kept from an earlier run) and not yet written.
+  struct Made {
+    uint64_t b = 0;
     Batch batch;
-    kept = false;
-    if (file_exists(path)) kept = try_keep(path, b, ids, batch, rejects);
-    if (!kept) {
-      batch = build(b, ids, rejects);
-      Stopwatch w;
-      write_batch_file(path, batch);
-      phases_.write += w.seconds();
-    }
-    const BatchHeader h = read_batch_header(path);
-    sums.add(batch, codec());
-    return {name, uint32_t(batch.count()), h.file_bytes, h.header_crc};
+    bool kept = false;
+  };
+
+  // Decodes batch file b's samples with all threads (or keeps the file); adds its rejects.
+  Made make(uint64_t b, std::vector<std::pair<uint64_t, std::string>>& rejects) {
+    const std::string path = join_path(opt_.output, batch_file_name(b));
+    std::vector<uint64_t> ids(plan_.order.begin() + long(plan_.file_begin(b)), plan_.order.begin() + long(plan_.file_end(b)));
+    Made m;
+    m.b = b;
+    if (file_exists(path)) m.kept = try_keep(path, b, ids, m.batch, rejects);
+    if (!m.kept) m.batch = build(b, ids, rejects);
+    return m;
   }
 
-  const Phases& phases() const { return phases_; }
+  // Writes it and adds it to the statistics. Runs beside the next make(), one at a time.
+  BatchFileEntry finish(const Made& m, DatasetSums& sums) {
+    const std::string name = batch_file_name(m.b), path = join_path(opt_.output, name);
+    if (!m.kept) {
+      Stopwatch w;
+      write_batch_file(path, m.batch);
+      write_seconds_ += w.seconds();
+    }
+    const BatchHeader h = read_batch_header(path);
+    sums.add(m.batch, codec());
+    return {name, uint32_t(m.batch.count()), h.file_bytes, h.header_crc};
+  }
+
+  Phases phases() const {
+    Phases p = phases_;
+    p.write = write_seconds_;
+    return p;
+  }
 
  private:
   ImageCodec& codec() {
@@ -284,6 +300,7 @@ class Worker {
   int threads_;
   ImageShape shape_;
   Phases phases_;
+  double write_seconds_ = 0;  // kept apart: the writer runs beside the decoding threads
 };
 
 std::string mean_image_png(const std::vector<uint8_t>& img, int size, int channels) {
@@ -387,13 +404,27 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     Worker worker(opt, index, plan, source, threads);
     Progress progress(mpi, index.entries.size(), files_per_rank);
     std::vector<std::pair<uint64_t, std::string>> rejects;
+    // Batch file b is written (and fsync'ed) while the threads decode b + ranks. MPI stays on
+    // this thread (MPI_THREAD_FUNNELED), so progress is reported here once a write is done.
+    std::future<BatchFileEntry> writing;
+    uint64_t writing_b = 0;
+    int kept = 0;
+    auto collect = [&] {
+      Stopwatch wait;
+      const BatchFileEntry e = writing.get();
+      phases.wait += wait.seconds();
+      mine["files"].push_back({writing_b, e.name, e.count, e.bytes, e.crc32c});
+      progress.file_done(plan.file_end(writing_b) - plan.file_begin(writing_b));
+    };
     for (uint64_t b = uint64_t(rank); b < files; b += uint64_t(ranks)) {
-      bool kept = false;
-      const BatchFileEntry e = worker.make(b, sums, rejects, kept);
-      mine["files"].push_back({b, e.name, e.count, e.bytes, e.crc32c});
-      if (kept) mine["kept"] = mine["kept"].get<int>() + 1;
-      progress.file_done(plan.file_end(b) - plan.file_begin(b));
+      auto made = std::make_shared<Worker::Made>(worker.make(b, rejects));
+      kept += made->kept ? 1 : 0;
+      if (writing.valid()) collect();
+      writing_b = b;
+      writing = std::async(std::launch::async, [&worker, &sums, made] { return worker.finish(*made, sums); });
     }
+    if (writing.valid()) collect();
+    mine["kept"] = kept;
     for (const auto& r : rejects) mine["rejects"].push_back({r.first, r.second});
     phases += worker.phases();
     Stopwatch wait;
