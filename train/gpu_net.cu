@@ -26,6 +26,19 @@ PoolShape pool_shape(const Node& nd, Dims in, int n) {
   return s;
 }
 
+// Sizes of the CPU net's flat parameter and state buffers, from its nodes' offsets.
+size_t flat_param_count(const Net& net) {
+  size_t n = 0;
+  for (const Node& nd : net.nodes()) n = std::max(n, std::max(nd.w_off + nd.w_count, nd.b_off + nd.b_count));
+  return n;
+}
+
+size_t flat_state_count(const Net& net) {
+  size_t n = 0;
+  for (const Node& nd : net.nodes()) n = std::max(n, nd.s_off + nd.s_count);
+  return n;
+}
+
 void copy(Context& ctx, float* dst, const float* src, size_t count) {
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
 }
@@ -34,7 +47,7 @@ void copy(Context& ctx, float* dst, const float* src, size_t count) {
 
 GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch)
     : ctx_(ctx), net_(net), max_batch_(max_batch),
-      weights_(net.weights().size()), grads_(net.weights().size()), state_(std::max<size_t>(1, net.state().size())),
+      weights_(flat_param_count(net)), grads_(flat_param_count(net)), state_(std::max<size_t>(1, flat_state_count(net))),
       probs_(size_t(max_batch) * std::max(1, net.classes())), losses_(max_batch) {
   const auto& nodes = net.nodes();
   size_t scratch = 0;
@@ -65,7 +78,7 @@ void GpuNet::download(std::vector<float>& weights, std::vector<float>& state) co
   ctx_.synchronize();
   weights.resize(weights_.size());
   weights_.download(weights.data(), weights.size());
-  state.resize(net_.state().size());
+  state.resize(flat_state_count(net_));
   if (!state.empty()) state_.download(state.data(), state.size());
 }
 
