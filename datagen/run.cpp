@@ -451,6 +451,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   meta.std = sums.stddev();
   meta.skipped = index.skipped;
   meta.made_by = made_by(opt);
+  meta.mean_image = kMeanImageFile;
   std::vector<std::pair<uint64_t, BatchFileEntry>> entries;
   std::vector<std::pair<uint64_t, std::string>> rejects;
   Phases sum;

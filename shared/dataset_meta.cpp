@@ -13,7 +13,7 @@ json to_json(const DatasetMeta& m) {
   json files = json::array();
   for (const auto& f : m.files)
     files.push_back({{"name", f.name}, {"count", f.count}, {"bytes", f.bytes}, {"crc32c", f.crc32c}});
-  return json{
+  json j{
       {"format", "convoy-dataset"},
       {"format_version", 1},
       {"classes", m.classes},
@@ -30,6 +30,8 @@ json to_json(const DatasetMeta& m) {
       {"made_by", m.made_by},
       {"timings", m.timings},
   };
+  if (!m.mean_image.empty()) j["mean_image"] = m.mean_image;
+  return j;
 }
 
 DatasetMeta dataset_from_json(const json& j, const std::string& where) {
@@ -53,6 +55,7 @@ DatasetMeta dataset_from_json(const json& j, const std::string& where) {
     m.std = field("std").get<std::vector<double>>();
     m.rejected = j.value("rejected", uint64_t{0});
     m.skipped = j.value("skipped", uint64_t{0});
+    m.mean_image = j.value("mean_image", std::string());
     for (const json& f : field("files"))
       m.files.push_back({f.at("name").get<std::string>(), f.at("count").get<uint32_t>(),
                          f.at("bytes").get<uint64_t>(), f.at("crc32c").get<uint32_t>()});
@@ -64,6 +67,8 @@ DatasetMeta dataset_from_json(const json& j, const std::string& where) {
   if (m.shape.bytes() == 0) fail_file(where, "image shape has a zero dimension");
   if (m.mean.size() != m.shape.channels || m.std.size() != m.shape.channels)
     fail_file(where, "mean/std must have one value per channel");
+  if (!m.mean_image.empty() && (m.mean_image.find('/') != std::string::npos || m.mean_image[0] == '.'))
+    fail_file(where, "bad mean_image name '" + m.mean_image + "'");
   if (m.class_counts.size() != m.classes.size()) fail_file(where, "class_counts and classes differ in length");
   uint64_t total = 0;
   for (const auto& f : m.files) {

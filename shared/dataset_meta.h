@@ -29,6 +29,7 @@ struct DatasetMeta {
   std::vector<double> mean, std;     // per channel, in pixel units (0..255)
   std::vector<BatchFileEntry> files;
   uint64_t rejected = 0, skipped = 0;
+  std::string mean_image;            // PNG in the folder: the per-pixel mean, rounded ("" if none)
   nlohmann::json made_by = nlohmann::json::object();  // tool, version, inputs, options, seed
   nlohmann::json timings = nlohmann::json::object();  // the only part that varies between equal runs
 };

@@ -90,7 +90,10 @@ TEST(DatagenRun, MixedArchiveKeepsGoodSamplesAndListsRejects) {
   EXPECT_NE(rejects.find("b.tar/corrupt.JPEG\t"), std::string::npos) << rejects;
   EXPECT_NE(rejects.find("b.tar/empty.JPEG\tempty member"), std::string::npos) << rejects;
   EXPECT_TRUE(file_exists(dir + "/out/index.tsv"));
-  EXPECT_TRUE(file_exists(dir + "/out/mean_image.png"));
+  ASSERT_EQ(m.mean_image, "mean_image.png");
+  const cv::Mat mean = cv::imread(dir + "/out/mean_image.png", cv::IMREAD_UNCHANGED);
+  EXPECT_EQ(mean.size(), cv::Size(16, 16));
+  EXPECT_EQ(mean.channels(), 3);
 }
 
 TEST(DatagenRun, TarGzFolderAndThreadCountsGiveTheSameBatchFiles) {
