@@ -25,16 +25,6 @@ struct ArchiveFree {
 };
 using ArchivePtr = std::unique_ptr<archive, ArchiveFree>;
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
 // A byte range [base, base + len) of a file, read through pread so that inner tars need no copy.
 struct RangeSource {
   int fd;
@@ -230,19 +220,19 @@ WalkResult walk_folder(const std::string& root, const std::function<bool(const M
     m.regular = regular;
     m.offset = 0;
     const std::string full = root + "/" + rel;
-    std::unique_ptr<Fd> fd;
+    UniqueFd fd;
     uint64_t pos = 0;
     if (regular) {
       m.size = uint64_t(fs::file_size(full, ec));
       if (ec) fail_file(full, "cannot stat: " + ec.message());
     }
     m.read = [&](void* buf, size_t n) -> size_t {
-      if (!fd) {
-        fd = std::make_unique<Fd>(::open(full.c_str(), O_RDONLY | O_CLOEXEC));
-        if (fd->fd < 0) fail_file(full, "cannot open: " + errno_text());
+      if (fd.fd < 0) {
+        fd = UniqueFd(::open(full.c_str(), O_RDONLY | O_CLOEXEC));
+        if (fd.fd < 0) fail_file(full, "cannot open: " + errno_text());
       }
       const size_t want = size_t(std::min<uint64_t>(n, m.size - pos));
-      pread_exact(fd->fd, buf, want, pos, full);
+      pread_exact(fd.fd, buf, want, pos, full);
       pos += want;
       return want;
     };
@@ -260,6 +250,19 @@ const char* input_kind_name(InputKind k) {
     case InputKind::folder: return "folder";
   }
   return "?";
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd >= 0) ::close(fd);
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) {
+    if (fd >= 0) ::close(fd);
+    fd = o.fd;
+    o.fd = -1;
+  }
+  return *this;
 }
 
 bool is_folder(const std::string& path) {
@@ -282,7 +285,7 @@ void pread_exact(int fd, void* buf, size_t size, uint64_t offset, const std::str
 
 WalkResult walk_input(const std::string& input, const std::function<bool(const Member&)>& visit, bool nested) {
   if (is_folder(input)) return walk_folder(input, visit);
-  Fd fd(::open(input.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(input.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) fail_file(input, "cannot open: " + errno_text());
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) fail_file(input, "cannot stat: " + errno_text());

@@ -31,11 +31,23 @@ struct WalkResult {
 };
 
 // Calls visit for each member in archive order (folders: sorted path order). Members whose name
-// ends in ".tar" (or that carry a ustar header) are walked as inner tars when nested is true.
+// ends in ".tar" are walked as inner tars when nested is true (tar inputs only, not folders).
 // visit returns false to stop the walk early. Errors opening the input throw; errors part-way
 // are returned in WalkResult so that what came before is kept.
 WalkResult walk_input(const std::string& input, const std::function<bool(const Member&)>& visit,
                       bool nested = true);
+
+// An open file descriptor, closed on destruction.
+struct UniqueFd {
+  int fd = -1;
+  UniqueFd() = default;
+  explicit UniqueFd(int f) : fd(f) {}
+  ~UniqueFd();
+  UniqueFd(UniqueFd&& o) noexcept : fd(o.fd) { o.fd = -1; }
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+};
 
 // Reads `size` bytes at `offset` of a file with pread, failing with the file's name.
 void pread_exact(int fd, void* buf, size_t size, uint64_t offset, const std::string& path);

@@ -14,11 +14,11 @@
 namespace convoy::datagen {
 
 SampleSource::SampleSource(const InputIndex& index, const std::vector<uint64_t>& needed) : index_(index) {
-  fds_.assign(index.inputs.size(), -1);
+  fds_.resize(index.inputs.size());
   for (size_t i = 0; i < index.inputs.size(); ++i) {
     if (index.inputs[i].kind != InputKind::tar) continue;
-    fds_[i] = ::open(index.inputs[i].path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fds_[i] < 0) fail_file(index.inputs[i].path, "cannot open: " + errno_text());
+    fds_[i] = UniqueFd(::open(index.inputs[i].path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fds_[i].fd < 0) fail_file(index.inputs[i].path, "cannot open: " + errno_text());
   }
   std::vector<std::vector<uint64_t>> per_input(index.inputs.size());  // ids of streamed entries, in index order
   std::vector<char> wanted(index.entries.size(), 0);
@@ -52,31 +52,20 @@ SampleSource::SampleSource(const InputIndex& index, const std::vector<uint64_t>&
   }
 }
 
-SampleSource::~SampleSource() {
-  for (int fd : fds_)
-    if (fd >= 0) ::close(fd);
-}
-
 void SampleSource::read(uint64_t id, std::vector<uint8_t>& out) const {
   const IndexEntry& e = index_.entries.at(id);
   const InputInfo& in = index_.inputs[e.input];
   switch (in.kind) {
     case InputKind::tar:
       out.resize(e.size);
-      pread_exact(fds_[e.input], out.data(), out.size(), uint64_t(e.offset), in.path);
+      pread_exact(fds_[e.input].fd, out.data(), out.size(), uint64_t(e.offset), in.path);
       return;
     case InputKind::folder: {
       const std::string path = in.path + "/" + e.path;
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) fail_file(path, "cannot open: " + errno_text());
+      const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (fd.fd < 0) fail_file(path, "cannot open: " + errno_text());
       out.resize(e.size);
-      try {
-        pread_exact(fd, out.data(), out.size(), 0, path);
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
-      ::close(fd);
+      pread_exact(fd.fd, out.data(), out.size(), 0, path);
       return;
     }
     case InputKind::stream: {

@@ -15,7 +15,6 @@ class SampleSource {
  public:
   // needed: the sample ids this rank will read (used only for streamed inputs).
   SampleSource(const InputIndex& index, const std::vector<uint64_t>& needed);
-  ~SampleSource();
   SampleSource(const SampleSource&) = delete;
   SampleSource& operator=(const SampleSource&) = delete;
 
@@ -24,7 +23,7 @@ class SampleSource {
 
  private:
   const InputIndex& index_;
-  std::vector<int> fds_;  // per input; -1 for folders and streams
+  std::vector<UniqueFd> fds_;  // per input; not open for folders and streams
   std::unordered_map<uint64_t, std::vector<uint8_t>> streamed_;
 };
 
