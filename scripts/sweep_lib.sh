@@ -75,14 +75,22 @@ sweep_mpirun_line() {
 
 # sweep_attempt <timeout s> <log file> <command...>: runs one attempt; sets ATTEMPT_RC, ATTEMPT_WALL
 # (seconds, harness clock, includes the launch) and ATTEMPT_STATUS (ok | timeout | failed).
-# `timeout` makes itself a process group and signals the whole group, so ranks that ignore TERM go
-# with SIGKILL after SWEEP_KILL_AFTER seconds; a hung run never blocks the rest of the grid.
+# mpirun must get exactly one TERM: a second one makes it exit at once without taking its ranks
+# down, and the ranks live in process groups of their own. So `timeout --foreground` signals mpirun
+# alone (KILL after SWEEP_KILL_AFTER seconds), the attempt runs in a session of its own, and whatever
+# is left in that session afterwards (a hung rank mpirun lost) is killed. Remote ranks go with their
+# orted when mpirun's connection drops.
 sweep_attempt() {
   local limit=$1 log=$2
   shift 2
-  local t0 t1 rc=0
+  local t0 t1 rc=0 sid
   t0=$(date +%s.%N)
-  timeout --kill-after="${SWEEP_KILL_AFTER:-10}" "$limit" "$@" > "$log" 2>&1 < /dev/null || rc=$?
+  setsid timeout --foreground --kill-after="${SWEEP_KILL_AFTER:-10}" "$limit" "$@" > "$log" 2>&1 < /dev/null &
+  sid=$!
+  trap 'pkill -TERM -s "$sid" 2> /dev/null; exit 130' INT TERM
+  wait "$sid" || rc=$?
+  trap - INT TERM
+  pkill -KILL -s "$sid" 2> /dev/null || true
   t1=$(date +%s.%N)
   ATTEMPT_RC=$rc
   ATTEMPT_WALL=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
