@@ -112,7 +112,8 @@ fi
 # NCCL's NVLink SHARP (multicast) path is off on every machine this is measured on.
 export NCCL_NVLS_ENABLE=0
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-SWEEP_EXPORT="${SWEEP_EXPORT:-} $(env | sed -n 's/^\(NCCL_[A-Za-z0-9_]*\|CUDA_[A-Za-z0-9_]*\|OMP_NUM_THREADS\)=.*/\1/p' | sort | tr '\n' ' ')"
+# CUDA_VISIBLE_DEVICES stays behind: each host's scheduler sets its own.
+SWEEP_EXPORT="${SWEEP_EXPORT:-} $(env | sed -n 's/^\(NCCL_[A-Za-z0-9_]*\|CUDA_DEVICE_ORDER\|OMP_NUM_THREADS\)=.*/\1/p' | sort | tr '\n' ' ')"
 export SWEEP_EXPORT
 
 [ -n "$scratch" ] || scratch=$csv.d

@@ -70,7 +70,7 @@ sweep_mpirun_line() {
   else
     line+=(--bind-to none)
   fi
-  for v in ${SWEEP_EXPORT:-}; do line+=(-x "$v"); done
+  for v in $(tr ' ' '\n' <<< "${SWEEP_EXPORT:-}" | awk 'NF && !seen[$0]++'); do line+=(-x "$v"); done
 }
 
 # sweep_attempt <timeout s> <log file> <command...>: runs one attempt; sets ATTEMPT_RC, ATTEMPT_WALL
@@ -152,3 +152,118 @@ sweep_csv_progress() {
 # A short fingerprint of argument lists, so rows made with other fixed arguments are not taken for
 # this sweep's rows.
 sweep_args_hash() { printf '%s\0' "$@" | cksum | cut -d' ' -f1; }
+
+# ---- Job scripts (scripts/slurm/, scripts/lsf/) --------------------------------------------------
+# The scheduler-specific files hold the resource requests and the knob list; the steps are here, so
+# Slurm and LSF jobs run the same commands. CONVOY_DRY_RUN=1 prints the commands instead.
+
+# job_run <command...>: runs it, or in a dry run prints it as a shell line after "+ ".
+job_run() {
+  if [ "${CONVOY_DRY_RUN:-0}" = 1 ]; then echo "+ $(sweep_quote "$@")"; else "$@"; fi
+}
+
+# Ranks the allocation was granted: Slurm tasks, LSF slots, else $1 (outside any scheduler).
+job_scheduler_ranks() {
+  if [ -n "${SLURM_NTASKS:-}" ]; then echo "$SLURM_NTASKS"
+  elif [ -n "${LSB_DJOB_NUMPROC:-}" ]; then echo "$LSB_DJOB_NUMPROC"
+  else echo "$1"; fi
+}
+
+# job_launch_line <result array> <ranks> <threads per rank or 0>: mpirun over the allocation's hosts
+# (hostfile), or srun when CONVOY_LAUNCHER=srun inside Slurm.
+job_launch_line() {
+  local -n launch=$1
+  local ranks=$2 threads=$3 hosts nh
+  mapfile -t hosts < <(sweep_scheduler_hosts)
+  nh=${#hosts[@]}
+  [ "$nh" -gt 0 ] || nh=1
+  [ "$ranks" -ge "$nh" ] || nh=$ranks
+  case ${CONVOY_LAUNCHER:-mpirun} in
+    mpirun)
+      local hostfile="${TMPDIR:-/tmp}/convoy-hosts.$$"
+      trap "rm -f '$hostfile'" EXIT
+      sweep_mpirun_line launch "$ranks" "$nh" "$hostfile" "${hosts[@]}"
+      if [ "${#hosts[@]}" -gt 0 ]; then echo "# hostfile $hostfile: $(paste -sd' ' "$hostfile")"; fi ;;
+    srun)
+      [ -n "${SLURM_JOB_ID:-}" ] || sweep_die "CONVOY_LAUNCHER=srun needs a Slurm job"
+      launch=(srun --ntasks="$ranks" --nodes="$nh" --mpi="${CONVOY_SRUN_MPI:-pmix}")
+      [ "$threads" -le 0 ] || launch+=(--cpus-per-task="$threads") ;;
+    *) sweep_die "CONVOY_LAUNCHER=${CONVOY_LAUNCHER}: mpirun or srun" ;;
+  esac
+}
+
+# make-data: one datagen run over the whole allocation, or a sweep-datagen.sh grid inside it.
+job_datagen() {
+  local src=$1 bin=${CONVOY_BIN:-$1/build} extra=() args sweep=()
+  : "${CONVOY_INPUT:?CONVOY_INPUT: the tar archive or folder of images to read}"
+  read -r -a extra <<< "${CONVOY_DATAGEN_ARGS:-}"
+  args=(--input "$CONVOY_INPUT" --size "${CONVOY_SIZE:-256}" --channels "${CONVOY_CHANNELS:-3}"
+        --per-file "${CONVOY_PER_FILE:-1024}" --seed "${CONVOY_SEED:-1}")
+  [ -z "${CONVOY_CLASSES:-}" ] || args+=(--classes "$CONVOY_CLASSES")
+  args+=("${extra[@]}")
+  if [ -n "${CONVOY_SWEEP_ARGS:-}" ]; then
+    read -r -a sweep <<< "$CONVOY_SWEEP_ARGS"
+    [ "${CONVOY_DRY_RUN:-0}" != 1 ] || sweep+=(--dry-run)
+    sweep_log "$(sweep_scheduler_name) job: sweep-datagen.sh ${CONVOY_SWEEP_ARGS}"
+    "$src/scripts/sweep-datagen.sh" --datagen "$bin/datagen" "${sweep[@]}" -- "${args[@]}"
+    return
+  fi
+  : "${CONVOY_OUTPUT:?CONVOY_OUTPUT: the dataset folder to write (on a file system every node sees)}"
+  local ranks threads
+  ranks=${CONVOY_RANKS:-$(job_scheduler_ranks 1)}
+  threads=${CONVOY_THREADS:-${SLURM_CPUS_PER_TASK:-0}}
+  job_launch_line LAUNCH "$ranks" "$threads"
+  sweep_log "$(sweep_scheduler_name) job: datagen, $ranks rank(s) x ${threads/#0/auto} thread(s)"
+  job_run "${LAUNCH[@]}" "$bin/datagen" "${args[@]}" --output "$CONVOY_OUTPUT" --threads "$threads"
+}
+
+# GPUs this host shows, or nothing when nvidia-smi is absent or finds none.
+job_local_gpus() {
+  command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true
+}
+
+# Training on a GPU queue: one rank per GPU (the job asks for one task or slot per GPU), NCCL and
+# MPI environment set; or a sweep-train.sh strong/weak scaling sweep inside the allocation.
+job_train() {
+  local src=$1 bin=${CONVOY_BIN:-$1/build} extra=() sweep=()
+  : "${CONVOY_CONFIG:?CONVOY_CONFIG: the net and recipe (TOML)}"
+  : "${CONVOY_DATA:?CONVOY_DATA: the training dataset folder}"
+  read -r -a extra <<< "${CONVOY_TRAIN_ARGS:-}"
+  export NCCL_NVLS_ENABLE=0
+  export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+  export CUDA_DEVICE_ORDER=${CUDA_DEVICE_ORDER:-PCI_BUS_ID}
+  [ -z "${SLURM_CPUS_PER_TASK:-}" ] || export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$SLURM_CPUS_PER_TASK}
+  SWEEP_EXPORT="${SWEEP_EXPORT:-} NCCL_NVLS_ENABLE NCCL_DEBUG CUDA_DEVICE_ORDER${OMP_NUM_THREADS:+ OMP_NUM_THREADS}"
+  local device=${CONVOY_DEVICE:-cuda} gpus
+  gpus=$(job_local_gpus)
+  local ranks=${CONVOY_RANKS:-$(job_scheduler_ranks "${gpus:-1}")}
+  [ "$ranks" -gt 0 ] || ranks=1
+  if [ -n "${CONVOY_SWEEP_ARGS:-}" ]; then
+    read -r -a sweep <<< "$CONVOY_SWEEP_ARGS"
+    [ "${CONVOY_DRY_RUN:-0}" != 1 ] || sweep+=(--dry-run)
+    local per_host=()
+    [ -z "${CONVOY_RANKS_PER_HOST:-}" ] || per_host=(--per-host "$CONVOY_RANKS_PER_HOST")
+    [ -z "${CONVOY_BATCH:-}" ] || sweep=(--batch "$CONVOY_BATCH" "${sweep[@]}")
+    [ -z "${CONVOY_EPOCHS:-}" ] || sweep=(--epochs "$CONVOY_EPOCHS" "${sweep[@]}")
+    [ -z "${CONVOY_VAL:-}" ] || extra+=(--val "$CONVOY_VAL")
+    sweep_log "$(sweep_scheduler_name) job: sweep-train.sh ${CONVOY_SWEEP_ARGS}"
+    SWEEP_EXPORT=$SWEEP_EXPORT "$src/scripts/sweep-train.sh" --train "$bin/train" --config "$CONVOY_CONFIG" \
+      --data "$CONVOY_DATA" --device "$device" "${per_host[@]}" "${sweep[@]}" -- "${extra[@]}"
+    return
+  fi
+  local args=(--config "$CONVOY_CONFIG" --data "$CONVOY_DATA" --device "$device")
+  [ -z "${CONVOY_VAL:-}" ] || args+=(--val "$CONVOY_VAL")
+  [ -z "${CONVOY_EPOCHS:-}" ] || args+=(--epochs "$CONVOY_EPOCHS")
+  [ -z "${CONVOY_BATCH:-}" ] || args+=(--batch "$CONVOY_BATCH")
+  [ -z "${CONVOY_METRICS:-}" ] || args+=(--metrics "$CONVOY_METRICS")
+  if [ -n "${CONVOY_CHECKPOINT:-}" ]; then
+    args+=(--checkpoint "$CONVOY_CHECKPOINT")
+    # A requeued or resubmitted job carries on from where the last one stopped.
+    [ ! -e "$CONVOY_CHECKPOINT" ] || args+=(--resume "$CONVOY_CHECKPOINT")
+  fi
+  export SWEEP_EXPORT
+  job_launch_line LAUNCH "$ranks" 0
+  sweep_log "$(sweep_scheduler_name) job: train, $ranks rank(s), device $device, NCCL_NVLS_ENABLE=0"
+  job_run "${LAUNCH[@]}" "$bin/train" "${args[@]}" "${extra[@]}"
+}
+
