@@ -332,6 +332,11 @@ void validate_run_options(const RunOptions& opt) {
   if (opt.size < 1 || opt.size > 16384) fail("--size must be between 1 and 16384, not " + std::to_string(opt.size));
   if (opt.channels != 1 && opt.channels != 3) fail("--channels must be 1 or 3, not " + std::to_string(opt.channels));
   if (opt.per_file < 1) fail("--per-file must be at least 1");
+  // A rank holds two batch files in memory (one being written, one being decoded).
+  const double batch_gib = double(opt.per_file) * opt.size * opt.size * opt.channels / double(1ull << 30);
+  if (batch_gib > 4.0)
+    fail("--per-file " + std::to_string(opt.per_file) + " at --size " + std::to_string(opt.size) + " makes batch files of " +
+         std::to_string(int(batch_gib)) + " GiB; each rank holds two in memory, so use a smaller --per-file (at most 4 GiB each)");
   if (opt.threads < 0) fail("--threads must be 0 (automatic) or more");
   if (opt.resize == ResizePolicy::short_side)
     fail("--resize short keeps the aspect ratio and so gives images of different sizes, which raw batch files "

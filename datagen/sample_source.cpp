@@ -26,8 +26,10 @@ SampleSource::SampleSource(const InputIndex& index, const std::vector<uint64_t>&
   for (uint64_t id = 0; id < index.entries.size(); ++id)
     if (index.inputs[index.entries[id].input].kind == InputKind::stream) per_input[index.entries[id].input].push_back(id);
   for (size_t i = 0; i < index.inputs.size(); ++i) {
-    if (per_input[i].empty()) continue;
     const auto& ids = per_input[i];
+    size_t want = 0;
+    for (uint64_t id : ids) want += wanted[id];
+    if (want == 0) continue;
     size_t next = 0, kept = 0;
     walk_input(index.inputs[i].path, [&](const Member& m) {
       if (next < ids.size() && m.regular && m.path == index.entries[ids[next]].path) {
@@ -45,7 +47,7 @@ SampleSource::SampleSource(const InputIndex& index, const std::vector<uint64_t>&
           ++kept;
         }
       }
-      return next < ids.size();
+      return kept < want;  // the rest of the stream holds nothing for this rank
     });
     log_all("%s is compressed: streamed it once, keeping this rank's %zu of its %zu images in memory",
             index.inputs[i].path.c_str(), kept, ids.size());

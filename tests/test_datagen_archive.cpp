@@ -110,6 +110,26 @@ TEST(DatagenArchive, GzipInputIsStreamedWithTheSameIndex) {
   EXPECT_THROW(src.read(1, got), Error);
 }
 
+TEST(DatagenArchive, Bzip2ZstdAndTarsOfTarsInsideGzip) {
+  const std::string dir = scratch("filters");
+  Members inner = {{"x1.JPEG", rgb_jpeg(10, 12, 1)}, {"x2.JPEG", rgb_jpeg(14, 12, 2)}};
+  write_tar(dir + "/n07.tar", inner);
+  const Members outer = {{"n07.tar", read_file(dir + "/n07.tar")}, {"loose/y.png", png(cv::Mat(3, 3, CV_8UC1, cv::Scalar(9)))}};
+  for (const std::string filter : {"gzip", "bzip2", "zstd"}) {
+    const std::string path = dir + "/o.tar." + filter;
+    write_tar(path, outer, filter);
+    InputIndex idx = scan_inputs({{path}, "", ""});
+    EXPECT_EQ(idx.inputs[0].kind, InputKind::stream) << filter;
+    ASSERT_EQ(idx.entries.size(), 3u) << filter;
+    EXPECT_EQ(idx.classes, (std::vector<std::string>{"loose", "n07"})) << filter;
+    EXPECT_EQ(idx.entries[1].path, "n07.tar/x2.JPEG");
+    SampleSource src(idx, {1});
+    std::vector<uint8_t> got;
+    src.read(1, got);
+    EXPECT_EQ(Bytes(got.begin(), got.end()), inner[1].second) << filter;
+  }
+}
+
 TEST(DatagenArchive, FolderInputInSortedOrderSkippingNonImages) {
   const std::string dir = scratch("folder");
   write_file(dir + "/in/zebra/b.jpg", rgb_jpeg(8, 8, 1));

@@ -117,12 +117,14 @@ inline Bytes palette_png(int w, int h) {
          chunk("IEND", "");
 }
 
-// Writes a tar (pax, so long names work); filter: "" or "gzip". Symlinks: members whose content
+// Writes a tar (pax, so long names work); filter: "", "gzip", "bzip2" or "zstd". Symlinks: members whose content
 // starts with "->" become links to the rest of it.
 inline void write_tar(const std::string& path, const Members& members, const std::string& filter = "") {
   archive* a = archive_write_new();
   archive_write_set_format_pax_restricted(a);
   if (filter == "gzip") archive_write_add_filter_gzip(a);
+  if (filter == "bzip2") archive_write_add_filter_bzip2(a);
+  if (filter == "zstd" && archive_write_add_filter_zstd(a) != ARCHIVE_OK) throw std::runtime_error("no zstd in libarchive");
   if (archive_write_open_filename(a, path.c_str()) != ARCHIVE_OK) throw std::runtime_error("fixture tar open");
   for (const auto& [name, data] : members) {
     archive_entry* e = archive_entry_new();

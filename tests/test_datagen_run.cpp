@@ -257,5 +257,7 @@ TEST(DatagenRun, BadFlagsAreRefusedBeforeAnyWork) {
   refused(t, "not a folder");
   t = o, t.inputs = {};
   refused(t, "--input");
+  t = o, t.size = 4096, t.per_file = 1024;
+  refused(t, "smaller --per-file");
   EXPECT_FALSE(file_exists(dir + "/out"));
 }
