@@ -6,6 +6,7 @@
 #include "shared/log.h"
 #include "shared/mpi_context.h"
 #include "train/blas_setup.h"
+#include "train/synthetic_data.h"
 #include "train/trainer.h"
 
 namespace {
@@ -41,12 +42,36 @@ int body(int argc, char** argv) {
   ev->add_option("--data", e.data, "dataset folder")->required();
   ev->add_option("--batch", e.batch, "batch size");
   ev->add_option("--threads", e.threads, "compute threads");
+  CLI::App* syn = app.add_subcommand("synth", "write a small synthetic dataset (for smoke tests and benchmarks)");
+  std::string syn_out, syn_encoding = "raw";
+  int syn_files = 8, syn_per_file = 64, syn_last = 0, syn_size = 8, syn_channels = 1, syn_classes = 4;
+  uint64_t syn_seed = 1;
+  syn->add_option("--out", syn_out, "dataset folder to write")->required();
+  syn->add_option("--files", syn_files, "batch files");
+  syn->add_option("--per-file", syn_per_file, "samples per batch file");
+  syn->add_option("--last", syn_last, "samples in the last file (0: --per-file)");
+  syn->add_option("--size", syn_size, "image side in pixels");
+  syn->add_option("--channels", syn_channels, "1 or 3");
+  syn->add_option("--classes", syn_classes, "number of classes");
+  syn->add_option("--encoding", syn_encoding, "raw | jpeg")->check(CLI::IsMember({"raw", "jpeg"}));
+  syn->add_option("--seed", syn_seed, "seed");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
     return app.exit(err);
   }
   if (*ev) return convoy::run_eval(e, mpi.rank(), mpi.size());
+  if (*syn) {
+    convoy::SyntheticSpec spec;
+    spec.file_counts.assign(size_t(std::max(1, syn_files)), uint32_t(std::max(1, syn_per_file)));
+    if (syn_last > 0) spec.file_counts.back() = uint32_t(syn_last);
+    spec.shape = {uint32_t(syn_size), uint32_t(syn_size), uint32_t(syn_channels)};
+    spec.classes = syn_classes;
+    spec.encoding = convoy::parse_encoding(syn_encoding);
+    spec.seed = syn_seed;
+    if (mpi.rank() == 0) convoy::write_synthetic_dataset(syn_out, spec);
+    return 0;
+  }
   if (t.config.empty() && t.resume.empty()) convoy::fail("--config is required (or --resume)");
   if (t.data.empty() && !t.print_net) convoy::fail("--data is required");
   if (t.device == "cuda") convoy::fail("--device cuda: this build has only the CPU backend");

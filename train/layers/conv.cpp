@@ -32,10 +32,16 @@ void im2col(const ConvShape& s, int channels, const float* x, float* col) {
             continue;
           }
           const float* in = plane + size_t(iy) * s.w_in;
-          for (int ox = 0; ox < wo; ++ox) {
-            const int ix = ox * s.stride - s.pad + j;
-            row[ox] = (ix >= 0 && ix < s.w_in) ? in[ix] : 0.f;
-          }
+          // Output columns whose input column lies inside the image: [lo, hi).
+          const int lo = std::min(wo, std::max(0, (s.pad - j + s.stride - 1) / s.stride));
+          const int hi = std::max(lo, std::min(wo, (s.w_in + s.pad - j + s.stride - 1) / s.stride));
+          std::fill(row, row + lo, 0.f);
+          std::fill(row + hi, row + wo, 0.f);
+          const float* src = in + lo * s.stride - s.pad + j;
+          if (s.stride == 1)
+            std::memcpy(row + lo, src, sizeof(float) * (hi - lo));
+          else
+            for (int ox = lo; ox < hi; ++ox) row[ox] = src[(ox - lo) * s.stride];
         }
       }
 }
@@ -54,9 +60,14 @@ void col2im(const ConvShape& s, int channels, const float* col, float* x) {
           if (iy < 0 || iy >= s.h_in) continue;
           float* out = plane + size_t(iy) * s.w_in;
           const float* row = in + size_t(oy) * wo;
-          for (int ox = 0; ox < wo; ++ox) {
-            const int ix = ox * s.stride - s.pad + j;
-            if (ix >= 0 && ix < s.w_in) out[ix] += row[ox];
+          const int lo = std::min(wo, std::max(0, (s.pad - j + s.stride - 1) / s.stride));
+          const int hi = std::max(lo, std::min(wo, (s.w_in + s.pad - j + s.stride - 1) / s.stride));
+          float* dst = out + lo * s.stride - s.pad + j;
+          if (s.stride == 1) {
+#pragma omp simd
+            for (int ox = lo; ox < hi; ++ox) dst[ox - lo] += row[ox];
+          } else {
+            for (int ox = lo; ox < hi; ++ox) dst[(ox - lo) * s.stride] += row[ox];
           }
         }
       }
