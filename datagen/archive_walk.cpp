@@ -26,11 +26,13 @@ struct ArchiveFree {
 using ArchivePtr = std::unique_ptr<archive, ArchiveFree>;
 
 // A byte range [base, base + len) of a file, read through pread so that inner tars need no copy.
+// The buffer is small on purpose: a scan reads each header and skips the member's data, and a
+// large read-ahead would turn the scan of a big tar into a read of all of it.
 struct RangeSource {
   int fd;
   uint64_t base, len, pos = 0;
   std::string path;
-  std::vector<char> buf = std::vector<char>(1 << 20);
+  std::vector<char> buf = std::vector<char>(64 << 10);
 };
 
 la_ssize_t range_read(archive* a, void* client, const void** out) {

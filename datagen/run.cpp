@@ -443,7 +443,9 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   mine["phases"] = phases.to_json();
   sums.reduce_to_root(mpi);
   const auto all = gather_strings(mine.dump(), mpi);
-  if (rank != 0) return 0;
+  int status = 0;
+  for (const auto& in : index.inputs) status = in.complete ? status : 2;
+  if (rank != 0) return status;
 
   DatasetMeta meta;
   meta.classes = index.classes;
@@ -496,12 +498,8 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   log_info("phases, seconds summed over threads and ranks: read %.2f, decode %.2f, resize %.2f, encode %.2f, "
            "write %.2f, wait %.2f",
            sum.read, sum.decode, sum.resize, sum.encode, sum.write, sum.wait);
-  int status = 0;
   for (const auto& in : index.inputs)
-    if (!in.complete) {
-      std::fprintf(stderr, "datagen: error: incomplete input: %s\n", in.error.c_str());
-      status = 2;
-    }
+    if (!in.complete) std::fprintf(stderr, "datagen: error: incomplete input: %s\n", in.error.c_str());
   if (status) log_info("the dataset holds what came before the damage; the run is incomplete (exit status 2)");
   return status;
 }
