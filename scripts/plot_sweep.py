@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Plots a sweep CSV from sweep-datagen.sh or sweep-train.sh: speed-up and efficiency against the ideal
 # line, and the per-phase breakdown as stacked bars (PNG), plus a Markdown table of the medians.
-"""Usage: plot_sweep.py SWEEP.csv [--out PREFIX] [--title TEXT] [--time run|wall]
+"""Usage: plot_sweep.py SWEEP.csv [--out PREFIX] [--title TEXT] [--time run|wall] [--args-hash H]
 
 Writes PREFIX-speedup.png, PREFIX-efficiency.png and PREFIX-phases.png (PREFIX defaults to the CSV's
 name without .csv) and prints the table on stdout. Only attempts with status ok count; repeats are
@@ -44,6 +44,21 @@ def load(path):
     if not ok:
         fail(f"{path}: no attempt with status ok among {len(rows)} rows")
     return kind, ok
+
+
+def pick_sweep(rows, wanted, path):
+    """Rows of one set of fixed tool arguments (args_hash): the one asked for, else the one with the
+    most good rows. Mixing them would compare runs of different work."""
+    counts = {}
+    for r in rows:
+        counts[r["args_hash"]] = counts.get(r["args_hash"], 0) + 1
+    chosen = wanted or max(counts, key=counts.get)
+    if chosen not in counts:
+        fail(f"{path}: no good rows with args_hash {chosen} (there are: {', '.join(sorted(counts))})")
+    if len(counts) > 1:
+        others = ", ".join(f"{h} ({n} rows)" for h, n in sorted(counts.items()) if h != chosen)
+        print(f"plot_sweep: plotting args_hash {chosen}; left out {others} (--args-hash picks)", file=sys.stderr)
+    return [r for r in rows if r["args_hash"] == chosen]
 
 
 def datagen_phases(row):
@@ -188,10 +203,12 @@ def main():
     ap.add_argument("--time", choices=["run", "wall"], default="run",
                     help="run: the tool's own timing (datagen's seconds, train's training seconds); "
                          "wall: the harness clock around mpirun, launch included")
+    ap.add_argument("--args-hash", help="plot the rows of this args_hash (default: the most common)")
     a = ap.parse_args()
     stem = a.csv[:-4] if a.csv.endswith(".csv") else a.csv
     out, title = a.out or stem, a.title or stem.rsplit("/", 1)[-1]
     kind, rows = load(a.csv)
+    rows = pick_sweep(rows, a.args_hash, a.csv)
     points, family = group(rows, kind, "run_s" if a.time == "run" else "wall_s")
     lines, base = baselines(points, family)
     table = plot_scaling(lines, base, kind, out, title)

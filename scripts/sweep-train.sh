@@ -35,7 +35,7 @@ Files:
   --train PATH        the train binary (default \$CONVOY_BIN/train, else build/train)
   --dry-run           print the command of every attempt that would run, run nothing
 Environment: NCCL_NVLS_ENABLE is always 0; NCCL_DEBUG defaults to WARN; every NCCL_*, OMP_NUM_THREADS
-and CUDA_* variable set here travels to remote ranks. SWEEP_MPIRUN, SWEEP_MPI_ARGS, SWEEP_KILL_AFTER
+and CUDA_DEVICE_ORDER set here travels to remote ranks. SWEEP_MPIRUN, SWEEP_MPI_ARGS, SWEEP_KILL_AFTER
 as for sweep-datagen.sh.
 EOF
 }
