@@ -126,14 +126,15 @@ struct Walker {
       first = false;
       const char* pn = archive_entry_pathname(e);
       std::string name = pn ? pn : "";
-      while (name.rfind("./", 0) == 0) name.erase(0, 2);
+      while (name.rfind("./", 0) == 0 || name.rfind("/", 0) == 0) name.erase(0, name[0] == '/' ? 1 : 2);
       Member m;
       m.path = prefix + name;
       m.inner_tar = inner;
       m.size = archive_entry_size_is_set(e) ? uint64_t(archive_entry_size(e)) : 0;
       const auto type = archive_entry_filetype(e);
       if (type == AE_IFDIR) continue;  // folders carry no data and are not counted
-      m.regular = type == AE_IFREG && archive_entry_sparse_count(e) == 0;
+      // Hard links carry no data of their own in a tar: skipped like symbolic links.
+      m.regular = type == AE_IFREG && archive_entry_hardlink(e) == nullptr && archive_entry_sparse_count(e) == 0;
       if (random) m.offset = int64_t(base + uint64_t(archive_filter_bytes(a, 0)));
       last = m.path;
       if (m.regular && random) {

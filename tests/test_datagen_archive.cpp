@@ -71,10 +71,11 @@ TEST(DatagenArchive, InnerTarsGiveLabelsAndAbsoluteOffsets) {
   write_tar(dir + "/outer.tar", {{"README", "hello"},
                                  {"n01.tar", read_file(dir + "/n01.tar")},
                                  {"link.jpg", "->n01.tar"},
+                                 {"./hard.jpg", "=>n01.tar"},
                                  {"n02.tar", read_file(dir + "/n02.tar")}});
   InputIndex idx = scan_inputs({{dir + "/outer.tar"}, "", ""});
   ASSERT_EQ(idx.entries.size(), 3u);
-  EXPECT_EQ(idx.skipped, 3u);  // README, the link, ._junk
+  EXPECT_EQ(idx.skipped, 4u);  // README, the two links, ._junk
   EXPECT_EQ(idx.classes, (std::vector<std::string>{"n01", "n02"}));
   EXPECT_EQ(idx.entries[0].path, "n01.tar/n01_1.JPEG");
   EXPECT_EQ(idx.entries[0].label, 0);

@@ -117,8 +117,8 @@ inline Bytes palette_png(int w, int h) {
          chunk("IEND", "");
 }
 
-// Writes a tar (pax, so long names work); filter: "", "gzip", "bzip2" or "zstd". Symlinks: members whose content
-// starts with "->" become links to the rest of it.
+// Writes a tar (pax, so long names work); filter: "", "gzip", "bzip2" or "zstd". Members whose
+// content starts with "->" become symbolic links to the rest of it, "=>" hard links.
 inline void write_tar(const std::string& path, const Members& members, const std::string& filter = "") {
   archive* a = archive_write_new();
   archive_write_set_format_pax_restricted(a);
@@ -130,7 +130,12 @@ inline void write_tar(const std::string& path, const Members& members, const std
     archive_entry* e = archive_entry_new();
     archive_entry_set_pathname(e, name.c_str());
     archive_entry_set_perm(e, 0644);
-    if (data.rfind("->", 0) == 0) {
+    if (data.rfind("=>", 0) == 0) {
+      archive_entry_set_filetype(e, AE_IFREG);
+      archive_entry_set_hardlink(e, data.substr(2).c_str());
+      archive_entry_set_size(e, 0);
+      archive_write_header(a, e);
+    } else if (data.rfind("->", 0) == 0) {
       archive_entry_set_filetype(e, AE_IFLNK);
       archive_entry_set_symlink(e, data.substr(2).c_str());
       archive_entry_set_size(e, 0);
