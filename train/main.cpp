@@ -2,6 +2,8 @@
 // parallel over MPI ranks), or evaluates a checkpoint with `train eval`.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+
 #include "shared/error.h"
 #include "shared/log.h"
 #include "shared/mpi_context.h"
@@ -11,9 +13,25 @@
 
 namespace {
 
+int run(convoy::MpiContext& mpi, int argc, char** argv);
+
 int body(int argc, char** argv) {
   convoy::MpiContext mpi(&argc, &argv);
   convoy::log_setup("train", mpi.rank(), mpi.size());
+  try {
+    return run(mpi, argc, argv);
+  } catch (const std::exception& e) {
+    // The other ranks may be waiting in a collective that this one will never reach.
+    if (mpi.size() > 1) {
+      std::fprintf(stderr, "train[%d]: error: %s\n", mpi.rank(), e.what());
+      std::fflush(stderr);
+      mpi.abort(1);
+    }
+    throw;
+  }
+}
+
+int run(convoy::MpiContext& mpi, int argc, char** argv) {
   convoy::TrainOptions t;
   convoy::EvalOptions e;
   CLI::App app{"train: CNN training on convoy batch files"};

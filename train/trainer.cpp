@@ -207,6 +207,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
+  // `epoch` and `step` are where a resumed run starts.
   auto save = [&](int epoch, long long step, const double* sums) {
     if (rank != 0 || o.checkpoint.empty()) return;
     Checkpoint c;
@@ -219,7 +220,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     c.m = opt.m;
     c.v = opt.v;
     write_checkpoint(o.checkpoint, c);
-    log_info("checkpoint %s (epoch %d, step %lld)", o.checkpoint.c_str(), epoch + 1, step);
+    log_info("checkpoint %s at step %lld", o.checkpoint.c_str(), global_step);
   };
 
   EvalResult last;

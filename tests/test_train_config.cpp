@@ -1,0 +1,115 @@
+// Net configs: mistakes are reported as file:line: reason before training; the shipped configs
+// build with the expected sizes; each of them trains one step on synthetic data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "shared/atomic_file.h"
+#include "shared/error.h"
+#include "shared/mpi_context.h"
+#include "train/net.h"
+#include "train/net_config.h"
+#include "train/synthetic_data.h"
+#include "train/trainer.h"
+
+using namespace convoy;
+
+namespace {
+
+std::string error_of(const std::string& text, Dims in = {1, 8, 8}) {
+  try {
+    NetConfig c = parse_net_config(text, "bad.toml");
+    Net net(c, in, 4);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::string kTail = "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = 4\n[[layer]]\ntype = \"softmax_xent\"\n";
+
+convoy::MpiContext& mpi() {
+  static convoy::MpiContext ctx(nullptr, nullptr);
+  return ctx;
+}
+
+std::string repo_file(const std::string& rel) {
+  // CONVOY_TEST_TMP is <build>/tests/tmp; the sources are found from this file's path.
+  std::string here = __FILE__;
+  return here.substr(0, here.rfind("/tests/")) + "/" + rel;
+}
+
+}  // namespace
+
+TEST(NetConfig, ErrorsNameFileLineAndReason) {
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\nfilter = 3\n" + kTail),
+            "bad.toml:4: unknown key 'filter' in a conv layer");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"convolution\"\n" + kTail).rfind("bad.toml:2: unknown layer type 'convolution'", 0), 0u);
+  EXPECT_EQ(error_of("[[layer]]\nname = \"a\"\ntype = \"relu\"\n[[layer]]\ntype = \"add\"\ninputs = [\"a\", \"b\"]\n" + kTail),
+            "bad.toml:4: layer 'add2': input 'b' is not an earlier layer (or 'data')");
+  EXPECT_EQ(error_of("[[layer]]\nname = \"c\"\ntype = \"conv\"\nfilters = 3\nkernel = 3\n[[layer]]\ntype = \"add\"\ninputs = [\"c\", \"data\"]\n" + kTail),
+            "bad.toml:6: layer 'add2': inputs have different shapes 3x6x6 and 1x8x8");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\nkernel = \"3\"\n" + kTail), "bad.toml:4: 'kernel' must be an integer");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\nkernel = 9\n" + kTail),
+            "bad.toml:1: layer 'conv1': kernel 9 is larger than the padded input 1x8x8");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"relu\"\n"), "bad.toml:1: the last layer must be softmax_xent (the loss)");
+  EXPECT_EQ(error_of("[train]\nlr = -1\n[[layer]]\ntype = \"softmax_xent\"\n").rfind("bad.toml:2: 'lr' = ", 0), 0u);
+  EXPECT_EQ(error_of("[train]\noptimizer = \"rmsprop\"\n" + kTail), "bad.toml:2: 'optimizer' = \"rmsprop\" is not one of: adam, adamw, sgd");
+  // A TOML syntax error carries its line too.
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"relu\"\nunits = = 3\n").rfind("bad.toml:3: ", 0), 0u);
+  // A layer whose output is never used is a topology mistake.
+  EXPECT_EQ(error_of("[[layer]]\nname = \"dead\"\ntype = \"relu\"\n[[layer]]\ntype = \"flatten\"\ninputs = \"data\"\n[[layer]]\ntype = \"fc\"\nunits = 4\n[[layer]]\ntype = \"softmax_xent\"\n"),
+            "bad.toml:1: layer 'dead': its output is never used (every layer must lead to the loss)");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\ngroups = 3\n" + kTail).rfind("bad.toml:1: layer 'conv1': groups = 3 must divide", 0), 0u);
+}
+
+TEST(NetConfig, ShippedConfigsHaveTheReferenceSizes) {
+  struct Want {
+    const char* file;
+    size_t params;
+    double gflops;  // forward, per image (2 x multiply-adds)
+  } wants[] = {{"configs/fmnist.toml", 870634, 0.0383},
+               {"configs/alexnet-cc2.toml", 61100840, 1.43},    // torchvision AlexNet: 61.1 M
+               {"configs/resnet18.toml", 11689512, 3.64}};       // torchvision ResNet-18: 11.69 M
+  for (const Want& w : wants) {
+    NetConfig c = read_net_config(repo_file(w.file));
+    Net net(c, Dims{c.input_c, c.input_h, c.input_w});
+    EXPECT_EQ(net.weights().size(), w.params) << w.file;
+    EXPECT_NEAR(net.flops_per_image() / 1e9, w.gflops, 0.01 * w.gflops + 0.001) << w.file;
+    EXPECT_NE(net.summary().find("total:"), std::string::npos);
+  }
+}
+
+// Each shipped config builds from a dataset and trains one step (a small batch for the 224 px nets).
+TEST(NetConfig, ShippedConfigsTrainOneStep) {
+  mpi();
+  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/config_one_step";
+  struct Case {
+    const char* file;
+    uint32_t size, channels;
+    int classes, batch;
+  } cases[] = {{"configs/fmnist.toml", 28, 1, 10, 8}, {"configs/alexnet-cc2.toml", 224, 3, 5, 2},
+               {"configs/resnet18.toml", 224, 3, 5, 2}};
+  for (const Case& c : cases) {
+    SyntheticSpec spec;
+    spec.file_counts = {uint32_t(c.batch)};
+    spec.shape = {c.size, c.size, c.channels};
+    spec.classes = c.classes;
+    const std::string data = tmp + "/" + std::to_string(c.size) + "_" + std::to_string(c.channels);
+    write_synthetic_dataset(data, spec);
+    TrainOptions o;
+    o.config = repo_file(c.file);
+    o.data = data;
+    o.epochs = 1;
+    o.batch = c.batch;
+    o.log_every = 0;
+    o.metrics = tmp + "/one_step.jsonl";
+    ASSERT_EQ(run_training(o, 0, 1), 0) << c.file;
+    const nlohmann::json epoch = nlohmann::json::parse(read_whole_file(o.metrics));
+    EXPECT_EQ(epoch.at("kind"), "epoch") << c.file;
+    EXPECT_EQ(epoch.at("global_step").get<long long>(), 1) << c.file;
+    EXPECT_TRUE(std::isfinite(epoch.at("train_loss").get<double>())) << c.file;
+    EXPECT_GT(epoch.at("train_loss").get<double>(), 0.0) << c.file;
+  }
+}
