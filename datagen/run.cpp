@@ -109,7 +109,7 @@ void prepare_output(const RunOptions& opt, const std::string& index_text) {
     }
     if (name.rfind("batch_", 0) == 0 || name == kDatasetJson) has_output = true;
   }
-  if (file_exists(run_path)) {
+  if (file_exists(run_path) && has_output) {
     json old;
     try {
       old = json::parse(read_whole_file(run_path));
@@ -368,6 +368,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
       Stopwatch w;
       InputIndex idx = scan_inputs({opt.inputs, opt.classes_file, opt.labels_file});
       scan_seconds = w.seconds();
+      if (idx.entries.empty()) fail("no images found in the inputs (see the refused members above, if any)");
       text = serialize_index(idx);
       prepare_output(opt, text);
       for (const auto& in : idx.inputs)
@@ -375,7 +376,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
                                                  in.kind == InputKind::folder ? "folder" : "tar (random access)");
       log_info("scanned %zu images in %.2f s (%zu classes, %llu non-image members skipped, %zu refused)",
                idx.entries.size(), scan_seconds, idx.classes.size(), (unsigned long long)idx.skipped, idx.rejects.size());
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // any failure here must reach the other ranks
       error = e.what();
     }
   }
@@ -385,7 +386,6 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   }
   if (!error.empty()) throw Error(error);
   const InputIndex index = parse_index(text, join_path(opt.output, kIndexFile));
-  if (index.entries.empty()) throw Error(join_path(opt.output, "") + ": no images found in the inputs");
 
   const Plan plan = make_plan(index.entries.size(), opt.per_file, opt.seed);
   const uint64_t files = plan.num_files();
@@ -436,7 +436,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     progress.finish();
     CONVOY_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     phases.wait += wait.seconds();
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // the other ranks may be waiting: end the whole job
     std::fprintf(stderr, "datagen: error: %s\n", e.what());
     mpi.abort(1);
   }
