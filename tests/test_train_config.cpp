@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 #include "shared/mpi_context.h"
