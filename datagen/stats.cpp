@@ -34,12 +34,14 @@ void DatasetSums::add(const Batch& batch, ImageCodec& codec) {
       p = decoded.data;
     }
     uint64_t sum[3] = {0, 0, 0}, sq[3] = {0, 0, 0};
-    for (size_t k = 0; k < px; ++k) {
-      const uint64_t v = p[k];
-      sum[k % c] += v;
-      sq[k % c] += v * v;
-      pixel_sum[k] += v;
-    }
+    uint64_t* mean_px = pixel_sum.data();
+    for (size_t k = 0; k < px; k += c)  // pixel by pixel, channel by channel: no division per byte
+      for (size_t ch = 0; ch < c; ++ch) {
+        const uint64_t v = p[k + ch];
+        sum[ch] += v;
+        sq[ch] += v * v;
+        mean_px[k + ch] += v;
+      }
     for (size_t ch = 0; ch < c; ++ch) {
       channel_sum[ch] += sum[ch];
       channel_sq[ch] += sq[ch];
