@@ -2,7 +2,7 @@
 # Runs datagen over a grid of hosts x ranks x threads per rank x --gpu-resize x repeats, each attempt
 # under a timeout with retries, one CSV row per attempt; a rerun resumes where the CSV stops.
 set -euo pipefail
-SWEEP_NAME=sweep-datagen
+SWEEP_NAME="sweep-datagen"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/sweep_lib.sh
 source "$here/sweep_lib.sh"

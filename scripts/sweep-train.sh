@@ -2,7 +2,7 @@
 # Strong scaling (global batch fixed) and weak scaling (per-rank batch fixed) of train over 1, 2, 4, ...
 # ranks, one rank per GPU, each attempt under a timeout with retries, one CSV row per attempt; resumable.
 set -euo pipefail
-SWEEP_NAME=sweep-train
+SWEEP_NAME="sweep-train"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/sweep_lib.sh
 source "$here/sweep_lib.sh"

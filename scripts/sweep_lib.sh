@@ -1,6 +1,7 @@
 # Shell functions shared by the sweep scripts and the Slurm/LSF job scripts: scheduler host lists,
 # the mpirun line, one timed attempt under `timeout`, and the CSV that is replaced whole per row.
 # Sourced, never run; callers set SWEEP_NAME (the prefix of every message) and use `set -euo pipefail`.
+# shellcheck shell=bash
 
 sweep_die() { echo "${SWEEP_NAME:-sweep}: error: $*" >&2; exit 2; }
 sweep_log() { echo "${SWEEP_NAME:-sweep}: $*" >&2; }
@@ -219,7 +220,7 @@ job_datagen() {
 
 # GPUs this host shows, or nothing when nvidia-smi is absent or finds none.
 job_local_gpus() {
-  command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true
+  if command -v nvidia-smi > /dev/null; then nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true; fi
 }
 
 # Training on a GPU queue: one rank per GPU (the job asks for one task or slot per GPU), NCCL and
@@ -241,14 +242,14 @@ job_train() {
   if [ -n "${CONVOY_SWEEP_ARGS:-}" ]; then
     read -r -a sweep <<< "$CONVOY_SWEEP_ARGS"
     [ "${CONVOY_DRY_RUN:-0}" != 1 ] || sweep+=(--dry-run)
-    local per_host=()
-    [ -z "${CONVOY_RANKS_PER_HOST:-}" ] || per_host=(--per-host "$CONVOY_RANKS_PER_HOST")
+    local host_arg=()
+    [ -z "${CONVOY_RANKS_PER_HOST:-}" ] || host_arg=(--per-host "$CONVOY_RANKS_PER_HOST")
     [ -z "${CONVOY_BATCH:-}" ] || sweep=(--batch "$CONVOY_BATCH" "${sweep[@]}")
     [ -z "${CONVOY_EPOCHS:-}" ] || sweep=(--epochs "$CONVOY_EPOCHS" "${sweep[@]}")
     [ -z "${CONVOY_VAL:-}" ] || extra+=(--val "$CONVOY_VAL")
     sweep_log "$(sweep_scheduler_name) job: sweep-train.sh ${CONVOY_SWEEP_ARGS}"
     SWEEP_EXPORT=$SWEEP_EXPORT "$src/scripts/sweep-train.sh" --train "$bin/train" --config "$CONVOY_CONFIG" \
-      --data "$CONVOY_DATA" --device "$device" "${per_host[@]}" "${sweep[@]}" -- "${extra[@]}"
+      --data "$CONVOY_DATA" --device "$device" "${host_arg[@]}" "${sweep[@]}" -- "${extra[@]}"
     return
   fi
   local args=(--config "$CONVOY_CONFIG" --data "$CONVOY_DATA" --device "$device")
