@@ -101,6 +101,7 @@ uint64_t step_key(uint64_t seed, long long global_step) {
 }  // namespace
 
 int run_training(const TrainOptions& o, int rank, int ranks) {
+  g_signal = 0;
   set_threads(o.threads, ranks);
   Checkpoint resume;
   NetConfig cfg;

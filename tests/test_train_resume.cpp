@@ -1,0 +1,163 @@
+// Exact resume: a run stopped mid-epoch (or at an epoch's end) and resumed from its checkpoint
+// ends with bit-identical weights, running statistics and optimiser state to an uninterrupted
+// run; damaged checkpoints are refused; `train eval` reads what training wrote.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shared/atomic_file.h"
+#include "shared/error.h"
+#include "shared/mpi_context.h"
+#include "train/checkpoint.h"
+#include "train/synthetic_data.h"
+#include "train/trainer.h"
+
+using namespace convoy;
+
+namespace {
+
+convoy::MpiContext& mpi() {
+  static convoy::MpiContext ctx(nullptr, nullptr);
+  return ctx;
+}
+
+const std::string kTmp = std::string(CONVOY_TEST_TMP) + "/resume";
+
+// Every kind of state a resume must restore: batch-norm running statistics, dropout masks,
+// random crops and flips, the optimiser's buffers and the lr schedule.
+std::string net_config(const std::string& optimizer, const std::string& schedule) {
+  return "[train]\noptimizer = \"" + optimizer + "\"\nschedule = \"" + schedule +
+         "\"\nlr = 0.01\nwarmup_epochs = 0.5\n[data]\npad = 1\ncrop = 8\nflip = true\n"
+         "[[layer]]\ntype = \"conv\"\nfilters = 4\nkernel = 3\npad = 1\n"
+         "[[layer]]\ntype = \"batch_norm\"\n[[layer]]\ntype = \"relu\"\n"
+         "[[layer]]\ntype = \"max_pool\"\nkernel = 2\n[[layer]]\ntype = \"flatten\"\n"
+         "[[layer]]\ntype = \"fc\"\nunits = 16\n[[layer]]\ntype = \"relu\"\n"
+         "[[layer]]\ntype = \"dropout\"\np = 0.3\n[[layer]]\ntype = \"fc\"\nunits = \"classes\"\n"
+         "[[layer]]\ntype = \"softmax_xent\"\n";
+}
+
+std::string make_data() {
+  const std::string dir = kTmp + "/data";
+  SyntheticSpec spec;
+  spec.file_counts = {10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 7};
+  spec.classes = 4;
+  write_synthetic_dataset(dir, spec);
+  return dir;
+}
+
+TrainOptions base(const std::string& config, const std::string& data, const std::string& ckpt) {
+  TrainOptions o;
+  o.config = config;
+  o.data = data;
+  o.val = data;
+  o.epochs = 3;
+  o.batch = 16;
+  o.seed = 7;
+  o.threads = 2;
+  o.window_files = 3;
+  o.readers = 2;
+  o.log_every = 0;
+  o.checkpoint = ckpt;
+  return o;
+}
+
+void expect_same_run(const Checkpoint& a, const Checkpoint& b) {
+  EXPECT_EQ(a.info.at("global_step"), b.info.at("global_step"));
+  EXPECT_EQ(a.info.at("opt_t"), b.info.at("opt_t"));
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  EXPECT_TRUE(a.weights == b.weights) << "weights differ";
+  EXPECT_TRUE(a.state == b.state) << "running statistics differ";
+  EXPECT_TRUE(a.m == b.m && a.v == b.v) << "optimiser state differs";
+}
+
+}  // namespace
+
+TEST(Resume, InterruptedAndResumedEqualsUninterrupted) {
+  mpi();
+  const std::string data = make_data();
+  for (auto [optimizer, schedule] : {std::pair{"sgd", "onecycle"}, std::pair{"adamw", "cosine"}}) {
+    SCOPED_TRACE(std::string(optimizer) + " " + schedule);
+    const std::string config = kTmp + "/net_" + optimizer + ".toml";
+    write_file_atomic(config, net_config(optimizer, schedule));
+    const std::string full = kTmp + "/full.ckpt";
+    ASSERT_EQ(run_training(base(config, data, full), 0, 1), 0);
+    const Checkpoint a = read_checkpoint(full);
+    EXPECT_EQ(a.info.at("global_step").get<long long>(), 3 * (117 / 16));
+
+    // Stop mid-epoch (step 10 = epoch 2, step 3) and at an epoch's end (step 7).
+    for (long long stop : {10LL, 7LL}) {
+      const std::string part = kTmp + "/part.ckpt";
+      TrainOptions first = base(config, data, part);
+      first.stop_after = stop;
+      ASSERT_EQ(run_training(first, 0, 1), 0);
+      EXPECT_EQ(read_checkpoint(part).info.at("global_step").get<long long>(), stop);
+      TrainOptions second = base("", data, part);
+      second.resume = part;
+      ASSERT_EQ(run_training(second, 0, 1), 0);
+      expect_same_run(a, read_checkpoint(part));
+    }
+
+    // A different seed really does change the outcome (the comparison above can fail).
+    TrainOptions other = base(config, data, kTmp + "/other.ckpt");
+    other.seed = 8;
+    ASSERT_EQ(run_training(other, 0, 1), 0);
+    EXPECT_FALSE(read_checkpoint(kTmp + "/other.ckpt").weights == a.weights);
+  }
+}
+
+TEST(Resume, DamagedCheckpointIsRefused) {
+  mpi();
+  const std::string data = make_data();
+  const std::string config = kTmp + "/net_damage.toml";
+  write_file_atomic(config, net_config("sgd", "constant"));
+  const std::string path = kTmp + "/damage.ckpt";
+  TrainOptions o = base(config, data, path);
+  o.stop_after = 2;
+  ASSERT_EQ(run_training(o, 0, 1), 0);
+  const std::string good = read_whole_file(path);
+  for (size_t at : {size_t(3), good.size() / 2, good.size() - 1}) {
+    std::string bad = good;
+    bad[at] ^= 0x10;
+    write_file_atomic(path, bad);
+    try {
+      read_checkpoint(path);
+      ADD_FAILURE() << "a flipped byte at " << at << " was not detected";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+    }
+  }
+  write_file_atomic(path, good.substr(0, good.size() - 100));
+  try {
+    read_checkpoint(path);
+    ADD_FAILURE() << "a truncated checkpoint was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("damaged"), std::string::npos) << e.what();
+  }
+  // Resuming from it fails before any training, with the same message.
+  TrainOptions r = base("", data, kTmp + "/never.ckpt");
+  r.resume = path;
+  EXPECT_THROW(run_training(r, 0, 1), Error);
+  EXPECT_FALSE(file_exists(kTmp + "/never.ckpt"));
+}
+
+TEST(Resume, EvalReadsTheCheckpoint) {
+  mpi();
+  const std::string data = make_data();
+  const std::string config = kTmp + "/net_eval.toml";
+  write_file_atomic(config, net_config("sgd", "onecycle"));
+  TrainOptions o = base(config, data, kTmp + "/eval.ckpt");
+  o.epochs = 6;
+  o.metrics = kTmp + "/eval.jsonl";
+  ASSERT_EQ(run_training(o, 0, 1), 0);
+  EvalOptions e;
+  e.checkpoint = kTmp + "/eval.ckpt";
+  e.data = data;
+  e.batch = 32;
+  EXPECT_EQ(run_eval(e, 0, 1), 0);
+  // The synthetic classes are easy: the net must have learnt them well above chance (0.25).
+  std::string jsonl = read_whole_file(o.metrics);
+  const std::string last = jsonl.substr(jsonl.rfind('{'));
+  EXPECT_GT(nlohmann::json::parse(last).at("test_top1").get<double>(), 0.6) << last;
+}
