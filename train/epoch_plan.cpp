@@ -46,15 +46,15 @@ std::vector<SampleRef> rank_stream(const DatasetMeta& meta, const PlanOptions& o
 }
 
 long long steps_per_epoch(const DatasetMeta& meta, PlanOptions o, int local_batch) {
-  long long steps = -1;
-  for (int r = 0; r < o.ranks; ++r) {
-    o.rank = r;
-    long long samples = 0;
-    for (uint32_t f : rank_files(meta, o)) samples += meta.files[f].count;
-    const long long s = samples / local_batch;
-    steps = steps < 0 ? s : std::min(steps, s);
-  }
-  return std::max(0LL, steps);
+  // The smallest share any rank can be dealt in any epoch: floor(files / ranks) of the smallest
+  // files. Fixed for the whole run, so the lr schedule's length is known up front.
+  std::vector<uint32_t> counts;
+  for (const auto& f : meta.files) counts.push_back(f.count);
+  std::sort(counts.begin(), counts.end());
+  const size_t share = counts.size() / size_t(std::max(1, o.ranks));
+  long long samples = 0;
+  for (size_t i = 0; i < share; ++i) samples += counts[i];
+  return samples / std::max(1, local_batch);
 }
 
 }  // namespace convoy

@@ -25,8 +25,8 @@ struct PlanOptions {
 
 std::vector<uint32_t> rank_files(const DatasetMeta& meta, const PlanOptions& o);
 std::vector<SampleRef> rank_stream(const DatasetMeta& meta, const PlanOptions& o);
-// Full batches every rank can fill this epoch: the same number on every rank, so no rank waits
-// in an all-reduce that another never reaches.
+// Full batches every rank can fill in every epoch: the same number on every rank, so no rank
+// waits in an all-reduce that another never reaches.
 long long steps_per_epoch(const DatasetMeta& meta, PlanOptions o, int local_batch);
 
 }  // namespace convoy
