@@ -1,0 +1,146 @@
+// The streaming loader: deterministic from the seed (same batches twice, from any start batch),
+// each sample at most once per epoch, all of them in evaluation, ranks dealt disjoint files,
+// JPEG batch files decoded to the raw pixels, damaged files refused with their name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "shared/atomic_file.h"
+#include "shared/dataset_meta.h"
+#include "shared/error.h"
+#include "train/epoch_plan.h"
+#include "train/loader.h"
+#include "train/synthetic_data.h"
+
+using namespace convoy;
+
+namespace {
+
+const std::string kTmp = std::string(CONVOY_TEST_TMP) + "/loader";
+
+std::string make(const std::string& name, Encoding enc, std::vector<uint32_t> counts = {16, 16, 16, 16, 16, 9}) {
+  SyntheticSpec spec;
+  spec.file_counts = counts;
+  spec.shape = {12, 12, 3};
+  spec.classes = 5;
+  spec.encoding = enc;
+  spec.seed = 3;
+  const std::string dir = kTmp + "/" + name;
+  write_synthetic_dataset(dir, spec);
+  return dir;
+}
+
+LoaderOptions options(const std::string& dir, bool train) {
+  LoaderOptions o;
+  o.dir = dir;
+  o.local_batch = 8;
+  o.readers = 3;
+  o.prefetch = 2;
+  o.train = train;
+  o.window_files = 2;
+  o.seed = 11;
+  o.augment.pad = 2;
+  o.augment.crop = 10;
+  o.augment.flip = true;
+  return o;
+}
+
+std::vector<HostBatch> epoch(Loader& l, int e, long long first = 0) {
+  l.start_epoch(e, first);
+  std::vector<HostBatch> out;
+  HostBatch b;
+  while (l.next(b)) out.push_back(b);
+  return out;
+}
+
+}  // namespace
+
+TEST(Loader, DeterministicFromSeedAndResumableMidEpoch) {
+  const std::string dir = make("raw", Encoding::raw);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  Loader a(options(dir, true), meta), b(options(dir, true), meta);
+  const auto e1 = epoch(a, 1), again = epoch(b, 1);
+  ASSERT_EQ(e1.size(), size_t(89 / 8));
+  for (size_t k = 0; k < e1.size(); ++k) {
+    EXPECT_EQ(e1[k].labels, again[k].labels);
+    EXPECT_EQ(e1[k].keys, again[k].keys);
+    EXPECT_EQ(e1[k].x, again[k].x);
+  }
+  const auto tail = epoch(b, 1, 4);
+  ASSERT_EQ(tail.size(), e1.size() - 4);
+  for (size_t k = 0; k < tail.size(); ++k) EXPECT_EQ(tail[k].x, e1[k + 4].x);
+  // Another epoch is another order.
+  const auto e2 = epoch(a, 2);
+  EXPECT_NE(e1[0].keys, e2[0].keys);
+  // No sample twice in an epoch.
+  std::set<uint64_t> seen;
+  for (const auto& batch : e1)
+    for (uint64_t k : batch.keys) EXPECT_TRUE(seen.insert(k).second) << "sample " << k << " twice";
+  EXPECT_EQ(seen.size(), e1.size() * 8);
+}
+
+TEST(Loader, EvalYieldsEverySampleNormalised) {
+  const std::string dir = make("raw", Encoding::raw);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  LoaderOptions o = options(dir, false);
+  o.augment.crop = 0;
+  Loader l(o, meta);
+  const auto all = epoch(l, 0);
+  size_t n = 0;
+  for (const auto& b : all) n += size_t(b.n);
+  EXPECT_EQ(n, 89u);
+  EXPECT_EQ(all.back().n, 89 % 8);
+  // Evaluation keeps file order and does not augment: sample 0 is file 0's first image, normalised.
+  const Batch f0 = read_batch_file(join_path(dir, meta.files[0].name));
+  ASSERT_EQ(all[0].keys[0], uint64_t(f0.ids[0]));
+  const uint8_t* px = f0.raw_image(0);
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 144; ++i)
+      ASSERT_NEAR(all[0].x[size_t(c) * 144 + i], (px[i * 3 + c] - meta.mean[c]) / meta.std[c], 1e-4);
+}
+
+TEST(Loader, RanksGetDisjointFilesCoveringAll) {
+  const std::string dir = make("raw", Encoding::raw);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  for (int ranks : {2, 3, 4}) {
+    std::set<uint32_t> all;
+    for (int r = 0; r < ranks; ++r)
+      for (uint32_t f : rank_files(meta, PlanOptions{11, 3, r, ranks, true, 2})) EXPECT_TRUE(all.insert(f).second);
+    EXPECT_EQ(all.size(), meta.files.size());
+  }
+  // The fixed step count fits the smallest share in every epoch.
+  EXPECT_EQ(steps_per_epoch(meta, PlanOptions{11, 0, 0, 3, true, 2}, 4), (9 + 16) / 4);
+}
+
+TEST(Loader, JpegFilesDecodeToTheRawPixels) {
+  const std::string raw = make("raw", Encoding::raw), jpeg = make("jpeg", Encoding::jpeg);
+  const DatasetMeta mr = read_dataset_meta(raw), mj = read_dataset_meta(jpeg);
+  const DecodedFile a = load_batch_file(join_path(raw, mr.files[0].name), mr.shape);
+  const DecodedFile b = load_batch_file(join_path(jpeg, mj.files[0].name), mj.shape);
+  ASSERT_EQ(a.pixels.size(), b.pixels.size());
+  EXPECT_EQ(a.labels, b.labels);
+  double err = 0;
+  for (size_t i = 0; i < a.pixels.size(); ++i) err += std::fabs(double(a.pixels[i]) - b.pixels[i]);
+  EXPECT_LT(err / double(a.pixels.size()), 4.0);  // quality 95 on noisy synthetic images
+  LoaderOptions o = options(jpeg, true);
+  Loader l(o, mj);
+  EXPECT_EQ(epoch(l, 0).size(), size_t(89 / 8));
+}
+
+TEST(Loader, DamagedFileIsNamed) {
+  const std::string dir = make("damaged", Encoding::raw, {16, 16});
+  const DatasetMeta meta = read_dataset_meta(dir);
+  const std::string victim = join_path(dir, meta.files[1].name);
+  std::string bytes = read_whole_file(victim);
+  bytes[bytes.size() - 5] ^= 0x01;
+  write_file_atomic(victim, bytes);
+  Loader l(options(dir, false), meta);
+  try {
+    epoch(l, 0);
+    ADD_FAILURE() << "a damaged batch file was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(victim + ":", 0), 0u) << e.what();
+  }
+}
