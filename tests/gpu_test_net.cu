@@ -1,6 +1,9 @@
 // A few training steps of whole nets on the GPU against the CPU reference, from the same weights
 // and data: the fmnist net (dropout included) and ResNet-18 (batch norm, residual adds) at a small
-// input size. fp32 mode: per-step loss within 1e-4 relative, weights after the steps within 1e-3.
+// input size. fp32 mode, errors as ||gpu - cpu|| / ||cpu||: per-step loss within 1e-4, gradients
+// within 1e-3 and running statistics within 1e-4 when both start each step from the same weights
+// (cuDNN and OpenBLAS sum in different orders, and a near-tie in a ReLU or max-pool can go either
+// way), and weights within 1e-4 after steps run independently at a small learning rate.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,13 +19,13 @@ using namespace convoy;
 namespace {
 
 double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, ref = 1e-12;
+  double diff = 0, ref = 1e-30;
   for (size_t i = 0; i < a.size(); ++i) {
     if (!std::isfinite(a[i])) return INFINITY;
-    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
-    ref = std::max(ref, double(std::fabs(b[i])));
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    ref += double(b[i]) * b[i];
   }
-  return diff / ref;
+  return std::sqrt(diff / ref);
 }
 
 void steps_match(const std::string& config, Dims input, int n, int steps) {
@@ -49,31 +52,46 @@ void steps_match(const std::string& config, Dims input, int n, int steps) {
   gkeys.upload(keys.data(), n);
 
   const size_t params = cpu.weights().size();
+  auto gpu_losses = [&] {
+    std::vector<float> l(n);
+    ctx.synchronize();
+    CONVOY_CUDA_CHECK(cudaMemcpy(l.data(), g.losses(), n * sizeof(float), cudaMemcpyDeviceToHost));
+    return std::accumulate(l.begin(), l.end(), 0.0) / n;
+  };
+
+  // Lockstep: both start every step from the CPU's weights, so errors do not compound.
   std::vector<float> mom(params, 0.f);
-  gpu::DeviceBuffer<float> gmom(params);
-  CONVOY_CUDA_CHECK(cudaMemset(gmom.get(), 0, params * sizeof(float)));
   for (int step = 0; step < steps; ++step) {
+    g.upload(cpu.weights(), cpu.state());
     const double loss = cpu.forward(n, x.data(), labels.data(), true, uint64_t(step), keys.data());
     cpu.backward();
     g.forward(n, gx.get(), glabels.get(), true, uint64_t(step), gkeys.get());
     g.backward();
-    std::vector<float> glosses(n);
-    ctx.synchronize();
-    CONVOY_CUDA_CHECK(cudaMemcpy(glosses.data(), g.losses(), n * sizeof(float), cudaMemcpyDeviceToHost));
-    const double gloss = std::accumulate(glosses.begin(), glosses.end(), 0.0) / n;
-    EXPECT_NEAR(gloss, loss, 1e-4 * std::max(1.0, std::fabs(loss))) << config << " step " << step;
-
-    std::vector<float> ggrads(params);
+    EXPECT_NEAR(gpu_losses(), loss, 1e-4 * std::max(1.0, std::fabs(loss))) << config << " step " << step;
+    std::vector<float> ggrads(params), w, state;
     CONVOY_CUDA_CHECK(cudaMemcpy(ggrads.data(), g.grads(), params * sizeof(float), cudaMemcpyDeviceToHost));
     EXPECT_LT(rel_err(ggrads, cpu.grads()), 1e-3) << config << " gradients at step " << step;
-
+    g.download(w, state);
+    if (!state.empty()) EXPECT_LT(rel_err(state, cpu.state()), 1e-4) << config << " running statistics";
     sgd_update(params, cpu.weights().data(), cpu.grads().data(), mom.data(), 0.01f, 0.9f, true, 5e-4f);
-    gpu::sgd_update(ctx, params, g.weights(), g.grads(), gmom.get(), 0.01f, 0.9f, true, 5e-4f);
+  }
+
+  // Independent: the GPU keeps its own weights and momentum through the steps.
+  g.upload(cpu.weights(), cpu.state());
+  std::fill(mom.begin(), mom.end(), 0.f);
+  gpu::DeviceBuffer<float> gmom(params);
+  CONVOY_CUDA_CHECK(cudaMemset(gmom.get(), 0, params * sizeof(float)));
+  for (int step = 0; step < steps; ++step) {
+    cpu.forward(n, x.data(), labels.data(), true, uint64_t(100 + step), keys.data());
+    cpu.backward();
+    sgd_update(params, cpu.weights().data(), cpu.grads().data(), mom.data(), 1e-3f, 0.9f, true, 5e-4f);
+    g.forward(n, gx.get(), glabels.get(), true, uint64_t(100 + step), gkeys.get());
+    g.backward();
+    gpu::sgd_update(ctx, params, g.weights(), g.grads(), gmom.get(), 1e-3f, 0.9f, true, 5e-4f);
   }
   std::vector<float> w, state;
   g.download(w, state);
-  EXPECT_LT(rel_err(w, cpu.weights()), 1e-3) << config;
-  if (!state.empty()) EXPECT_LT(rel_err(state, cpu.state()), 1e-3) << config;
+  EXPECT_LT(rel_err(w, cpu.weights()), 1e-4) << config << " weights after " << steps << " independent steps";
 }
 
 }  // namespace
