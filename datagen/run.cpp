@@ -91,12 +91,50 @@ json made_by(const RunOptions& opt) {
   return {{"tool", "datagen"}, {"version", "0.1.0"}, {"inputs", opt.inputs}, {"options", o}};
 }
 
+// What the inputs looked like when they were scanned: size and modification time of each input
+// file, and the contents' checksum of the class and label files. Null when a folder is among the
+// inputs, whose contents no single time stamp covers (folders are always scanned again).
+json input_stamps(const RunOptions& opt) {
+  json stamps = json::array();
+  for (const auto& in : opt.inputs) {
+    struct stat st {};
+    if (::stat(in.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return nullptr;
+    stamps.push_back({in, uint64_t(st.st_size), int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec});
+  }
+  for (const auto* f : {&opt.classes_file, &opt.labels_file})
+    if (!f->empty()) {
+      const std::string text = read_whole_file(*f);
+      stamps.push_back({*f, crc32c(text.data(), text.size())});
+    }
+  return stamps;
+}
+
+json read_run_file(const std::string& path) {
+  try {
+    return json::parse(read_whole_file(path));
+  } catch (const json::exception&) {
+    fail_file(path, "is damaged; remove the output folder's contents to start afresh");
+  }
+}
+
+// The index saved by an earlier run into this folder, when its options and inputs are unchanged
+// (a rerun after a crash need not scan a large archive again); "" otherwise.
+std::string saved_index(const RunOptions& opt, const json& stamps) {
+  const std::string run_path = join_path(opt.output, kRunFile), index_path = join_path(opt.output, kIndexFile);
+  if (stamps.is_null() || !file_exists(run_path) || !file_exists(index_path)) return "";
+  const json old = read_run_file(run_path);
+  if (old.value("made_by", json()) != made_by(opt) || old.value("stamps", json()) != stamps) return "";
+  std::string text = read_whole_file(index_path);
+  if (old.value("index_crc32c", uint32_t{0}) != crc32c(text.data(), text.size())) return "";
+  return text;
+}
+
 // Rank 0, before any batch file is written: refuse a folder that holds another run's output,
-// clear temporaries a killed run left behind, save the index and this run's identity.
-void prepare_output(const RunOptions& opt, const std::string& index_text) {
+// clear temporaries a killed run left behind, save the index and this run's identity (its
+// options and the index checksum; the time stamps only decide whether the index can be reused).
+void prepare_output(const RunOptions& opt, const std::string& index_text, const json& stamps) {
   namespace fs = std::filesystem;
-  json identity = made_by(opt);
-  identity["index_crc32c"] = crc32c(index_text.data(), index_text.size());
+  const json identity = {{"made_by", made_by(opt)}, {"index_crc32c", crc32c(index_text.data(), index_text.size())}};
   const std::string run_path = join_path(opt.output, kRunFile);
   bool has_output = false;
   for (const auto& e : fs::directory_iterator(opt.output)) {
@@ -110,12 +148,8 @@ void prepare_output(const RunOptions& opt, const std::string& index_text) {
     if (name.rfind("batch_", 0) == 0 || name == kDatasetJson) has_output = true;
   }
   if (file_exists(run_path) && has_output) {
-    json old;
-    try {
-      old = json::parse(read_whole_file(run_path));
-    } catch (const json::exception&) {
-      fail_file(run_path, "is damaged; remove the output folder's contents to start afresh");
-    }
+    json old = read_run_file(run_path);
+    old.erase("stamps");
     if (old != identity)
       fail_file(opt.output, "holds the output of a different datagen run (inputs, options or input contents "
                             "differ); use an empty folder");
@@ -124,7 +158,9 @@ void prepare_output(const RunOptions& opt, const std::string& index_text) {
     fail_file(opt.output, "holds batch files of unknown origin; use an empty folder");
   }
   write_file_atomic(join_path(opt.output, kIndexFile), index_text);
-  write_file_atomic(run_path, identity.dump(2) + "\n");
+  json run = identity;
+  run["stamps"] = stamps;
+  write_file_atomic(run_path, run.dump(2) + "\n");
 }
 
 class Worker {
@@ -366,16 +402,17 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     try {
       make_dirs(opt.output);
       Stopwatch w;
-      InputIndex idx = scan_inputs({opt.inputs, opt.classes_file, opt.labels_file});
+      const json stamps = input_stamps(opt);
+      text = saved_index(opt, stamps);
+      if (!text.empty()) {
+        log_info("inputs unchanged since the index in %s was made: reusing it", opt.output.c_str());
+      } else {
+        InputIndex idx = scan_inputs({opt.inputs, opt.classes_file, opt.labels_file});
+        if (idx.entries.empty()) fail("no images found in the inputs (see the refused members above, if any)");
+        text = serialize_index(idx);
+      }
       scan_seconds = w.seconds();
-      if (idx.entries.empty()) fail("no images found in the inputs (see the refused members above, if any)");
-      text = serialize_index(idx);
-      prepare_output(opt, text);
-      for (const auto& in : idx.inputs)
-        log_info("%s: %s input", in.path.c_str(), in.kind == InputKind::stream ? "compressed (streamed, no random access)" :
-                                                 in.kind == InputKind::folder ? "folder" : "tar (random access)");
-      log_info("scanned %zu images in %.2f s (%zu classes, %llu non-image members skipped, %zu refused)",
-               idx.entries.size(), scan_seconds, idx.classes.size(), (unsigned long long)idx.skipped, idx.rejects.size());
+      prepare_output(opt, text, stamps);
     } catch (const std::exception& e) {  // any failure here must reach the other ranks
       error = e.what();
     }
@@ -386,6 +423,12 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   }
   if (!error.empty()) throw Error(error);
   const InputIndex index = parse_index(text, join_path(opt.output, kIndexFile));
+  for (const auto& in : index.inputs)
+    log_info("%s: %s input", in.path.c_str(), in.kind == InputKind::stream ? "compressed (streamed, no random access)" :
+                                             in.kind == InputKind::folder ? "folder" : "tar (random access)");
+  log_info("index of %zu images in %.2f s (%zu classes, %llu non-image members skipped, %zu refused)",
+           index.entries.size(), scan_seconds, index.classes.size(), (unsigned long long)index.skipped,
+           index.rejects.size());
 
   const Plan plan = make_plan(index.entries.size(), opt.per_file, opt.seed);
   const uint64_t files = plan.num_files();

@@ -3,6 +3,7 @@
 // JPEG encoding, resume after damage, refusal of another run's folder and of bad flags.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -193,6 +194,20 @@ TEST(DatagenRun, ResumeRedoesOnlyDamagedFilesAndEndsIdentical) {
   a.erase("timings"), b.erase("timings");
   EXPECT_EQ(a, b);
   EXPECT_EQ(read_file(dir + "/ref/rejects.tsv"), read_file(dir + "/out/rejects.tsv"));
+
+  // A newer time stamp on the input makes the rerun scan again instead of reusing index.tsv;
+  // the contents are the same, so the folder is still this run's and the result is unchanged.
+  const auto run_json = read_file(dir + "/out/datagen_run.json");
+  std::filesystem::last_write_time(dir + "/x.tar", std::filesystem::file_time_type::clock::now() + std::chrono::hours(1));
+  std::filesystem::remove(dir + "/out/" + names[0]);
+  ASSERT_EQ(run_datagen(o, mpi()), 0);
+  expect_same_batches(dir + "/ref", dir + "/out");
+  EXPECT_NE(read_file(dir + "/out/datagen_run.json"), run_json);  // new stamps recorded
+  // A damaged index.tsv is never reused.
+  write_file(dir + "/out/index.tsv", "convoy-index\t1\n");
+  std::filesystem::remove(dir + "/out/" + names[4]);
+  ASSERT_EQ(run_datagen(o, mpi()), 0);
+  expect_same_batches(dir + "/ref", dir + "/out");
 }
 
 TEST(DatagenRun, AnotherRunsFolderIsRefused) {
