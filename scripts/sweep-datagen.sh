@@ -15,7 +15,7 @@ Grid (comma lists):
   --ranks LIST        MPI ranks in all (default 1)
   --threads LIST      OpenMP threads per rank (default 1)
   --hosts LIST        hosts to spread the ranks over (default: every host of the Slurm/LSF
-                      allocation; 1 outside one)
+                      allocation, or as many as there are ranks; 1 outside one)
   --gpu-resize LIST   off, on or off,on (default off)
   --repeats N         runs of each grid point (default 3)
 Each run:
@@ -73,7 +73,12 @@ for g in "${GPU[@]}"; do [[ "$g" == on || "$g" == off ]] || sweep_die "--gpu-res
 
 mapfile -t ALL_HOSTS < <(sweep_scheduler_hosts)
 scheduler=$(sweep_scheduler_name)
-if [ -z "$hosts_list" ]; then hosts_list=${#ALL_HOSTS[@]}; [ "$hosts_list" -gt 0 ] || hosts_list=1; fi
+# Without --hosts, each point spreads over as many of the allocation's hosts as it has ranks for.
+auto_hosts=0
+if [ -z "$hosts_list" ]; then
+  auto_hosts=1 hosts_list=${#ALL_HOSTS[@]}
+  [ "$hosts_list" -gt 0 ] || hosts_list=1
+fi
 sweep_int_list --hosts "$hosts_list" HOSTS
 for h in "${HOSTS[@]}"; do
   if [ "${#ALL_HOSTS[@]}" -eq 0 ]; then
@@ -84,7 +89,7 @@ for h in "${HOSTS[@]}"; do
 done
 
 if [ -z "$datagen" ]; then
-  if [ -n "${CONVOY_BIN:-}" ]; then datagen=$CONVOY_BIN/datagen; else datagen=$here/../build/datagen; fi
+  if [ -n "${CONVOY_BIN:-}" ]; then datagen=$CONVOY_BIN/datagen; else datagen=$(cd "$here/.." && pwd)/build/datagen; fi
 fi
 if [ "$dry_run" -eq 0 ]; then
   [ -x "$datagen" ] || sweep_die "$datagen: no datagen binary there (build it, or pass --datagen)"
@@ -126,11 +131,13 @@ PY
 total=$(( repeats * ${#HOSTS[@]} * ${#RANKS[@]} * ${#THREADS[@]} * ${#GPU[@]} ))
 index=0 ran=0 skipped=0 failed_points=0
 for ((rep = 1; rep <= repeats; rep++)); do
-  for nh in "${HOSTS[@]}"; do
+  for grid_hosts in "${HOSTS[@]}"; do
     for np in "${RANKS[@]}"; do
       for t in "${THREADS[@]}"; do
         for g in "${GPU[@]}"; do
           index=$((index + 1))
+          nh=$grid_hosts
+          [ "$auto_hosts" -eq 0 ] || [ "$np" -ge "$nh" ] || nh=$np
           key="$nh,$np,$t,$g,$hash,$rep"
           what="hosts $nh ranks $np threads $t gpu-resize $g repeat $rep"
           if [ "$np" -lt "$nh" ]; then

@@ -100,7 +100,7 @@ host_limit=${#ALL_HOSTS[@]}
 [ "$host_limit" -gt 0 ] || host_limit=1
 
 if [ -z "$train" ]; then
-  if [ -n "${CONVOY_BIN:-}" ]; then train=$CONVOY_BIN/train; else train=$here/../build/train; fi
+  if [ -n "${CONVOY_BIN:-}" ]; then train=$CONVOY_BIN/train; else train=$(cd "$here/.." && pwd)/build/train; fi
 fi
 if [ "$dry_run" -eq 0 ]; then
   [ -x "$train" ] || sweep_die "$train: no train binary there (build it, or pass --train)"

@@ -70,6 +70,12 @@ expect "$work/l-tr.txt" "train --config c.toml --data /data/train --device cuda 
 expect "$work/s-sweep.txt" "hostfile.2.2: node01 slots=2 node02 slots=2"
 expect "$work/s-sweep.txt" "mpirun -np 4 --hostfile $work/g.csv.d/hostfile.2.2 --map-by slot --bind-to none /opt/convoy/bin/datagen --input /data/in.tar"
 [ -e "$work/g.csv" ] && fail "a dry run wrote the CSV"
+# Without --hosts a point takes as many of the allocation's hosts as it has ranks, up to all of them.
+env -u CONVOY_BIN PATH="$work/fakebin:$PATH" SLURM_JOB_NODELIST='node[01-02]' "$src/scripts/sweep-datagen.sh" --dry-run \
+  --ranks 1,4 --repeats 1 --csv "$work/a.csv" -- --input /data/in.tar --size 8 > "$work/auto.txt" 2>&1
+expect "$work/auto.txt" "hostfile.1.1: node01 slots=1"
+expect "$work/auto.txt" "hostfile.2.2: node01 slots=2 node02 slots=2"
+expect "$work/auto.txt" "$src/build/datagen --input /data/in.tar --size 8"
 env LSB_HOSTS="gpu7 gpu7 gpu9 gpu9" LSB_DJOB_NUMPROC=4 CONVOY_DRY_RUN=1 CONVOY_CONFIG=c.toml CONVOY_DATA=/data/train \
   CONVOY_BATCH=256 CONVOY_RANKS_PER_HOST=2 CONVOY_SWEEP_ARGS="--ranks 1,2,4 --mode strong,weak --repeats 1 --csv $work/t.csv" \
   bash "$src/scripts/lsf/train.lsf" > "$work/l-sweep.txt" 2>&1
