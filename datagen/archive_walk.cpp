@@ -26,14 +26,27 @@ struct ArchiveFree {
 using ArchivePtr = std::unique_ptr<archive, ArchiveFree>;
 
 // A byte range [base, base + len) of a file, read through pread so that inner tars need no copy.
-// The buffer is small on purpose: a scan reads each header and skips the member's data, and a
-// large read-ahead would turn the scan of a big tar into a read of all of it.
+// For an uncompressed tar the buffer is small on purpose: a scan reads each header and skips the
+// member's data, and a large read-ahead would turn the scan of a big tar into a read of all of it.
+// A compressed stream is read whole anyway, in large pieces.
+constexpr size_t kHeaderReadBytes = 16 << 10, kStreamReadBytes = 1 << 20;
+
 struct RangeSource {
   int fd;
   uint64_t base, len, pos = 0;
-  std::string path;
-  std::vector<char> buf = std::vector<char>(64 << 10);
+  std::vector<char> buf;
 };
+
+// True when the file starts with the magic of a compression libarchive may find there.
+bool looks_compressed(int fd) {
+  unsigned char m[6] = {0};
+  if (::pread(fd, m, sizeof m, 0) < 4) return false;
+  return (m[0] == 0x1F && m[1] == 0x8B) ||                                   // gzip
+         (m[0] == 'B' && m[1] == 'Z' && m[2] == 'h') ||                      // bzip2
+         (m[0] == 0x28 && m[1] == 0xB5 && m[2] == 0x2F && m[3] == 0xFD) ||   // zstd
+         (m[0] == 0xFD && m[1] == '7' && m[2] == 'z' && m[3] == 'X') ||      // xz
+         (m[0] == 0x04 && m[1] == 0x22 && m[2] == 0x4D && m[3] == 0x18);     // lz4
+}
 
 la_ssize_t range_read(archive* a, void* client, const void** out) {
   auto* s = static_cast<RangeSource*>(client);
@@ -149,7 +162,7 @@ struct Walker {
       if (m.regular && nested && ends_with_tar(name)) {
         WalkResult sub;
         if (random) {
-          RangeSource src{fd, uint64_t(m.offset), m.size, 0, input};
+          RangeSource src{fd, uint64_t(m.offset), m.size, 0, std::vector<char>(kHeaderReadBytes)};
           ArchivePtr in = new_reader();
           archive_read_set_read_callback(in.get(), range_read);
           archive_read_set_seek_callback(in.get(), range_seek);
@@ -292,7 +305,8 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
   if (fd.fd < 0) fail_file(input, "cannot open: " + errno_text());
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) fail_file(input, "cannot stat: " + errno_text());
-  RangeSource src{fd.fd, 0, uint64_t(st.st_size), 0, input};
+  RangeSource src{fd.fd, 0, uint64_t(st.st_size), 0,
+                  std::vector<char>(looks_compressed(fd.fd) ? kStreamReadBytes : kHeaderReadBytes)};
   ArchivePtr a = new_reader();
   archive_read_set_read_callback(a.get(), range_read);
   archive_read_set_seek_callback(a.get(), range_seek);
