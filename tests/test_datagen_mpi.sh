@@ -29,6 +29,8 @@ for np in 1 2 3; do
       cmp "$f" "$work/np${np}_t${t}/$(basename "$f")" || { echo "np $np threads $t: $(basename "$f") differs"; exit 1; }
     done
     [ "$(ls "$work/np${np}_t${t}"/batch_*.cvb | wc -l)" -eq "$n" ] || { echo "np $np: file count differs"; exit 1; }
+    # One progress display for the whole job: rank 0 counts every rank's images.
+    grep -q "progress 10000/10000 images" "$work/np${np}_t${t}.log" || { echo "np $np: no job-wide progress"; exit 1; }
     /usr/bin/python3 - "$work/ref/dataset.json" "$work/np${np}_t${t}/dataset.json" "$np" "$t" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
