@@ -53,6 +53,7 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   app.add_option("--stop-after", t.stop_after, "stop after this many steps in all (writes the checkpoint)");
   app.add_option("--device", t.device, "cpu | cuda | auto (this build trains on the CPU)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_flag("--profile", t.profile, "print per-layer forward/backward seconds after each epoch");
   app.add_flag("--print-net", t.print_net, "print layers, output shapes, parameters and FLOPs per image, then exit");
 
   CLI::App* ev = app.add_subcommand("eval", "evaluate a checkpoint on a dataset");

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "shared/error.h"
+#include "shared/timer.h"
 #include "train/layers/batchnorm.h"
 #include "train/layers/conv.h"
 #include "train/layers/dropout.h"
@@ -226,7 +227,9 @@ double Net::forward(int n, const float* x, const int32_t* labels, bool train, ui
   labels_ = labels;
   train_ = train;
   double loss = 0;
+  Stopwatch clock;
   for (Node& nd : nodes_) {
+    if (profiling_) clock.reset();
     const Dims in = nd.in[0] < 0 ? input_ : nodes_[nd.in[0]].out;
     const float* a = input_of(nd, 0);
     float* y = nd.y.data();
@@ -264,6 +267,7 @@ double Net::forward(int n, const float* x, const int32_t* labels, bool train, ui
         y[0] = float(loss);
         break;
     }
+    if (profiling_) nd.t_fwd += clock.seconds();
   }
   return loss;
 }
@@ -283,8 +287,10 @@ void Net::backward(bool want_input_grad) {
       if (i >= 0 && nodes_[i].consumers > 1)
         std::fill(nodes_[i].dy.begin(), nodes_[i].dy.begin() + size_t(n) * nodes_[i].out.size(), 0.f);
 
+  Stopwatch clock;
   for (int idx = int(nodes_.size()) - 1; idx >= 0; --idx) {
     Node& nd = nodes_[idx];
+    if (profiling_) clock.reset();
     const Dims in = nd.in[0] < 0 ? input_ : nodes_[nd.in[0]].out;
     const size_t in_count = size_t(n) * in.size();
     const float* a = input_of(nd, 0);
@@ -335,7 +341,23 @@ void Net::backward(bool want_input_grad) {
         accumulate(in_count, dx, nodes_[from].dy.data());
       }
     }
+    if (profiling_) nd.t_bwd += clock.seconds();
   }
+}
+
+std::string Net::profile() const {
+  std::ostringstream o;
+  char line[160];
+  double f = 0, b = 0;
+  for (const Node& nd : nodes_) f += nd.t_fwd, b += nd.t_bwd;
+  std::snprintf(line, sizeof line, "%-16s %-16s %10s %10s %7s\n", "layer", "type", "fwd s", "bwd s", "share");
+  o << line;
+  for (const Node& nd : nodes_) {
+    std::snprintf(line, sizeof line, "%-16s %-16s %10.3f %10.3f %6.1f%%\n", nd.spec.name.c_str(), layer_kind_name(nd.spec.kind),
+                  nd.t_fwd, nd.t_bwd, 100.0 * (nd.t_fwd + nd.t_bwd) / std::max(1e-9, f + b));
+    o << line;
+  }
+  return o.str();
 }
 
 double Net::flops_per_image() const {

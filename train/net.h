@@ -30,6 +30,7 @@ struct Node {
   size_t w_off = 0, w_count = 0, b_off = 0, b_count = 0;  // into weights/grads
   size_t s_off = 0, s_count = 0;                          // into state (running statistics)
   double flops = 0;                                       // forward, per image
+  double t_fwd = 0, t_bwd = 0;                            // seconds, when profiling
   std::vector<float> y, dy;
   std::vector<float> aux;        // dropout mask; batch-norm saved mean and 1/std
   std::vector<int32_t> argmax;   // max pool
@@ -69,6 +70,9 @@ class Net {
 
   // Layers with output shapes, parameter counts and forward FLOPs per image.
   std::string summary() const;
+  // Per-layer forward/backward seconds since profiling was switched on.
+  void set_profiling(bool on) { profiling_ = on; }
+  std::string profile() const;
   double flops_per_image() const;
 
  private:
@@ -80,7 +84,7 @@ class Net {
   int classes_ = 0, n_ = 0, capacity_ = 0;
   const float* x_ = nullptr;
   const int32_t* labels_ = nullptr;
-  bool train_ = false;
+  bool train_ = false, profiling_ = false;
   std::vector<Node> nodes_;
   std::vector<ParamBlock> blocks_;
   std::vector<float> weights_, grads_, state_, probs_, losses_, input_grad_, scratch_;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 
@@ -35,6 +36,7 @@ extern "C" void on_signal(int sig) { g_signal = sig; }
 
 void set_threads(int threads, int ranks) {
   int t = threads;
+  if (t <= 0 && std::getenv("OMP_NUM_THREADS")) t = omp_get_max_threads();  // the user's choice
   if (t <= 0) {
     int local = 1;
     MPI_Comm node;
@@ -166,6 +168,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
 
   Net net(cfg, input_dims(meta, cfg.augment), int(meta.classes.size()));
   check_classes(net, meta, o.data);
+  net.set_profiling(o.profile);
   net.init_weights(seed);
   Optimizer opt(rec, net.weights().size());
   int start_epoch = 0;
@@ -274,6 +277,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
           save(epoch, step + 1, total_sums);
       }
       if (stop) {
+        if (o.profile && rank == 0) std::fprintf(stderr, "%s", net.profile().c_str());
         if (g_signal)
           log_info("stopped by signal %d after step %lld", int(g_signal), global_step);
         else
@@ -295,6 +299,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     const double secs = epoch_clock.seconds();
     log_info("epoch %d/%d: loss %.4f train acc %.4f%s | %.1f s (train %.1f s, %.0f img/s)", epoch + 1, rec.epochs,
              train_loss, train_acc, val_text.c_str(), secs, train_s, sums[2] / train_s);
+    if (o.profile && rank == 0) std::fprintf(stderr, "%s", net.profile().c_str());
     log_info("epoch %d breakdown: t_io %.2f s, t_h2d 0.00 s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s",
              epoch + 1, t_io, t_fwd, t_bwd, t_update, t_comm);
     if (metrics) {

@@ -20,6 +20,7 @@ struct TrainOptions {
   long long stop_after = 0;   // stop (and checkpoint) after this many steps in total
   std::string device = "cpu";
   bool print_net = false;
+  bool profile = false;       // per-layer forward/backward times after each epoch
 };
 
 struct EvalOptions {

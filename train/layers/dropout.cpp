@@ -1,6 +1,8 @@
 // CPU reference dropout.
 #include "train/layers/dropout.h"
 
+#include "train/layers/elementwise.h"
+
 namespace convoy {
 namespace {
 uint64_t mix(uint64_t z) {
@@ -19,7 +21,7 @@ float counter_uniform(uint64_t key, uint64_t a, uint64_t b) {
 void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample_keys,
                      const float* x, float* y, float* mask) {
   const float keep = 1.f / (1.f - s.p);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(s.n) * s.per_sample > kParallelMin)
   for (int n = 0; n < s.n; ++n)
     for (size_t i = 0; i < s.per_sample; ++i) {
       const size_t k = n * s.per_sample + i;
@@ -30,7 +32,7 @@ void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample
 
 void dropout_backward(const DropoutShape& s, const float* mask, const float* dy, float* dx) {
   const size_t count = size_t(s.n) * s.per_sample;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (count > kParallelMin)
   for (size_t i = 0; i < count; ++i) dx[i] = dy[i] * mask[i];
 }
 

@@ -4,22 +4,22 @@
 namespace convoy {
 
 void relu_forward(size_t count, const float* x, float* y) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (count > kParallelMin)
   for (size_t i = 0; i < count; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
 }
 
 void relu_backward(size_t count, const float* y, const float* dy, float* dx) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (count > kParallelMin)
   for (size_t i = 0; i < count; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
 }
 
 void add_forward(size_t count, const float* a, const float* b, float* y) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (count > kParallelMin)
   for (size_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
 }
 
 void accumulate(size_t count, const float* src, float* dst) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (count > kParallelMin)
   for (size_t i = 0; i < count; ++i) dst[i] += src[i];
 }
 

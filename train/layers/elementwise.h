@@ -5,6 +5,9 @@
 
 namespace convoy {
 
+// Below this many elements an elementwise op runs on one thread: waking a team costs more.
+constexpr size_t kParallelMin = size_t(1) << 16;
+
 void relu_forward(size_t count, const float* x, float* y);
 // Uses the forward output: dx = dy where y > 0.
 void relu_backward(size_t count, const float* y, const float* dy, float* dx);
