@@ -422,6 +422,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     if (error.empty()) bcast_string(text, 0);
   }
   if (!error.empty()) throw Error(error);
+  if (rank != 0) make_dirs(opt.output);  // another node may see the folder only once it exists there too
   const InputIndex index = parse_index(text, join_path(opt.output, kIndexFile));
   for (const auto& in : index.inputs)
     log_info("%s: %s input", in.path.c_str(), in.kind == InputKind::stream ? "compressed (streamed, no random access)" :
