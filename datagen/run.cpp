@@ -422,7 +422,14 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     if (error.empty()) bcast_string(text, 0);
   }
   if (!error.empty()) throw Error(error);
-  if (rank != 0) make_dirs(opt.output);  // another node may see the folder only once it exists there too
+  if (ranks > 1) {
+    // Rank 0 alone writes dataset.json, so every rank must write into the very same folder.
+    int shared = file_exists(join_path(opt.output, kRunFile)) ? 1 : 0, all_shared = 0;
+    CONVOY_MPI_CHECK(MPI_Allreduce(&shared, &all_shared, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!all_shared)
+      fail_file(opt.output, "is not visible to every rank; under mpirun across nodes --output must be on a file "
+                            "system all nodes share");
+  }
   const InputIndex index = parse_index(text, join_path(opt.output, kIndexFile));
   for (const auto& in : index.inputs)
     log_info("%s: %s input", in.path.c_str(), in.kind == InputKind::stream ? "compressed (streamed, no random access)" :
