@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Plots a sweep CSV from sweep-datagen.sh or sweep-train.sh: speed-up and efficiency against the ideal
 # line, and the per-phase breakdown as stacked bars (PNG), plus a Markdown table of the medians.
-"""Usage: plot_sweep.py SWEEP.csv [--out PREFIX] [--title TEXT] [--time run|wall] [--args-hash H]
+"""Usage: plot_sweep.py SWEEP.csv [--out PREFIX] [--title TEXT] [--time run|wall] [--args-hash H] [--by ...]
 
 Writes PREFIX-speedup.png, PREFIX-efficiency.png and PREFIX-phases.png (PREFIX defaults to the CSV's
 name without .csv) and prints the table on stdout. Only attempts with status ok count; repeats are
@@ -91,20 +91,27 @@ class Point:
         self.phases = {k: statistics.median(p.get(k, 0.0) for p in phases) for k in names}
 
 
-def group(rows, kind, time_col):
-    """{(line, x, label): Point}, with the time for the same work at every x; and per line the family
-    whose one-core point is its baseline (datagen: the --gpu-resize setting)."""
-    buckets, family = {}, {}
+def group(rows, kind, time_col, by):
+    """{(line, x, label): Point}, with the time for the same work at every x; per line the family whose
+    one-core point is its baseline (datagen: the --gpu-resize setting) and a sort key.
+    datagen lines are one per threads-per-rank or one per rank count (by: threads | ranks | auto, auto
+    taking the dimension with fewer values, so a threads-only sweep is one line, not one per point)."""
+    if kind == "datagen" and by == "auto":
+        by = "threads" if len({r["threads"] for r in rows}) <= len({r["ranks"] for r in rows}) else "ranks"
+    buckets, family, order = {}, {}, {}
     for r in rows:
         if kind == "datagen":
-            line = f"{r['threads']} thread(s)/rank" + (", GPU resize" if r["gpu_resize"] == "on" else "")
-            if int(r["hosts"]) > 1:
-                line += f", {r['hosts']} hosts"
+            n = int(r[by])
+            line = f"{n} thread(s)/rank" if by == "threads" else f"{n} rank(s)"
+            line += ", GPU resize" if r["gpu_resize"] == "on" else ""
+            line += f", {r['hosts']} hosts" if int(r["hosts"]) > 1 else ""
             x = int(r["ranks"]) * int(r["threads"])
             label = f"{r['ranks']}r x {r['threads']}t" + (" gpu" if r["gpu_resize"] == "on" else "")
+            label += f" {r['hosts']}h" if int(r["hosts"]) > 1 else ""
             t = float(r[time_col])
             ph = datagen_phases(r)
             family[line] = r["gpu_resize"]
+            order[line] = (r["gpu_resize"], int(r["hosts"]), n)
         else:
             line = f"{r['mode']} scaling"
             x = int(r["ranks"])
@@ -114,10 +121,11 @@ def group(rows, kind, time_col):
             t = float(r["time_s"]) / int(r["images"]) if time_col == "run_s" else float(r["wall_s"])
             ph = train_phases(r)
             family[line] = line
+            order[line] = (r["mode"],)
         b = buckets.setdefault((line, x, label), ([], []))
         b[0].append(t)
         b[1].append(ph)
-    return {k: Point(*v) for k, v in buckets.items()}, family
+    return {k: Point(*v) for k, v in buckets.items()}, family, order
 
 
 def baselines(points, family):
@@ -136,13 +144,13 @@ def baselines(points, family):
     return lines, base
 
 
-def plot_scaling(lines, base, kind, out, title):
+def plot_scaling(lines, base, order, kind, out, title):
     xlabel = "cores (ranks x threads)" if kind == "datagen" else "ranks (GPUs)"
     xs_all = sorted({x for v in lines.values() for x, _, _ in v})
     table = []
     fig_s, ax_s = plt.subplots(figsize=(7, 5))
     fig_e, ax_e = plt.subplots(figsize=(7, 5))
-    for line, pts in sorted(lines.items()):
+    for line, pts in sorted(lines.items(), key=lambda kv: order[kv[0]]):
         base_t, base_x = base[line]
         xs = [x for x, _, _ in pts]
         sp = [base_t / p.time for _, _, p in pts]
@@ -174,8 +182,8 @@ def plot_scaling(lines, base, kind, out, title):
     return table
 
 
-def plot_phases(points, kind, out, title):
-    order = sorted(points.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+def plot_phases(points, line_order, kind, out, title):
+    order = sorted(points.items(), key=lambda kv: (line_order[kv[0][0]], kv[0][1]))
     names = []
     for _, p in order:
         names += [k for k in p.phases if k not in names]
@@ -204,15 +212,17 @@ def main():
                     help="run: the tool's own timing (datagen's seconds, train's training seconds); "
                          "wall: the harness clock around mpirun, launch included")
     ap.add_argument("--args-hash", help="plot the rows of this args_hash (default: the most common)")
+    ap.add_argument("--by", choices=["auto", "threads", "ranks"], default="auto",
+                    help="datagen: one line per threads-per-rank or per rank count (auto: the one with fewer lines)")
     a = ap.parse_args()
     stem = a.csv[:-4] if a.csv.endswith(".csv") else a.csv
     out, title = a.out or stem, a.title or stem.rsplit("/", 1)[-1]
     kind, rows = load(a.csv)
     rows = pick_sweep(rows, a.args_hash, a.csv)
-    points, family = group(rows, kind, "run_s" if a.time == "run" else "wall_s")
+    points, family, order = group(rows, kind, "run_s" if a.time == "run" else "wall_s", a.by)
     lines, base = baselines(points, family)
-    table = plot_scaling(lines, base, kind, out, title)
-    plot_phases(points, kind, out, title)
+    table = plot_scaling(lines, base, order, kind, out, title)
+    plot_phases(points, order, kind, out, title)
     unit = "s" if kind == "datagen" or a.time == "wall" else "us/image"
     scale = 1.0 if unit == "s" else 1e6
     print(f"| line | point | {'cores' if kind == 'datagen' else 'ranks'} | runs | median {unit} | min-max {unit} | speed-up | efficiency |")
