@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <set>
 #include <sstream>
 
 #include "datagen/image_codec.h"
 #include "datagen/labels.h"
+#include "datagen/png_codec.h"
 #include "shared/atomic_file.h"
 #include "shared/batch_file.h"
 #include "shared/dataset_meta.h"
@@ -115,19 +115,17 @@ size_t preview_dataset(const std::string& dir, const std::string& out_png, size_
       DecodeLimits none;
       img = codec.decode(b.images.data() + b.offsets[i], size_t(b.offsets[i + 1] - b.offsets[i]), int(b.shape.channels), 0, none);
     }
-    cv::Mat bgr;
-    cv::cvtColor(img, bgr, img.channels() == 1 ? cv::COLOR_GRAY2BGR : cv::COLOR_RGB2BGR);
-    const double scale = double(tile) / std::max(bgr.cols, bgr.rows);
-    cv::resize(bgr, bgr, cv::Size(), scale, scale, scale >= 1 ? cv::INTER_NEAREST : cv::INTER_AREA);
+    cv::Mat rgb = img;
+    if (img.channels() == 1) cv::cvtColor(img, rgb, cv::COLOR_GRAY2RGB);
+    const double scale = double(tile) / std::max(rgb.cols, rgb.rows);
+    cv::resize(rgb, rgb, cv::Size(), scale, scale, scale >= 1 ? cv::INTER_NEAREST : cv::INTER_AREA);
     const int x = int(k % size_t(cols)) * tile, y = int(k / size_t(cols)) * (tile + label_h);
-    bgr.copyTo(sheet(cv::Rect(x, y, bgr.cols, bgr.rows)));
+    rgb.copyTo(sheet(cv::Rect(x, y, rgb.cols, rgb.rows)));
     std::string name = m.classes[size_t(b.labels[i])].substr(0, size_t(tile / 8));
     cv::putText(sheet, name, cv::Point(x + 2, y + tile + label_h - 4), cv::FONT_HERSHEY_PLAIN, 0.8, cv::Scalar(0, 0, 0), 1);
     ++shown;
   }
-  std::vector<uchar> png;
-  if (!cv::imencode(".png", sheet, png)) fail_file(out_png, "PNG encoding failed");
-  write_file_atomic(out_png, std::string(png.begin(), png.end()));
+  write_file_atomic(out_png, png_encode(sheet.data, sheet.cols, sheet.rows, 3));
   return shown;
 }
 

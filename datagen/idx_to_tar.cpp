@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <opencv2/imgcodecs.hpp>
 
+#include "datagen/png_codec.h"
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 
@@ -100,14 +100,13 @@ size_t idx_to_tar(const IdxToTarOptions& opt) {
   if (archive_write_open(a.get(), &out, nullptr, write_cb, nullptr) != ARCHIVE_OK)
     fail_file(opt.out, std::string("cannot start the tar: ") + archive_error_string(a.get()));
   std::unique_ptr<archive_entry, EntryFree> entry(archive_entry_new());
-  std::vector<uchar> png;
   char name[64];
   for (size_t i = 0; i < n; ++i) {
     const unsigned label = static_cast<unsigned char>(labels[lheader + i]);
     if (label >= classes.size())
       fail_file(opt.labels, "label " + std::to_string(label) + " of image " + std::to_string(i) + " is out of range");
-    cv::Mat img(int(h), int(w), CV_8UC1, const_cast<char*>(images.data() + header + i * h * w));
-    if (!cv::imencode(".png", img, png)) fail_file(opt.out, "PNG encoding failed for image " + std::to_string(i));
+    const std::string png =
+        png_encode(reinterpret_cast<const uint8_t*>(images.data() + header + i * h * w), int(w), int(h), 1);
     std::snprintf(name, sizeof name, "%s/%05zu.png", classes[label].c_str(), i);
     archive_entry_clear(entry.get());
     archive_entry_set_pathname(entry.get(), name);

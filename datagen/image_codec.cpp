@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "datagen/png_codec.h"
 #include "shared/error.h"
 
 namespace convoy::datagen {
@@ -34,30 +34,10 @@ cv::Mat to_channels(cv::Mat rgb_or_gray, int channels) {
 }
 
 cv::Mat decode_png(const uint8_t* data, size_t n, int channels, const DecodeLimits& limits) {
-  if (n < 24) throw RejectError("PNG is cut short (no IHDR)");
-  auto be32 = [&](size_t at) {
-    return (uint32_t(data[at]) << 24) | (uint32_t(data[at + 1]) << 16) | (uint32_t(data[at + 2]) << 8) | data[at + 3];
-  };
-  if (std::memcmp(data + 12, "IHDR", 4) != 0) throw RejectError("PNG does not start with IHDR");
-  check_geometry(be32(16), be32(20), limits);
-  cv::Mat raw = cv::imdecode(cv::Mat(1, int(n), CV_8UC1, const_cast<uint8_t*>(data)), cv::IMREAD_UNCHANGED);
-  if (raw.empty()) throw RejectError("PNG cannot be decoded (damaged or cut short)");
-  if (raw.depth() == CV_16U) {
-    cv::Mat eight;
-    raw.convertTo(eight, CV_8U, 1.0 / 257.0);
-    raw = eight;
-  } else if (raw.depth() != CV_8U) {
-    throw RejectError("PNG has an unsupported sample depth");
-  }
-  cv::Mat out;
-  switch (raw.channels()) {
-    case 1: out = raw; break;
-    case 2: cv::extractChannel(raw, out, 0); break;  // gray + alpha: alpha dropped
-    case 3: cv::cvtColor(raw, out, cv::COLOR_BGR2RGB); break;
-    case 4: cv::cvtColor(raw, out, cv::COLOR_BGRA2RGB); break;
-    default: throw RejectError("PNG has an unsupported channel count");
-  }
-  return to_channels(out, channels);
+  uint32_t w = 0, h = 0;
+  png_dimensions(data, n, w, h);
+  check_geometry(w, h, limits);
+  return to_channels(png_decode(data, n), channels);
 }
 
 }  // namespace

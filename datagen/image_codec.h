@@ -1,5 +1,5 @@
 // Image decoding by content (JPEG through TurboJPEG with DCT-domain downscaling, PNG through
-// OpenCV) to HWC uint8 RGB or gray, and JPEG encoding of finished samples. One codec per thread.
+// libpng) to HWC uint8 RGB or gray, and JPEG encoding of finished samples. One codec per thread.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -14,12 +14,12 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
+#include <opencv2/core.hpp>
 #include <thread>
 
 #include "datagen/index.h"
 #include "datagen/plan.h"
+#include "datagen/png_codec.h"
 #include "datagen/progress.h"
 #include "datagen/sample_source.h"
 #include "datagen/stats.h"
@@ -340,12 +340,7 @@ class Worker {
 };
 
 std::string mean_image_png(const std::vector<uint8_t>& img, int size, int channels) {
-  cv::Mat m(size, size, CV_8UC(channels), const_cast<uint8_t*>(img.data()));
-  cv::Mat bgr = m;
-  if (channels == 3) cv::cvtColor(m, bgr, cv::COLOR_RGB2BGR);
-  std::vector<uchar> png;
-  cv::imencode(".png", bgr, png);
-  return std::string(png.begin(), png.end());
+  return png_encode(img.data(), size, size, channels);
 }
 
 std::string tsv_field(std::string s) {

@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libarchive-dev libturbojpeg0-dev
-  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libarchive-dev libturbojpeg0-dev libpng-dev
+  libopencv-core-dev libopencv-imgproc-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev
   python3 python3-numpy python3-matplotlib python3-crc32c python3-pil

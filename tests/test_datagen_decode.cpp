@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "datagen/image_codec.h"
+#include "datagen/png_codec.h"
 #include "datagen/resize.h"
 #include "shared/error.h"
 #include "test_datagen_fixtures.h"
@@ -79,6 +80,31 @@ TEST(DatagenDecode, PngVariantsByContent) {
   expect_near(at3(pal, 0, 0), 255, 0, 0, 0);  // index 0: red
   expect_near(at3(pal, 0, 1), 0, 0, 255, 0);  // index 1: blue
   expect_near(at3(pal, 1, 0), 0, 0, 255, 0);
+}
+
+TEST(DatagenDecode, PngGrayAlphaRoundingAndEncoding) {
+  // Gray + alpha (colour type 4): alpha dropped, gray kept, and replicated for 3 channels.
+  const Bytes ga = png_file(2, 1, 8, 4, std::string{char(77), char(0), char(200), char(255)}, 4);
+  const cv::Mat g1 = decode(ga, 1);
+  ASSERT_EQ(g1.type(), CV_8UC1);
+  EXPECT_EQ(g1.at<uint8_t>(0, 0), 77);
+  EXPECT_EQ(g1.at<uint8_t>(0, 1), 200);
+  expect_near(at3(decode(ga, 3), 0, 1), 200, 200, 200, 0);
+  // 16-bit samples scale to 8 bits with rounding, without gamma: 385 / 257 = 1.498 -> 1, 386 -> 2.
+  cv::Mat deep(1, 2, CV_16UC1);
+  deep.at<uint16_t>(0, 0) = 385, deep.at<uint16_t>(0, 1) = 386;
+  const cv::Mat eight = decode(png(deep), 1);
+  EXPECT_EQ(eight.at<uint8_t>(0, 0), 1);
+  EXPECT_EQ(eight.at<uint8_t>(0, 1), 2);
+  // Encoding gives back the same pixels, gray and RGB.
+  for (int ch : {1, 3}) {
+    cv::Mat m(7, 11, CV_8UC(ch));
+    cv::randu(m, 0, 256);
+    const std::string p = png_encode(m.data, m.cols, m.rows, ch);
+    const cv::Mat back = png_decode(reinterpret_cast<const uint8_t*>(p.data()), p.size());
+    ASSERT_EQ(back.type(), m.type());
+    EXPECT_EQ(cv::norm(back, m, cv::NORM_INF), 0) << ch << " channels";
+  }
 }
 
 TEST(DatagenDecode, DamagedAndEmptyDataAreRejectedWithAReason) {

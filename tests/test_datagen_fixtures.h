@@ -1,14 +1,15 @@
-// Test fixtures for datagen: images made with TurboJPEG/OpenCV (RGB, gray, CMYK, progressive,
+// Test fixtures for datagen: images made with TurboJPEG or by hand (RGB, gray, CMYK, progressive,
 // PNG 8/16-bit, palette, RGBA) and tar archives written with libarchive (plain, gz, nested).
 #pragma once
 #include <archive.h>
 #include <archive_entry.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/core.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -73,13 +74,6 @@ inline Bytes cmyk_jpeg(int w, int h, uint8_t c, uint8_t m, uint8_t y, uint8_t k)
   return jpeg(px, w, h, TJPF_CMYK, TJSAMP_444);
 }
 
-// cv::Mat in OpenCV's channel order (BGR/BGRA), any depth.
-inline Bytes png(const cv::Mat& m) {
-  std::vector<uchar> buf;
-  if (!cv::imencode(".png", m, buf)) throw std::runtime_error("fixture PNG");
-  return Bytes(buf.begin(), buf.end());
-}
-
 inline uint32_t png_crc(const std::string& data) {
   uint32_t c = 0xFFFFFFFFu;
   for (unsigned char b : data) {
@@ -89,32 +83,66 @@ inline uint32_t png_crc(const std::string& data) {
   return ~c;
 }
 
-// A palette PNG (colour type 3) written by hand, with a stored (uncompressed) deflate stream:
-// OpenCV cannot write one. Each row of the w x h image uses palette index (x + y) % 2, and the
-// palette is {red, blue}.
-inline Bytes palette_png(int w, int h) {
+// A PNG written by hand with stored (uncompressed) deflate blocks, so the fixtures need no PNG
+// library and can make every colour type and depth: `raw` holds the rows, each without its filter
+// byte, in PNG's own sample order (big-endian 16-bit samples); extra chunks go before IDAT.
+inline Bytes png_file(int w, int h, int bit_depth, int color_type, const std::string& raw, size_t row_bytes,
+                      const std::string& extra_chunks_before_idat = "") {
   auto be32 = [](uint32_t v) {
     return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
   };
   auto chunk = [&](const std::string& type, const std::string& data) {
     return be32(uint32_t(data.size())) + type + data + be32(png_crc(type + data));
   };
-  std::string raw;
-  for (int y = 0; y < h; ++y) {
-    raw += '\0';  // filter: none
-    for (int x = 0; x < w; ++x) raw += char((x + y) % 2);
-  }
+  std::string filtered;
+  for (int y = 0; y < h; ++y) filtered += '\0' + raw.substr(size_t(y) * row_bytes, row_bytes);  // filter: none
   uint32_t a = 1, b = 0;
-  for (unsigned char ch : raw) a = (a + ch) % 65521, b = (b + a) % 65521;
+  for (unsigned char ch : filtered) a = (a + ch) % 65521, b = (b + a) % 65521;
   std::string z = "\x78\x01";
-  z += '\x01';  // final stored block (raw must stay under 65536 bytes)
-  const uint16_t len = uint16_t(raw.size()), nlen = uint16_t(~len);
-  z += {char(len & 0xFF), char(len >> 8), char(nlen & 0xFF), char(nlen >> 8)};
-  z += raw + be32((b << 16) | a);
-  std::string ihdr = be32(uint32_t(w)) + be32(uint32_t(h)) + std::string{8, 3, 0, 0, 0};
-  std::string plte = {'\xFF', 0, 0, 0, 0, '\xFF'};
-  return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("PLTE", plte) + chunk("IDAT", z) +
+  size_t at = 0;
+  do {
+    const size_t len = std::min<size_t>(65535, filtered.size() - at);
+    const bool last = at + len == filtered.size();
+    const uint16_t l = uint16_t(len), nl = uint16_t(~l);
+    z += {char(last ? 1 : 0), char(l & 0xFF), char(l >> 8), char(nl & 0xFF), char(nl >> 8)};
+    z += filtered.substr(at, len);
+    at += len;
+  } while (at < filtered.size());
+  z += be32((b << 16) | a);
+  std::string ihdr = be32(uint32_t(w)) + be32(uint32_t(h)) + std::string{char(bit_depth), char(color_type), 0, 0, 0};
+  return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + extra_chunks_before_idat + chunk("IDAT", z) +
          chunk("IEND", "");
+}
+
+// cv::Mat in OpenCV's channel order (gray, BGR, BGRA), 8 or 16 bits.
+inline Bytes png(const cv::Mat& m) {
+  const int ch = m.channels(), bytes = m.depth() == CV_16U ? 2 : 1;
+  if ((m.depth() != CV_8U && m.depth() != CV_16U) || ch == 2 || ch > 4) throw std::runtime_error("fixture PNG type");
+  static const int color_type[5] = {0, 0, 4, 2, 6};
+  const size_t row = size_t(m.cols) * size_t(ch) * size_t(bytes);
+  std::string raw;
+  for (int y = 0; y < m.rows; ++y)
+    for (int x = 0; x < m.cols; ++x)
+      for (int c = 0; c < ch; ++c) {
+        const int src = ch >= 3 && c < 3 ? 2 - c : c;  // BGR(A) -> RGB(A)
+        const unsigned v = bytes == 2 ? m.ptr<uint16_t>(y)[x * ch + src] : m.ptr<uint8_t>(y)[x * ch + src];
+        if (bytes == 2) raw += char(v >> 8);
+        raw += char(v & 0xFF);
+      }
+  return png_file(m.cols, m.rows, 8 * bytes, color_type[ch], raw, row);
+}
+
+// A palette PNG (colour type 3): each row of the w x h image uses palette index (x + y) % 2, and
+// the palette is {red, blue}.
+inline Bytes palette_png(int w, int h) {
+  std::string raw;
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) raw += char((x + y) % 2);
+  const std::string plte = {'\xFF', 0, 0, 0, 0, '\xFF'};
+  auto be32 = [](uint32_t v) {
+    return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+  };
+  return png_file(w, h, 8, 3, raw, size_t(w), be32(6) + "PLTE" + plte + be32(png_crc("PLTE" + plte)));
 }
 
 // Writes a tar (pax, so long names work); filter: "", "gzip", "bzip2" or "zstd". Members whose

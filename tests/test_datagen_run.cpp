@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "datagen/dataset_tools.h"
+#include "datagen/png_codec.h"
 #include "datagen/run.h"
 #include "shared/batch_file.h"
 #include "shared/dataset_meta.h"
@@ -92,7 +93,8 @@ TEST(DatagenRun, MixedArchiveKeepsGoodSamplesAndListsRejects) {
   EXPECT_NE(rejects.find("b.tar/empty.JPEG\tempty member"), std::string::npos) << rejects;
   EXPECT_TRUE(file_exists(dir + "/out/index.tsv"));
   ASSERT_EQ(m.mean_image, "mean_image.png");
-  const cv::Mat mean = cv::imread(dir + "/out/mean_image.png", cv::IMREAD_UNCHANGED);
+  const std::string mean_png = read_file(dir + "/out/mean_image.png");
+  const cv::Mat mean = png_decode(reinterpret_cast<const uint8_t*>(mean_png.data()), mean_png.size());
   EXPECT_EQ(mean.size(), cv::Size(16, 16));
   EXPECT_EQ(mean.channels(), 3);
 }
