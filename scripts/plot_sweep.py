@@ -61,6 +61,16 @@ def pick_sweep(rows, wanted, path):
     return [r for r in rows if r["args_hash"] == chosen]
 
 
+OUTSIDE = "outside the phases"
+
+
+def with_outside(phases, elapsed):
+    """Adds the part of the elapsed time no phase covers: serial work, start-up, imbalance the tool
+    does not time. A tall one is where scaling is lost."""
+    phases[OUTSIDE] = max(0.0, elapsed - sum(phases.values()))
+    return phases
+
+
 def datagen_phases(row):
     """Phase seconds per worker: the CSV holds sums over threads and ranks."""
     workers = int(row["ranks"]) * int(row["threads"])
@@ -69,13 +79,14 @@ def datagen_phases(row):
         for item in row["other_phases"].split(";"):
             name, value = item.split("=")
             out[name] = float(value) / workers
-    return out
+    return with_outside(out, float(row["run_s"]))
 
 
 def train_phases(row):
     """Seconds per timed epoch on rank 0."""
     n = int(row["timed_epochs"])
-    return {p[2:]: float(row[p] or 0.0) / n for p in TRAIN_PHASES}
+    out = {p[2:]: float(row[p] or 0.0) / n for p in TRAIN_PHASES}
+    return with_outside(out, float(row["time_s"]) / n)
 
 
 class Point:
@@ -190,9 +201,11 @@ def plot_phases(points, line_order, kind, out, title):
     labels = [k[2] for k, _ in order]
     fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(order) + 2), 5))
     bottom = [0.0] * len(order)
+    names = [n for n in names if n != OUTSIDE] + [OUTSIDE]
     for name in names:
         vals = [p.phases.get(name, 0.0) for _, p in order]
-        ax.bar(labels, vals, bottom=bottom, label=name)
+        style = {"color": "lightgray", "hatch": "//"} if name == OUTSIDE else {}
+        ax.bar(labels, vals, bottom=bottom, label=name, **style)
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_ylabel("seconds per worker (summed phases / cores)" if kind == "datagen" else "seconds per epoch (rank 0)")
     ax.set_title(f"{title}: time by phase")
