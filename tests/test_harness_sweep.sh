@@ -76,6 +76,24 @@ SWEEP_KILL_AFTER=1 "$src/scripts/sweep-datagen.sh" --datagen "$work/hang-hard.sh
 sleep 0.5
 if pgrep -f '^sleep 999[78]$' > /dev/null; then fail "a hung rank outlived its attempt: $(pgrep -af '^sleep 999[78]$')"; fi
 
+# The sweep itself stopped mid-attempt (TERM): the attempt's processes go with it, no row is written
+# for it, and the next sweep runs it from the start.
+rm -f "$work/hung"
+"$src/scripts/sweep-datagen.sh" --datagen "$work/hang-once.sh" --ranks 1 --threads 1 --repeats 1 --timeout 60 \
+  --csv "$work/stop.csv" -- "${dg[@]}" 2> /dev/null &
+sweep_pid=$!
+for _ in $(seq 100); do [ -e "$work/hung" ] && break; sleep 0.1; done
+[ -e "$work/hung" ] || fail "the attempt never started"
+sleep 0.5
+kill -TERM "$sweep_pid"
+wait "$sweep_pid" && fail "a stopped sweep should not exit 0"
+[ "$(rows "$work/stop.csv")" -eq 0 ] || fail "an interrupted attempt left a row"
+sleep 0.3
+if pgrep -f '^sleep 9997$' > /dev/null; then fail "the stopped sweep left its attempt running"; fi
+"$src/scripts/sweep-datagen.sh" --datagen "$work/hang-once.sh" --ranks 1 --threads 1 --repeats 1 --timeout 60 \
+  --csv "$work/stop.csv" -- "${dg[@]}" 2> /dev/null
+[ "$(col "$work/stop.csv" status)" = ok ] || fail "the resumed sweep should finish the point"
+
 # 4. An attempt that always fails uses up its retries; a rerun leaves it; --retry-failed tries again.
 printf '#!/bin/sh\necho broken >&2\nexit 3\n' > "$work/broken.sh"
 chmod +x "$work/broken.sh"
@@ -157,4 +175,8 @@ awk -F, 'NR > 1 && !($18 > 0 && $21 > 0) { bad = 1 } END { exit bad }' "$tcsv" |
 grep -q '| weak scaling | weak 2 | 2 | 1 |' "$work/tr-table.md" || fail "train table: $(cat "$work/tr-table.md")"
 sweep_dg --ranks 1 --csv "$tcsv" -- "${dg[@]}" 2> "$work/e1.log" && fail "sweep-datagen wrote into a sweep-train CSV"
 grep -q "header differs" "$work/e1.log" || fail "wrong refusal: $(cat "$work/e1.log")"
+# Every row of every CSV has the header's number of fields.
+for f in "$csv" "$work/hang.csv" "$work/hard.csv" "$work/bad.csv" "$work/stop.csv" "$tcsv"; do
+  awk -F, 'NR == 1 { n = NF } NF != n { exit 1 }' "$f" || fail "$(basename "$f") has a row of the wrong width"
+done
 echo "harness sweep: ok"
