@@ -22,6 +22,8 @@ Each run:
   --timeout S         seconds before an attempt is killed (default 3600)
   --retries N         further attempts after a failed or timed-out one (default 2)
   --retry-failed      also rerun points whose attempts were all used up by an earlier sweep
+  --warmup            one unrecorded run first (the grid's first point), so the input is in the
+                      page cache for every recorded run and not only the later ones
 Files:
   --csv FILE          results, one row per attempt (default sweep-datagen.csv)
   --scratch DIR       datagen's output folder and the attempt logs (default FILE.d); on a
@@ -34,7 +36,7 @@ EOF
 }
 
 ranks_list=1 threads_list=1 hosts_list="" gpu_list=off repeats=3 timeout_s=3600 retries=2
-retry_failed=0 csv=sweep-datagen.csv scratch="" datagen="" dry_run=0
+retry_failed=0 csv=sweep-datagen.csv scratch="" datagen="" dry_run=0 warmup=0
 while [ $# -gt 0 ]; do
   case $1 in
     --ranks) ranks_list=${2:?--ranks needs a list}; shift 2 ;;
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
     --timeout) timeout_s=${2:?--timeout needs seconds}; shift 2 ;;
     --retries) retries=${2:?--retries needs a number}; shift 2 ;;
     --retry-failed) retry_failed=1; shift ;;
+    --warmup) warmup=1; shift ;;
     --csv) csv=${2:?--csv needs a file}; shift 2 ;;
     --scratch) scratch=${2:?--scratch needs a folder}; shift 2 ;;
     --datagen) datagen=${2:?--datagen needs a path}; shift 2 ;;
@@ -127,6 +130,18 @@ print(",".join([f"{s:.6g}", f"{t.get('scan_seconds', 0.0):.6g}", str(n),
                 f"{n / s:.6g}" if s > 0 else ""] + [f"{v:.6g}" for v in named] + [other or "-"]))
 PY
 }
+
+if [ "$warmup" -eq 1 ] && [ "$dry_run" -eq 0 ]; then
+  wh=${HOSTS[0]}
+  [ "$auto_hosts" -eq 0 ] || [ "${RANKS[0]}" -ge "$wh" ] || wh=${RANKS[0]}
+  sweep_mpirun_line MPI_LINE "${RANKS[0]}" "$wh" "$scratch/hostfile.warmup" "${ALL_HOSTS[@]}"
+  warm=("${MPI_LINE[@]}" "$datagen" "${dg_args[@]}" --output "$out" --threads "${THREADS[0]}")
+  [ "${GPU[0]}" = off ] || warm+=(--gpu-resize)
+  rm -rf "$out"
+  sweep_attempt "$timeout_s" "$scratch/logs/warmup.log" "${warm[@]}"
+  rm -rf "$out"
+  sweep_log "warm-up run: $ATTEMPT_STATUS (exit $ATTEMPT_RC) in ${ATTEMPT_WALL} s, not recorded"
+fi
 
 total=$(( repeats * ${#HOSTS[@]} * ${#RANKS[@]} * ${#THREADS[@]} * ${#GPU[@]} ))
 index=0 ran=0 skipped=0 failed_points=0

@@ -30,8 +30,9 @@ sweep_dg() { "$src/scripts/sweep-datagen.sh" --datagen "$bin/datagen" --timeout 
 
 # 1. The 2 x 2 grid: one ok row per point with datagen's own figures.
 csv=$work/dg.csv
-sweep_dg --ranks 1,2 --threads 1,2 --repeats 1 --csv "$csv" -- "${dg[@]}" 2> "$work/sweep1.log"
-[ "$(rows "$csv")" -eq 4 ] || fail "expected 4 rows, got $(rows "$csv")"
+sweep_dg --warmup --ranks 1,2 --threads 1,2 --repeats 1 --csv "$csv" -- "${dg[@]}" 2> "$work/sweep1.log"
+[ "$(rows "$csv")" -eq 4 ] || fail "expected 4 rows (the warm-up unrecorded), got $(rows "$csv")"
+grep -q "warm-up run: ok" "$work/sweep1.log" || fail "the warm-up run should be reported"
 [ "$(col "$csv" status | sort -u)" = ok ] || fail "not every run is ok: $(col "$csv" status | tr '\n' ' ')"
 [ "$(paste -d: <(col "$csv" ranks) <(col "$csv" threads) | sort | tr '\n' ' ')" = "1:1 1:2 2:1 2:2 " ] ||
   fail "grid points differ: $(paste -d: <(col "$csv" ranks) <(col "$csv" threads) | tr '\n' ' ')"
