@@ -86,7 +86,12 @@ sweep_attempt() {
   shift 2
   local t0 t1 rc=0 sid
   t0=$(date +%s.%N)
-  setsid timeout --foreground --kill-after="${SWEEP_KILL_AFTER:-10}" "$limit" "$@" > "$log" 2>&1 < /dev/null &
+  # The CSV lock stays with the sweep: an attempt that outlives it must not keep the next one out.
+  if [ -n "${SWEEP_LOCK_FD:-}" ]; then
+    setsid timeout --foreground --kill-after="${SWEEP_KILL_AFTER:-10}" "$limit" "$@" > "$log" 2>&1 < /dev/null {SWEEP_LOCK_FD}>&- &
+  else
+    setsid timeout --foreground --kill-after="${SWEEP_KILL_AFTER:-10}" "$limit" "$@" > "$log" 2>&1 < /dev/null &
+  fi
   sid=$!
   trap 'pkill -TERM -s "$sid" 2> /dev/null; exit 130' INT TERM
   wait "$sid" || rc=$?
