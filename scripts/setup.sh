@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs convoy's Debian packages (only those missing) and builds a Release build in build/.
-# Idempotent: a second run installs nothing and rebuilds only what changed.
+# Idempotent: a second run installs nothing and rebuilds only what changed. Arguments name the
+# targets to build (default: everything, tests included), e.g. `scripts/setup.sh datagen train`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,5 +35,7 @@ fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" ${CONVOY_CMAKE_ARGS:-} >/dev/null
-cmake --build build -j"$jobs"
-echo "setup: built build/datagen and build/train"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build build -j"$jobs" "${targets[@]}"
+echo "setup: build/ is up to date (${*:-all targets})"
