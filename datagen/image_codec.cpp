@@ -59,12 +59,17 @@ ImageCodec::~ImageCodec() {
 }
 
 cv::Mat ImageCodec::decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits) {
+  return decode(data, n, channels, min_short, limits, Placement());
+}
+
+cv::Mat ImageCodec::decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
+                           const Placement& place) {
   if (n == 0) throw RejectError("empty member");
   const ImageFormat fmt = sniff_format(data, n);
   if (fmt == ImageFormat::png) return decode_png(data, n, channels, limits);
   if (fmt != ImageFormat::jpeg) throw RejectError("not a JPEG or PNG image (by content)");
   try {
-    return decode_jpeg(data, n, channels, min_short, limits);
+    return decode_jpeg(data, n, channels, min_short, limits, place ? &place : nullptr);
   } catch (const RejectError&) {
     // A failed decompression can leave libjpeg-turbo 2.1's handle unusable for the next image
     // ("Unsupported marker" on sound files), so a fresh handle follows every failure.
@@ -75,7 +80,8 @@ cv::Mat ImageCodec::decode(const uint8_t* data, size_t n, int channels, int min_
   }
 }
 
-cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits) {
+cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
+                                const Placement* place) {
 
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(dec_, data, static_cast<unsigned long>(n), &w, &h, &subsamp, &colorspace) != 0)
@@ -94,10 +100,12 @@ cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int
   const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int pf = cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;
-  cv::Mat out(sh, sw, CV_8UC(tjPixelSize[pf]));
+  const bool direct = place != nullptr && !cmyk;
+  cv::Mat out = direct ? cv::Mat(sh, sw, CV_8UC(tjPixelSize[pf]), (*place)(sw, sh)) : cv::Mat(sh, sw, CV_8UC(tjPixelSize[pf]));
   if (tjDecompress2(dec_, data, static_cast<unsigned long>(n), out.data, sw, int(out.step[0]), sh, pf, 0) != 0 &&
       tjGetErrorCode(dec_) != TJERR_WARNING)  // warnings (e.g. extraneous bytes) still give a full image
     throw RejectError(std::string("JPEG cannot be decoded: ") + tjGetErrorStr2(dec_));
+  if (direct) return cv::Mat();
   if (!cmyk) return out;
   cv::Mat rgb(sh, sw, CV_8UC3);
   for (int y = 0; y < sh; ++y) {

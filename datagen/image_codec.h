@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,12 +36,20 @@ class ImageCodec {
   // smallest of the scales 1/8, 1/4, 1/2, 1 whose short side is still >= min_short (0: full size).
   // Throws RejectError for anything that is not a sound JPEG or PNG within the limits.
   cv::Mat decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits);
+  // Memory from place(width, height) for a width x height x channels image, rows packed.
+  using Placement = std::function<uint8_t*(int width, int height)>;
+  // As decode(), but a JPEG that needs no colour conversion afterwards is decoded straight into
+  // place(...) (GPU staging memory); an empty Mat is returned then. Other images come back as
+  // from decode(). If place was called and a RejectError follows, its memory holds no image.
+  cv::Mat decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
+                 const Placement& place);
   // JPEG-encodes an S x S x C image (4:2:0 for colour).
   void encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
                    std::vector<uint8_t>& out);
 
  private:
-  cv::Mat decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits);
+  cv::Mat decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
+                      const Placement* place);
 
   void* dec_ = nullptr;  // tjhandle
   void* enc_ = nullptr;

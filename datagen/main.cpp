@@ -35,6 +35,8 @@ int body(int argc, char** argv) {
   app.add_option("--resize", resize, "crop (short side to size, centre crop), squash, or short")->default_val("crop");
   app.add_option("--encoding", encoding, "raw or jpeg")->default_val("raw");
   app.add_option("--quality", run.quality, "JPEG quality for --encoding jpeg")->default_val(90);
+  app.add_flag("--gpu-resize", run.gpu_resize,
+               "resize on the GPU (local rank modulo the node's GPUs); same bytes as the CPU path");
   app.add_option("--max-pixels", run.limits.max_pixels, "refuse images with more pixels (decompression bombs)")
       ->default_val(run.limits.max_pixels);
   app.add_option("--max-aspect", run.limits.max_aspect, "refuse images whose sides differ by more than this factor")

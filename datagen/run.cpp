@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -17,6 +18,8 @@
 #include <opencv2/core.hpp>
 #include <thread>
 
+#include "datagen/gpu_lane.h"
+#include "datagen/gpu_resize.h"
 #include "datagen/index.h"
 #include "datagen/plan.h"
 #include "datagen/png_codec.h"
@@ -35,16 +38,37 @@ namespace {
 
 using nlohmann::json;
 
-// Seconds spent per phase, summed over threads (and later over ranks).
+// Seconds spent per phase, summed over threads (and later over ranks). With --gpu-resize, resize
+// is the host's copying of finished samples into their slots, and the GPU parts are apart:
+// gpu_stage (host: into pinned memory; decoding straight into it is counted as decode),
+// gpu_upload, gpu_kernel, gpu_download (device time from CUDA events) and gpu_wait (host: blocked
+// on the GPU).
 struct Phases {
   double read = 0, decode = 0, resize = 0, encode = 0, write = 0, wait = 0;
+  double gpu_stage = 0, gpu_upload = 0, gpu_kernel = 0, gpu_download = 0, gpu_wait = 0;
   Phases& operator+=(const Phases& o) {
     read += o.read, decode += o.decode, resize += o.resize, encode += o.encode, write += o.write, wait += o.wait;
+    gpu_stage += o.gpu_stage, gpu_upload += o.gpu_upload, gpu_kernel += o.gpu_kernel;
+    gpu_download += o.gpu_download, gpu_wait += o.gpu_wait;
     return *this;
   }
-  json to_json() const {
-    return {{"read", read}, {"decode", decode}, {"resize", resize}, {"encode", encode}, {"write", write}, {"wait", wait}};
+  json to_json(bool gpu) const {
+    json j = {{"read", read}, {"decode", decode}, {"resize", resize}, {"encode", encode}, {"write", write}, {"wait", wait}};
+    if (gpu) {
+      j["gpu_stage"] = gpu_stage, j["gpu_upload"] = gpu_upload, j["gpu_kernel"] = gpu_kernel;
+      j["gpu_download"] = gpu_download, j["gpu_wait"] = gpu_wait;
+    }
+    return j;
   }
+  static Phases from_json(const json& p) {
+    Phases t{p["read"], p["decode"], p["resize"], p["encode"], p["write"], p["wait"]};
+    t.gpu_stage = p.value("gpu_stage", 0.0), t.gpu_upload = p.value("gpu_upload", 0.0);
+    t.gpu_kernel = p.value("gpu_kernel", 0.0), t.gpu_download = p.value("gpu_download", 0.0);
+    t.gpu_wait = p.value("gpu_wait", 0.0);
+    return t;
+  }
+  // Host seconds the decoding threads spent working (not waiting for work).
+  double busy() const { return read + decode + resize + encode + gpu_stage + gpu_wait; }
 };
 
 void bcast_string(std::string& s, int root) {
@@ -165,8 +189,11 @@ void prepare_output(const RunOptions& opt, const std::string& index_text, const 
 
 class Worker {
  public:
-  Worker(const RunOptions& opt, const InputIndex& index, const Plan& plan, const SampleSource& source, int threads)
-      : opt_(opt), index_(index), plan_(plan), source_(source), threads_(threads), shape_{} {
+  // gpu_device: the CUDA device for --gpu-resize (ignored without it).
+  Worker(const RunOptions& opt, const InputIndex& index, const Plan& plan, const SampleSource& source, int threads,
+         int gpu_device)
+      : opt_(opt), index_(index), plan_(plan), source_(source), threads_(threads), shape_{},
+        gpu_device_(gpu_device), lanes_(size_t(threads)) {
     shape_ = {uint32_t(opt.size), uint32_t(opt.size), uint32_t(opt.channels)};
   }
 
@@ -242,6 +269,47 @@ class Worker {
     }
   }
 
+  // This thread's GPU lane, made on first use (pinned memory and streams live as long as the run).
+  GpuLane& lane() {
+    auto& l = lanes_[size_t(omp_get_thread_num())];
+    if (!l) {
+      GpuResizeOptions o;
+      o.device = gpu_device_;
+      o.size = opt_.size;
+      o.policy = opt_.resize;
+      o.channels = opt_.channels;
+      l = std::make_unique<GpuLane>(o);
+    }
+    return *l;
+  }
+
+  // --gpu-resize: one sample read, decoded (straight into pinned staging memory when the codec
+  // can) and staged; deliver() receives it once resized. Returns "" or the reason it is rejected.
+  std::string stage_sample(uint64_t id, size_t slot, const GpuLane::Deliver& deliver, Phases& t) {
+    thread_local std::vector<uint8_t> bytes;
+    GpuLane& l = lane();
+    Stopwatch w;
+    source_.read(id, bytes);
+    t.read += w.lap();
+    bool placed = false;
+    const ImageCodec::Placement place = [&](int width, int height) {
+      placed = true;
+      return l.stage(width, height, slot, deliver);
+    };
+    try {
+      cv::Mat img = codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits, place);
+      t.decode += w.lap();
+      if (!placed) l.add(img.data, img.step[0], img.cols, img.rows, slot, deliver);
+      return "";
+    } catch (const RejectError& e) {
+      if (placed) l.drop_last();
+      return e.what();
+    } catch (const cv::Exception& e) {
+      if (placed) l.drop_last();
+      return std::string("image cannot be decoded: ") + e.err;
+    }
+  }
+
   Batch build(uint64_t b, const std::vector<uint64_t>& ids, std::vector<std::pair<uint64_t, std::string>>& rejects) {
     const size_t n = ids.size(), bytes = shape_.bytes();
     const bool jpeg = opt_.encoding == Encoding::jpeg;
@@ -254,21 +322,67 @@ class Worker {
 #pragma omp parallel num_threads(threads_)
     {
       Phases& t = per_thread[size_t(omp_get_thread_num())];
-#pragma omp for schedule(dynamic, 1)
-      for (size_t i = 0; i < n; ++i) {
-        try {
-          reason[i] = make_sample(ids[i], jpeg ? nullptr : pixels.data() + i * bytes, jpeg ? &encoded[i] : nullptr, t);
-        } catch (const std::exception& e) {
+      auto note_fatal = [&](const std::exception& e) {
 #pragma omp critical(datagen_fatal)
-          if (fatal.empty()) fatal = e.what();
+        if (fatal.empty()) fatal = e.what();
+      };
+      if (!opt_.gpu_resize) {
+#pragma omp for schedule(dynamic, 1)
+        for (size_t i = 0; i < n; ++i) {
+          try {
+            reason[i] = make_sample(ids[i], jpeg ? nullptr : pixels.data() + i * bytes, jpeg ? &encoded[i] : nullptr, t);
+          } catch (const std::exception& e) {
+            note_fatal(e);
+          }
+        }
+      } else {
+        // Results arrive in whatever order batches finish; each goes to its own slot.
+        const GpuLane::Deliver deliver = [&](size_t slot, const uint8_t* px) {
+          Stopwatch w;
+          if (jpeg) {
+            codec().encode_jpeg(px, opt_.size, opt_.size, opt_.channels, opt_.quality, encoded[slot]);
+            t.encode += w.seconds();
+          } else {
+            std::memcpy(pixels.data() + slot * bytes, px, bytes);
+            t.resize += w.seconds();
+          }
+        };
+        GpuResizeTimes before;
+        try {
+          before = lane().times();
+        } catch (const std::exception& e) {
+          note_fatal(e);
+        }
+        bool failed = !fatal.empty();
+#pragma omp for schedule(dynamic, 1) nowait
+        for (size_t i = 0; i < n; ++i) {
+          if (failed) continue;
+          try {
+            reason[i] = stage_sample(ids[i], i, deliver, t);
+          } catch (const std::exception& e) {
+            note_fatal(e);
+            failed = true;
+          }
+        }
+        try {
+          if (!failed) {
+            lane().drain(deliver);
+            const GpuResizeTimes after = lane().times();
+            t.gpu_stage += after.stage_s - before.stage_s;
+            t.gpu_upload += after.upload_s - before.upload_s;
+            t.gpu_kernel += after.kernel_s - before.kernel_s;
+            t.gpu_download += after.download_s - before.download_s;
+            t.gpu_wait += after.wait_s - before.wait_s;
+          }
+        } catch (const std::exception& e) {
+          note_fatal(e);
         }
       }
     }
     if (!fatal.empty()) fail(fatal);
     Phases sum;
     for (const auto& t : per_thread) sum += t;
-    const double busy = sum.read + sum.decode + sum.resize + sum.encode;
-    sum.wait = std::max(0.0, wall.seconds() * threads_ - busy);
+    sum.wait = std::max(0.0, wall.seconds() * threads_ - sum.busy());
     phases_ += sum;
 
     Batch batch;
@@ -337,6 +451,8 @@ class Worker {
   ImageShape shape_;
   Phases phases_;
   double write_seconds_ = 0;  // kept apart: the writer runs beside the decoding threads
+  int gpu_device_ = 0;
+  std::vector<std::unique_ptr<GpuLane>> lanes_;  // per OpenMP thread, with --gpu-resize
 };
 
 std::string mean_image_png(const std::vector<uint8_t>& img, int size, int channels) {
@@ -376,6 +492,7 @@ void validate_run_options(const RunOptions& opt) {
     fail("--quality must be between 1 and 100, not " + std::to_string(opt.quality));
   if (opt.limits.max_pixels < 1) fail("--max-pixels must be at least 1");
   if (opt.limits.max_aspect < 1) fail("--max-aspect must be at least 1");
+  if (opt.gpu_resize) gpu_resize_device_for(0);  // refuses a build without CUDA, or no device
   for (const auto& in : opt.inputs) {
     if (::access(in.c_str(), R_OK) != 0) fail_file(in, "input cannot be read: " + errno_text());
   }
@@ -441,6 +558,8 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     if (plan.owner(b, ranks) == rank)
       mine_ids.insert(mine_ids.end(), plan.order.begin() + long(plan.file_begin(b)), plan.order.begin() + long(plan.file_end(b)));
   }
+  const int gpu_device = opt.gpu_resize ? gpu_resize_device_for(mpi.local_rank()) : 0;
+  if (opt.gpu_resize) log_all("rank %d: --gpu-resize on CUDA device %d", rank, gpu_device);
   cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
   int threads = opt.threads;
   if (threads == 0) threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, mpi.local_size()));
@@ -452,7 +571,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     Stopwatch w;
     const SampleSource source(index, mine_ids);
     phases.read += w.seconds();
-    Worker worker(opt, index, plan, source, threads);
+    Worker worker(opt, index, plan, source, threads, gpu_device);
     Progress progress(mpi, index.entries.size(), files_per_rank);
     std::vector<std::pair<uint64_t, std::string>> rejects;
     // Batch file b is written (and fsync'ed) while the threads decode b + ranks. MPI stays on
@@ -486,7 +605,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     std::fprintf(stderr, "datagen: error: %s\n", e.what());
     mpi.abort(1);
   }
-  mine["phases"] = phases.to_json();
+  mine["phases"] = phases.to_json(opt.gpu_resize);
   sums.reduce_to_root(mpi);
   const auto all = gather_strings(mine.dump(), mpi);
   int status = 0;
@@ -514,8 +633,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     for (const auto& f : j["files"])
       entries.push_back({f[0].get<uint64_t>(), {f[1].get<std::string>(), f[2].get<uint32_t>(), f[3].get<uint64_t>(), f[4].get<uint32_t>()}});
     for (const auto& r : j["rejects"]) rejects.emplace_back(r[0].get<uint64_t>(), r[1].get<std::string>());
-    const json& p = j["phases"];
-    sum += Phases{p["read"], p["decode"], p["resize"], p["encode"], p["write"], p["wait"]};
+    sum += Phases::from_json(j["phases"]);
     kept += j["kept"].get<int>();
   }
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -533,7 +651,8 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   write_file_atomic(join_path(opt.output, kMeanImageFile), mean_image_png(sums.mean_image(), opt.size, opt.channels));
 
   meta.timings = {{"ranks", ranks},     {"threads", threads},          {"seconds", total.seconds()},
-                  {"scan_seconds", scan_seconds}, {"phases", sum.to_json()}, {"kept_files", kept}};
+                  {"scan_seconds", scan_seconds}, {"phases", sum.to_json(opt.gpu_resize)}, {"kept_files", kept},
+                  {"gpu_resize", opt.gpu_resize}};
   write_dataset_meta(opt.output, meta);
 
   const double secs = total.seconds();
@@ -544,6 +663,10 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   log_info("phases, seconds summed over threads and ranks: read %.2f, decode %.2f, resize %.2f, encode %.2f, "
            "write %.2f, wait %.2f",
            sum.read, sum.decode, sum.resize, sum.encode, sum.write, sum.wait);
+  if (opt.gpu_resize)
+    log_info("GPU phases, seconds summed over threads and ranks: stage %.2f, upload %.2f, kernel %.2f, download %.2f, "
+             "wait %.2f",
+             sum.gpu_stage, sum.gpu_upload, sum.gpu_kernel, sum.gpu_download, sum.gpu_wait);
   for (const auto& in : index.inputs)
     if (!in.complete) std::fprintf(stderr, "datagen: error: incomplete input: %s\n", in.error.c_str());
   if (status) log_info("the dataset holds what came before the damage; the run is incomplete (exit status 2)");

@@ -25,6 +25,9 @@ struct RunOptions {
   Encoding encoding = Encoding::raw;
   int quality = 90;
   DecodeLimits limits;
+  // Resize on the GPU of this rank's node (local rank modulo the devices there). Not part of the
+  // dataset's identity: the samples are byte-identical to the CPU path's.
+  bool gpu_resize = false;
 };
 
 // Checks flags and inputs before any work; throws convoy::Error naming the flag or file.

@@ -34,6 +34,13 @@ refused "missing.tar: input cannot be read" --input "$work/missing.tar" "${commo
 refused "nope.txt" "${in[@]}" --size 28 --classes "$work/nope.txt"
 refused "--input is required" "${common[@]}" --size 28
 refused "not expected" "${ok[@]}" --bogus
+# --gpu-resize without CUDA in the build, or without a device, is refused before any work.
+if ! "$dg" --input "$work/t10k.tar" --output "$work/gpu" --size 28 --channels 1 --gpu-resize > "$work/out.txt" 2> "$work/err.txt"; then
+  grep -qE -- "--gpu-resize: (this datagen was built without CUDA|no CUDA device)" "$work/err.txt" ||
+    { echo "unclear --gpu-resize refusal: $(cat "$work/err.txt")"; exit 1; }
+  [ "$(wc -l < "$work/err.txt")" -eq 1 ] || { echo "--gpu-resize refusal is not one line"; exit 1; }
+  [ ! -e "$work/gpu" ] || { echo "a refused --gpu-resize run created its output folder"; exit 1; }
+fi
 [ ! -e "$work/ds" ] || { echo "refused runs created the output folder"; exit 1; }
 
 "$dg" "${ok[@]}" 2> "$work/run.log"
