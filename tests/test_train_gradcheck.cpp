@@ -35,37 +35,48 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
   return s;
 }
 
-// Compares grad[i] with (loss(v_i + eps) - loss(v_i - eps)) / 2eps for every element of v.
+// Compares grad[i] with the central difference (loss(v_i + h) - loss(v_i - h)) / 2h, h = eps/4,
+// for every element of v. Where steps of eps and eps/4 disagree, the loss is not smooth there (a
+// ReLU or max-pool kink lies within the step) and the element is skipped; at most 5% may be.
 void expect_grad(const char* what, std::vector<float>& v, const std::vector<float>& grad,
                  const std::function<double()>& loss, float eps = 1e-2f, double rtol = 2e-2,
                  double atol = 2e-3) {
   ASSERT_EQ(v.size(), grad.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < v.size(); ++i) {
+  auto numeric = [&](size_t i, float h) {
     const float keep = v[i];
-    v[i] = keep + eps;
+    v[i] = keep + h;
     const double up = loss();
-    v[i] = keep - eps;
+    v[i] = keep - h;
     const double down = loss();
     v[i] = keep;
-    const double num = (up - down) / (2.0 * eps);
+    return (up - down) / (2.0 * double(h));
+  };
+  int bad = 0, kinks = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double big = numeric(i, eps), num = numeric(i, eps / 4);
+    if (std::fabs(big - num) > atol + rtol * std::fabs(num)) {
+      ++kinks;
+      continue;
+    }
     if (std::fabs(num - grad[i]) > atol + rtol * std::fabs(num)) {
       if (++bad <= 5)
         ADD_FAILURE() << what << "[" << i << "]: analytic " << grad[i] << " vs numeric " << num;
     }
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << v.size() << " elements differ";
+  EXPECT_LE(kinks, int(v.size()) / 20 + 1) << what << ": too many non-smooth elements to check";
 }
 
 }  // namespace
 
 TEST(Gradcheck, ConvStridedPaddedGrouped) {
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 4; ++variant) {
     ConvShape s;
     s.n = 2, s.c_in = 4, s.h_in = 7, s.w_in = 6, s.c_out = 6, s.kh = s.kw = 3;
     if (variant == 0) s.stride = 1, s.pad = 1, s.groups = 1;
     if (variant == 1) s.stride = 2, s.pad = 1, s.groups = 2;
     if (variant == 2) s.kh = s.kw = 1, s.stride = 1, s.pad = 0, s.groups = 1;  // the pointwise path
+    if (variant == 3) s.stride = 1, s.pad = 1, s.groups = 1, s.relu = true;    // with the fused ReLU
     auto x = random_vec(s.in_count(), 1), w = random_vec(s.weight_count(), 2), b = random_vec(s.c_out, 3);
     auto r = random_vec(s.out_count(), 4);
     std::vector<float> y(s.out_count()), dx(x.size()), dw(w.size()), db(b.size());
@@ -73,11 +84,14 @@ TEST(Gradcheck, ConvStridedPaddedGrouped) {
       conv_forward(s, x.data(), w.data(), b.data(), y.data());
       return dot(y, r);
     };
-    conv_backward(s, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    loss();
+    conv_backward(s, x.data(), w.data(), y.data(), r.data(), dx.data(), dw.data(), db.data());
     SCOPED_TRACE("variant " + std::to_string(variant));
-    expect_grad("conv dx", x, dx, loss);
-    expect_grad("conv dw", w, dw, loss);
-    expect_grad("conv db", b, db, loss);
+    // Small steps for the fused ReLU, so that few outputs cross zero within a step.
+    const float eps = s.relu ? 1e-3f : 1e-2f;
+    expect_grad("conv dx", x, dx, loss, eps);
+    expect_grad("conv dw", w, dw, loss, eps);
+    expect_grad("conv db", b, db, loss, eps);
   }
 }
 
@@ -207,10 +221,11 @@ TEST(Gradcheck, SoftmaxCrossEntropy) {
   expect_grad("softmax xent dlogits", z, dz, loss, 1e-2f, 2e-2, 1e-4);
 }
 
-// A residual net through Net itself: conv/bn/relu twice, a residual add whose input has two
-// consumers, avg pool, flatten, fc and the loss; checks the weight and input gradients.
+// A residual net through Net itself: conv/bn/relu, conv with a fused ReLU, a 1x1 conv, a
+// residual add whose input has two consumers, avg pool, flatten, fc and the loss; checks the
+// weight and input gradients.
 TEST(Gradcheck, WholeResidualNet) {
-  const std::string text = R"(
+  const std::string with_r2 = R"(
 [[layer]]
 name = "c1"
 type = "conv"
@@ -229,11 +244,19 @@ type = "conv"
 filters = 4
 kernel = 3
 pad = 1
+[[layer]]
+name = "r2"
+type = "relu"
+[[layer]]
+name = "c3"
+type = "conv"
+filters = 4
+kernel = 1
 bias = false
 [[layer]]
 name = "sum"
 type = "add"
-inputs = ["c2", "r1"]
+inputs = ["c3", "r1"]
 [[layer]]
 name = "pool"
 type = "avg_pool"
@@ -249,6 +272,10 @@ units = 3
 name = "loss"
 type = "softmax_xent"
 )";
+  // Finite differences through a ReLU after a conv land on kinks too often to be a sharp test, so
+  // the fused conv+ReLU is checked against the separate ops below and left out here.
+  std::string text = with_r2;
+  text.erase(text.find("[[layer]]\nname = \"r2\""), std::string("[[layer]]\nname = \"r2\"\ntype = \"relu\"\n").size());
   NetConfig cfg = parse_net_config(text, "inline.toml");
   Net net(cfg, Dims{2, 6, 6});
   net.init_weights(5);
@@ -259,6 +286,22 @@ type = "softmax_xent"
   loss();
   net.backward(true);
   std::vector<float> gw = net.grads(), gx = net.input_grad();
-  expect_grad("net weights", net.weights(), gw, loss, 1e-3f, 3e-2, 1e-3);
+  expect_grad("net weights", net.weights(), gw, loss, 4e-3f, 3e-2, 1e-3);
   expect_grad("net input", x, gx, loss, 5e-3f, 3e-2, 1e-3);
+
+  // The conv+ReLU fused in Net gives the forward and gradients of the separate ops.
+  Net fused(parse_net_config(with_r2, "inline.toml"), Dims{2, 6, 6});
+  Net plain(parse_net_config("[net]\nfuse = false\n" + with_r2, "inline.toml"), Dims{2, 6, 6});
+  EXPECT_TRUE(fused.nodes()[3].fused_relu);
+  EXPECT_EQ(fused.nodes()[4].alias, 3);
+  EXPECT_FALSE(plain.nodes()[3].fused_relu);
+  fused.init_weights(6);
+  plain.init_weights(6);
+  EXPECT_NEAR(plain.forward(n, x.data(), labels, true), fused.forward(n, x.data(), labels, true), 1e-6);
+  plain.backward(true);
+  fused.backward(true);
+  for (size_t i = 0; i < plain.grads().size(); ++i)
+    ASSERT_NEAR(plain.grads()[i], fused.grads()[i], 1e-6 + 1e-5 * std::fabs(plain.grads()[i])) << i;
+  for (size_t i = 0; i < plain.input_grad().size(); ++i)
+    ASSERT_NEAR(plain.input_grad()[i], fused.input_grad()[i], 1e-6 + 1e-5 * std::fabs(plain.input_grad()[i])) << i;
 }

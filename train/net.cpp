@@ -164,6 +164,16 @@ Net::Net(const NetConfig& cfg, Dims input, int classes) : cfg_(cfg), input_(inpu
   for (size_t i = 0; i + 1 < nodes_.size(); ++i)
     if (nodes_[i].consumers == 0)
       fail_at(nodes_[i].spec, "its output is never used (every layer must lead to the loss)");
+  // A ReLU that is a conv's only consumer runs inside the conv (no extra pass over memory).
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& nd = nodes_[i];
+    const int c = nd.in[0];
+    if (cfg_.fuse && nd.spec.kind == LayerKind::relu && c >= 0 && nodes_[c].spec.kind == LayerKind::conv &&
+        nodes_[c].consumers == 1) {
+      nodes_[c].fused_relu = true;
+      nd.alias = c;
+    }
+  }
   weights_.assign(wsize, 0.f);
   grads_.assign(wsize, 0.f);
   state_.assign(ssize, 0.f);
@@ -201,8 +211,8 @@ void Net::reserve(int n) {
   size_t scratch = 0;
   for (Node& nd : nodes_) {
     const size_t count = size_t(n) * nd.out.size();
-    nd.y.assign(count, 0.f);
-    nd.dy.assign(count, 0.f);
+    nd.y.assign(nd.alias >= 0 ? 0 : count, 0.f);
+    nd.dy.assign(nd.alias >= 0 ? 0 : count, 0.f);
     const Dims in = nd.in[0] < 0 ? input_ : nodes_[nd.in[0]].out;
     if (nd.spec.kind == LayerKind::dropout) nd.aux.assign(count, 0.f);
     if (nd.spec.kind == LayerKind::batch_norm) nd.aux.assign(2 * size_t(in.c), 0.f);
@@ -216,7 +226,10 @@ void Net::reserve(int n) {
 }
 
 const float* Net::input_of(const Node& nd, int k) const {
-  return nd.in[k] < 0 ? x_ : nodes_[nd.in[k]].y.data();
+  const int i = nd.in[k];
+  if (i < 0) return x_;
+  const Node& src = nodes_[i];
+  return src.alias >= 0 ? nodes_[src.alias].y.data() : src.y.data();
 }
 
 double Net::forward(int n, const float* x, const int32_t* labels, bool train, uint64_t key,
@@ -229,6 +242,7 @@ double Net::forward(int n, const float* x, const int32_t* labels, bool train, ui
   double loss = 0;
   Stopwatch clock;
   for (Node& nd : nodes_) {
+    if (nd.alias >= 0) continue;  // computed by the conv it is fused into
     if (profiling_) clock.reset();
     const Dims in = nd.in[0] < 0 ? input_ : nodes_[nd.in[0]].out;
     const float* a = input_of(nd, 0);
@@ -237,7 +251,12 @@ double Net::forward(int n, const float* x, const int32_t* labels, bool train, ui
     const float* b = nd.b_count ? weights_.data() + nd.b_off : nullptr;
     const size_t count = size_t(n) * nd.out.size();
     switch (nd.spec.kind) {
-      case LayerKind::conv: conv_forward(conv_shape(nd, in, n), a, w, b, y); break;
+      case LayerKind::conv: {
+        ConvShape s = conv_shape(nd, in, n);
+        s.relu = nd.fused_relu;
+        conv_forward(s, a, w, b, y);
+        break;
+      }
       case LayerKind::max_pool: max_pool_forward(pool_shape(nd, in, n), a, y, nd.argmax.data()); break;
       case LayerKind::avg_pool: avg_pool_forward(pool_shape(nd, in, n), a, y); break;
       case LayerKind::global_avg_pool: global_avg_pool_forward(n, in.c, in.h * in.w, a, y); break;
@@ -275,7 +294,7 @@ double Net::forward(int n, const float* x, const int32_t* labels, bool train, ui
 // Where the gradient for node `from`'s output goes: its own dy when this is its only consumer
 // (written in place), else scratch that the caller then adds on.
 float* Net::grad_target(int from, size_t, std::vector<float>& scratch) {
-  if (from >= 0 && nodes_[from].consumers == 1) return nodes_[from].dy.data();
+  if (from >= 0 && nodes_[from].consumers == 1) return grad(from);
   return scratch.data();
 }
 
@@ -285,11 +304,12 @@ void Net::backward(bool want_input_grad) {
   for (Node& nd : nodes_)
     for (int i : nd.in)
       if (i >= 0 && nodes_[i].consumers > 1)
-        std::fill(nodes_[i].dy.begin(), nodes_[i].dy.begin() + size_t(n) * nodes_[i].out.size(), 0.f);
+        std::fill(grad(i), grad(i) + size_t(n) * nodes_[i].out.size(), 0.f);
 
   Stopwatch clock;
   for (int idx = int(nodes_.size()) - 1; idx >= 0; --idx) {
     Node& nd = nodes_[idx];
+    if (nd.alias >= 0) continue;  // its gradient already lands in the conv's, which masks it
     if (profiling_) clock.reset();
     const Dims in = nd.in[0] < 0 ? input_ : nodes_[nd.in[0]].out;
     const size_t in_count = size_t(n) * in.size();
@@ -306,7 +326,12 @@ void Net::backward(bool want_input_grad) {
       // The first layer's input gradient is skipped for the ops that can skip it.
       float* dx = need_dx ? grad_target(from, in_count, scratch_) : nullptr;
       switch (nd.spec.kind) {
-        case LayerKind::conv: conv_backward(conv_shape(nd, in, n), a, w, dy, dx, dw, db); break;
+        case LayerKind::conv: {
+          ConvShape s = conv_shape(nd, in, n);
+          s.relu = nd.fused_relu;
+          conv_backward(s, a, w, nd.y.data(), dy, dx, dw, db);
+          break;
+        }
         case LayerKind::fc: fc_backward({n, int(in.size()), nd.spec.units}, a, w, dy, dx, dw, db); break;
         case LayerKind::batch_norm: {
           BnShape s{n, in.c, in.h * in.w, nd.spec.eps, nd.spec.momentum};
@@ -338,7 +363,7 @@ void Net::backward(bool want_input_grad) {
       if (from < 0) {
         if (want_input_grad) accumulate(in_count, dx, input_grad_.data());
       } else if (nodes_[from].consumers > 1) {
-        accumulate(in_count, dx, nodes_[from].dy.data());
+        accumulate(in_count, dx, grad(from));
       }
     }
     if (profiling_) nd.t_bwd += clock.seconds();

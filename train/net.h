@@ -27,6 +27,8 @@ struct Node {
   std::vector<int> in;  // node indices; -1 = the net's input
   Dims out;
   int consumers = 0;
+  bool fused_relu = false;  // conv: applies the next layer's ReLU itself
+  int alias = -1;           // relu fused into node `alias`: shares its output and gradient
   size_t w_off = 0, w_count = 0, b_off = 0, b_count = 0;  // into weights/grads
   size_t s_off = 0, s_count = 0;                          // into state (running statistics)
   double flops = 0;                                       // forward, per image
@@ -77,6 +79,8 @@ class Net {
 
  private:
   const float* input_of(const Node& node, int k) const;
+  float* out(int i) { return nodes_[i].alias >= 0 ? nodes_[nodes_[i].alias].y.data() : nodes_[i].y.data(); }
+  float* grad(int i) { return nodes_[i].alias >= 0 ? nodes_[nodes_[i].alias].dy.data() : nodes_[i].dy.data(); }
   float* grad_target(int from, size_t count, std::vector<float>& scratch);
 
   NetConfig cfg_;

@@ -115,7 +115,8 @@ NetConfig parse_net_config(const std::string& text, const std::string& path) {
   r.only_keys(root, {"net", "train", "data", "layer"}, "the top level");
 
   if (const toml::table* net = root["net"].as_table()) {
-    r.only_keys(*net, {"name", "input", "init", "classes"}, "[net]");
+    r.only_keys(*net, {"name", "input", "init", "classes", "fuse"}, "[net]");
+    cfg.fuse = r.get_bool(*net, "fuse", cfg.fuse);
     cfg.classes = r.get_int(*net, "classes", 0, 1, 1 << 24);
     cfg.name = r.get_str(*net, "name", "", {});
     cfg.init = r.get_str(*net, "init", cfg.init, {"default", "kaiming"});

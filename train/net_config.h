@@ -51,6 +51,7 @@ struct NetConfig {
   std::string path, name;
   std::string init = "default";  // default (PyTorch: uniform +-1/sqrt(fan_in)) | kaiming (normal, sqrt(2/fan_in), zero bias)
   int input_c = 0, input_h = 0, input_w = 0;
+  bool fuse = true;  // [net] fuse: run a conv's only-consumer ReLU inside the conv
   int classes = 0;  // [net] classes: for units = "classes" under --print-net without data  // [net] input = [c, h, w]: for --print-net without data
   std::string text;  // kept so that a checkpoint can rebuild the net by itself
   std::vector<LayerSpec> layers;

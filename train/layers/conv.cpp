@@ -96,17 +96,21 @@ void conv_forward(const ConvShape& s, const float* x, const float* w, const floa
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cg_out, P, K, 1.f,
                     w + size_t(g) * cg_out * K, K, src, P, 0.f, yg, P);
       }
-      if (b)
-        for (int c = 0; c < s.c_out; ++c) {
-          float* row = y + n * out_img + size_t(c) * P;
-          for (int p = 0; p < P; ++p) row[p] += b[c];
-        }
+      for (int c = 0; b && c < s.c_out; ++c) {
+        float* row = y + n * out_img + size_t(c) * P;
+        const float bias = b[c];
+        for (int p = 0; p < P; ++p) row[p] += bias;
+      }
+      if (s.relu) {
+        float* img = y + n * out_img;
+        for (size_t i = 0; i < out_img; ++i) img[i] = img[i] > 0.f ? img[i] : 0.f;
+      }
     }
   }
 }
 
-void conv_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx,
-                   float* dw, float* db) {
+void conv_backward(const ConvShape& s, const float* x, const float* w, const float* y,
+                   const float* dy_in, float* dx, float* dw, float* db) {
   const int cg_in = s.c_in / s.groups, cg_out = s.c_out / s.groups;
   const int K = cg_in * s.kh * s.kw, P = s.h_out() * s.w_out();
   const size_t in_img = size_t(s.c_in) * s.h_in * s.w_in, out_img = size_t(s.c_out) * P;
@@ -122,11 +126,19 @@ void conv_backward(const ConvShape& s, const float* x, const float* w, const flo
     float* my_db = db_part.data() + size_t(t) * s.c_out;
     std::vector<float> col(pointwise ? 0 : size_t(K) * P);
     std::vector<float> dcol(pointwise || !dx ? 0 : size_t(K) * P);
+    std::vector<float> masked(s.relu ? out_img : 0);
 #pragma omp for schedule(static)
     for (int n = 0; n < s.n; ++n) {
+      // This image's output gradient; with the fused ReLU, masked where the output was not positive.
+      const float* dyn = dy_in + n * out_img;
+      if (s.relu) {
+        const float* yi = y + n * out_img;
+        for (size_t i = 0; i < out_img; ++i) masked[i] = yi[i] > 0.f ? dyn[i] : 0.f;
+        dyn = masked.data();
+      }
       for (int g = 0; g < s.groups; ++g) {
         const float* xg = x + n * in_img + size_t(g) * cg_in * s.h_in * s.w_in;
-        const float* dyg = dy + n * out_img + size_t(g) * cg_out * P;
+        const float* dyg = dyn + size_t(g) * cg_out * P;
         const float* wg = w + size_t(g) * cg_out * K;
         const float* src = xg;
         if (!pointwise) {
@@ -147,7 +159,7 @@ void conv_backward(const ConvShape& s, const float* x, const float* w, const flo
       }
       if (db)
         for (int c = 0; c < s.c_out; ++c) {
-          const float* row = dy + n * out_img + size_t(c) * P;
+          const float* row = dyn + size_t(c) * P;
           float sum = 0.f;
           for (int p = 0; p < P; ++p) sum += row[p];
           my_db[c] += sum;
