@@ -51,10 +51,12 @@ sweep_dg --ranks 1 --threads 1,2 --repeats 2 --csv "$csv" -- "${dg[@]}" 2> /dev/
 sweep_dg --ranks 1 --threads 1 --repeats 1 --csv "$csv" -- "${dg[@]}" --seed 5 2> /dev/null
 [ "$(rows "$csv")" -eq 7 ] || fail "other datagen arguments should make a new row"
 
-# 3. A hung first attempt (both ranks) is killed at the timeout, recorded, retried; nothing survives it.
+# 3. A hung first attempt is killed at the timeout, recorded, retried; nothing survives it. The sleeps
+# carry this test's pid, so another copy of this test running beside it cannot be taken for a leftover.
+nap1=$((1000000 + $$)) nap2=$((2000000 + $$))
 cat > "$work/hang-once.sh" <<EOF
 #!/usr/bin/env bash
-if [ ! -e "$work/hung" ]; then touch "$work/hung"; exec sleep 9997; fi
+if [ ! -e "$work/hung" ]; then touch "$work/hung"; exec sleep $nap1; fi
 exec "$bin/datagen" "\$@"
 EOF
 chmod +x "$work/hang-once.sh"
@@ -65,17 +67,17 @@ chmod +x "$work/hang-once.sh"
 [ "$(col "$work/hang.csv" exit_code | head -n 1)" = 124 ] || fail "a timed-out attempt records exit 124"
 awk -F, 'NR == 2 && $11 < 3 { exit 1 }' "$work/hang.csv" || fail "the timed-out attempt should have run 3 s"
 # A rank that ignores TERM: mpirun is killed after SWEEP_KILL_AFTER, the rank with the attempt's session.
-cat > "$work/hang-hard.sh" <<'EOF'
+cat > "$work/hang-hard.sh" <<EOF
 #!/usr/bin/env bash
 trap '' TERM
-exec sleep 9998
+exec sleep $nap2
 EOF
 chmod +x "$work/hang-hard.sh"
 SWEEP_KILL_AFTER=1 "$src/scripts/sweep-datagen.sh" --datagen "$work/hang-hard.sh" --ranks 2 --threads 1 --repeats 1 \
   --timeout 2 --retries 0 --csv "$work/hard.csv" -- "${dg[@]}" 2> /dev/null
 [ "$(col "$work/hard.csv" status)" = timeout ] || fail "a rank ignoring TERM should end as a timeout"
 sleep 0.5
-if pgrep -f '^sleep 999[78]$' > /dev/null; then fail "a hung rank outlived its attempt: $(pgrep -af '^sleep 999[78]$')"; fi
+if pgrep -f "^sleep ($nap1|$nap2)\$" > /dev/null; then fail "a hung rank outlived its attempt: $(pgrep -af "^sleep ($nap1|$nap2)\$")"; fi
 
 # The sweep itself stopped mid-attempt (TERM): the attempt's processes go with it, no row is written
 # for it, and the next sweep runs it from the start.
@@ -90,7 +92,7 @@ kill -TERM "$sweep_pid"
 wait "$sweep_pid" && fail "a stopped sweep should not exit 0"
 [ "$(rows "$work/stop.csv")" -eq 0 ] || fail "an interrupted attempt left a row"
 sleep 0.3
-if pgrep -f '^sleep 9997$' > /dev/null; then fail "the stopped sweep left its attempt running"; fi
+if pgrep -f "^sleep $nap1\$" > /dev/null; then fail "the stopped sweep left its attempt running"; fi
 "$src/scripts/sweep-datagen.sh" --datagen "$work/hang-once.sh" --ranks 1 --threads 1 --repeats 1 --timeout 60 \
   --csv "$work/stop.csv" -- "${dg[@]}" 2> /dev/null
 [ "$(col "$work/stop.csv" status)" = ok ] || fail "the resumed sweep should finish the point"
