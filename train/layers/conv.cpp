@@ -133,7 +133,10 @@ void conv_backward(const ConvShape& s, const float* x, const float* w, const flo
       const float* dyn = dy_in + n * out_img;
       if (s.relu) {
         const float* yi = y + n * out_img;
-        for (size_t i = 0; i < out_img; ++i) masked[i] = yi[i] > 0.f ? dyn[i] : 0.f;
+        for (size_t i = 0; i < out_img; ++i) {
+          const float g = dyn[i];  // loaded unconditionally: a blend, not a branch
+          masked[i] = yi[i] > 0.f ? g : 0.f;
+        }
         dyn = masked.data();
       }
       for (int g = 0; g < s.groups; ++g) {

@@ -10,7 +10,11 @@ void relu_forward(size_t count, const float* x, float* y) {
 
 void relu_backward(size_t count, const float* y, const float* dy, float* dx) {
 #pragma omp parallel for simd schedule(static) if (count > kParallelMin)
-  for (size_t i = 0; i < count; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+  // Both loads unconditional, so this compiles to a blend rather than an unpredictable branch.
+  for (size_t i = 0; i < count; ++i) {
+    const float g = dy[i];
+    dx[i] = y[i] > 0.f ? g : 0.f;
+  }
 }
 
 void add_forward(size_t count, const float* a, const float* b, float* y) {

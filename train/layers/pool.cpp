@@ -23,11 +23,11 @@ void max_pool_forward(const PoolShape& s, const float* x, float* y, int32_t* arg
           for (int j = 0; j < s.kw; ++j) {
             const int ix = ox * s.stride - s.pad + j;
             if (ix < 0 || ix >= s.w_in) continue;
+            // Selects instead of a branch: which element wins is data-dependent and unpredictable.
             const float v = in[iy * s.w_in + ix];
-            if (where < 0 || v > best) {
-              best = v;
-              where = iy * s.w_in + ix;
-            }
+            const bool take = where < 0 || v > best;
+            best = take ? v : best;
+            where = take ? iy * s.w_in + ix : where;
           }
         }
         out[oy * wo + ox] = best;
