@@ -1,0 +1,181 @@
+// datagen --gpu-resize against the CPU path on one mixed archive: batch files byte-identical and
+// dataset.json equal but for its timings, for raw and JPEG output, gray and RGB, crop and squash,
+// 1 and 3 threads; and a thread's GpuLane delivering every sample to its slot across batches.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CONVOY_TEST_TMP "/tmp/convoy_gpu_tests"
+#include "datagen/gpu_lane.h"
+#include "datagen/resize.h"
+#include "datagen/run.h"
+#include "shared/dataset_meta.h"
+#include "shared/error.h"
+#include "shared/mpi_context.h"
+#include "test_datagen_fixtures.h"
+
+using namespace convoy;
+using namespace convoy::datagen;
+using namespace fixtures;
+
+namespace {
+
+const MpiContext& mpi() {
+  static int argc = 0;
+  static char** argv = nullptr;
+  static MpiContext ctx(&argc, &argv);
+  return ctx;
+}
+
+// Images of every kind the decoder takes, small and large (the DCT-scaled JPEG path, and a large
+// PNG whose full-size resize is real work), plus members that are rejected.
+void write_mixed_archive(const std::string& path) {
+  std::mt19937 rng(7);
+  Members a, b;
+  for (int i = 0; i < 6; ++i) {
+    const int w = 20 + int(rng() % 700), h = 20 + int(rng() % 500);
+    a.push_back({"rgb" + std::to_string(i) + ".JPEG", rgb_jpeg(w, h, i)});
+  }
+  a.push_back({"big.JPEG", rgb_jpeg(2400, 1700, 9)});
+  a.push_back({"tiny.JPEG", rgb_jpeg(9, 13, 4)});
+  a.push_back({"gray.JPEG", gray_jpeg(300, 200, 90)});
+  a.push_back({"cmyk.JPEG", cmyk_jpeg(120, 80, 255, 40, 0, 200)});
+  a.push_back({"progressive.JPEG", rgb_jpeg(333, 444, 2, TJSAMP_444, TJFLAG_PROGRESSIVE)});
+  cv::Mat big(1600, 2100, CV_8UC3);
+  cv::randu(big, 0, 256);
+  b.push_back({"big.png", png(big)});
+  cv::Mat deep(90, 70, CV_16UC3, cv::Scalar(1000, 30000, 60000));
+  b.push_back({"deep.png", png(deep)});
+  b.push_back({"palette.png", palette_png(50, 40)});
+  cv::Mat rgba(64, 48, CV_8UC4);
+  cv::randu(rgba, 0, 256);
+  b.push_back({"rgba.png", png(rgba)});
+  b.push_back({"corrupt.JPEG", "\xFF\xD8\xFF\xE0garbage garbage garbage"});
+  b.push_back({"empty.JPEG", ""});
+  for (int i = 0; i < 5; ++i) b.push_back({"more" + std::to_string(i) + ".jpg", rgb_jpeg(256 + 64 * i, 256, 20 + i)});
+  write_tar(path, {{"a.tar", [&] {
+                      write_tar(path + ".a", a);
+                      return read_file(path + ".a");
+                    }()},
+                   {"b.tar", [&] {
+                      write_tar(path + ".b", b);
+                      return read_file(path + ".b");
+                    }()}});
+}
+
+std::vector<std::string> batch_files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".cvb") names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+struct Config {
+  const char* name;
+  int size, channels;
+  ResizePolicy policy;
+  Encoding encoding;
+};
+
+TEST(GpuDatagen, GpuResizeRunIsByteIdenticalToTheCpuRun) {
+  const std::string dir = scratch("gpu_vs_cpu");
+  write_mixed_archive(dir + "/in.tar");
+  const Config configs[] = {
+      {"rgb_crop_raw", 64, 3, ResizePolicy::crop, Encoding::raw},
+      {"gray_squash_raw", 37, 1, ResizePolicy::squash, Encoding::raw},
+      {"rgb_squash_jpeg", 96, 3, ResizePolicy::squash, Encoding::jpeg},
+      {"rgb_crop_large", 300, 3, ResizePolicy::crop, Encoding::raw},
+  };
+  for (const Config& c : configs) {
+    RunOptions o;
+    o.inputs = {dir + "/in.tar"};
+    o.size = c.size;
+    o.channels = c.channels;
+    o.resize = c.policy;
+    o.encoding = c.encoding;
+    o.per_file = 5;
+    o.seed = 11;
+    o.threads = 2;
+    o.output = dir + "/" + c.name + "_cpu";
+    ASSERT_EQ(run_datagen(o, mpi()), 0) << c.name;
+    for (int threads : {1, 3}) {
+      RunOptions g = o;
+      g.gpu_resize = true;
+      g.threads = threads;
+      g.output = dir + "/" + c.name + "_gpu" + std::to_string(threads);
+      ASSERT_EQ(run_datagen(g, mpi()), 0) << c.name;
+      const auto names = batch_files(o.output);
+      ASSERT_EQ(names.size(), 5u) << c.name;  // 22 planned samples, 5 per file
+      ASSERT_EQ(names, batch_files(g.output));
+      for (const auto& n : names)
+        EXPECT_EQ(read_file(o.output + "/" + n), read_file(g.output + "/" + n)) << c.name << " " << n;
+      EXPECT_EQ(read_file(o.output + "/rejects.tsv"), read_file(g.output + "/rejects.tsv")) << c.name;
+      EXPECT_EQ(read_file(o.output + "/mean_image.png"), read_file(g.output + "/mean_image.png")) << c.name;
+      auto a = to_json(read_dataset_meta(o.output)), b = to_json(read_dataset_meta(g.output));
+      const auto timings = b["timings"];
+      EXPECT_EQ(timings["gpu_resize"], true);
+      EXPECT_GT(timings["phases"]["gpu_kernel"].get<double>(), 0.0) << c.name;
+      EXPECT_GT(timings["phases"]["gpu_upload"].get<double>(), 0.0) << c.name;
+      EXPECT_GT(timings["phases"]["gpu_download"].get<double>(), 0.0) << c.name;
+      EXPECT_TRUE(timings["phases"].contains("gpu_stage"));
+      EXPECT_TRUE(timings["phases"].contains("gpu_wait"));
+      EXPECT_FALSE(a["timings"]["phases"].contains("gpu_kernel"));
+      a.erase("timings"), b.erase("timings");
+      EXPECT_EQ(a, b) << c.name;
+    }
+  }
+}
+
+// Two images per batch: the lane must switch resizers, and deliver each sample (and not the one
+// whose decode failed after it was staged) to its own slot, equal to resize_to_square.
+TEST(GpuDatagen, LaneAlternatesResizersAndDeliversEverySlot) {
+  GpuResizeOptions o;
+  o.size = 48;
+  o.policy = ResizePolicy::crop;
+  o.channels = 3;
+  o.max_images = 2;
+  GpuLane lane(o);
+  std::mt19937 rng(3);
+  std::vector<cv::Mat> images;
+  for (int i = 0; i < 9; ++i) {
+    cv::Mat m(20 + int(rng() % 300), 20 + int(rng() % 300), CV_8UC3);
+    cv::randu(m, 0, 256);
+    images.push_back(m);
+  }
+  std::map<size_t, std::vector<uint8_t>> got;
+  const GpuLane::Deliver deliver = [&](size_t slot, const uint8_t* px) {
+    EXPECT_EQ(got.count(slot), 0u) << "slot " << slot << " delivered twice";
+    got[slot].assign(px, px + 48 * 48 * 3);
+  };
+  for (size_t i = 0; i < images.size(); ++i) {
+    const cv::Mat& m = images[i];
+    if (i % 2 == 0) {
+      lane.add(m.data, m.step[0], m.cols, m.rows, i, deliver);
+    } else {
+      uint8_t* p = lane.stage(m.cols, m.rows, i, deliver);
+      for (int y = 0; y < m.rows; ++y) std::copy(m.ptr<uint8_t>(y), m.ptr<uint8_t>(y) + m.cols * 3, p + size_t(y) * m.cols * 3);
+    }
+    if (i == 5) lane.drop_last();
+  }
+  lane.drain(deliver);
+  EXPECT_EQ(got.size(), images.size() - 1);
+  EXPECT_EQ(got.count(5), 0u);
+  std::vector<uint8_t> ref(48 * 48 * 3);
+  for (const auto& [slot, px] : got) {
+    resize_to_square(images[slot], 48, ResizePolicy::crop, ref.data());
+    EXPECT_EQ(px, ref) << "slot " << slot;
+  }
+  const GpuResizeTimes t = lane.times();
+  EXPECT_EQ(t.images, images.size());
+  EXPECT_EQ(t.batches, 5u);
+  EXPECT_GT(t.stage_s, 0.0);
+}
+
+}  // namespace
