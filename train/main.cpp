@@ -1,5 +1,5 @@
-// train: trains a CNN described by a TOML config on a datagen dataset folder (CPU backend, data
-// parallel over MPI ranks), or evaluates a checkpoint with `train eval`.
+// train: trains a CNN described by a TOML config on a datagen dataset folder (CPU or CUDA backend,
+// data parallel over MPI ranks), or evaluates a checkpoint with `train eval`.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -8,6 +8,7 @@
 #include "shared/log.h"
 #include "shared/mpi_context.h"
 #include "train/blas_setup.h"
+#include "train/gpu_info.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 
@@ -51,8 +52,12 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   app.add_option("--checkpoint-every", t.checkpoint_every, "steps between checkpoints (0: only at the end and on signals)");
   app.add_option("--resume", t.resume, "continue exactly from this checkpoint");
   app.add_option("--stop-after", t.stop_after, "stop after this many steps in all (writes the checkpoint)");
-  app.add_option("--device", t.device, "cpu | cuda | auto (this build trains on the CPU)")
+  app.add_option("--device", t.device, "cpu | cuda | auto (a GPU when one is visible)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--precision", t.precision, "CUDA backend: fp32 or tf32 (tensor cores for conv and fc)")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
+  bool list_gpus = false;
+  app.add_flag("--gpus", list_gpus, "print the number of GPUs this build can use, then exit");
   app.add_flag("--profile", t.profile, "print per-layer forward/backward seconds after each epoch");
   app.add_flag("--print-net", t.print_net, "print layers, output shapes, parameters and FLOPs per image, then exit");
 
@@ -79,6 +84,10 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   } catch (const CLI::ParseError& err) {
     return app.exit(err);
   }
+  if (list_gpus) {
+    if (mpi.rank() == 0) std::printf("%d\n", convoy::gpu_count());
+    return 0;
+  }
   if (*ev) return convoy::run_eval(e, mpi.rank(), mpi.size());
   if (*syn) {
     convoy::SyntheticSpec spec;
@@ -93,7 +102,6 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   }
   if (t.config.empty() && t.resume.empty()) convoy::fail("--config is required (or --resume)");
   if (t.data.empty() && !t.print_net) convoy::fail("--data is required");
-  if (t.device == "cuda") convoy::fail("--device cuda: this build has only the CPU backend");
   return convoy::run_training(t, mpi.rank(), mpi.size());
 }
 

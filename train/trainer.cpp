@@ -27,6 +27,10 @@
 #include "train/metrics_log.h"
 #include "train/net.h"
 #include "train/optimizer.h"
+#ifdef CONVOY_HAVE_CUDA
+#include "train/gpu_info.h"
+#include "train/gpu_step.h"
+#endif
 
 namespace convoy {
 namespace {
@@ -64,14 +68,35 @@ void count_correct(int n, int classes, const float* probs, const int32_t* labels
   }
 }
 
-EvalResult evaluate(Net& net, Loader& loader) {
+// The CUDA backend's step, or null on the CPU backend (and in builds without CUDA).
+#ifdef CONVOY_HAVE_CUDA
+using GpuStepPtr = std::unique_ptr<gpu::GpuStep>;
+#else
+struct NoGpu {};
+using GpuStepPtr = std::unique_ptr<NoGpu>;
+#endif
+
+EvalResult evaluate(Net& net, Loader& loader, [[maybe_unused]] const GpuStepPtr& gpu = nullptr) {
   loader.start_epoch(0);
   HostBatch b;
   double sums[4] = {0, 0, 0, 0};  // loss, top1, top5, samples
   while (loader.next(b)) {
-    net.forward(b.n, b.x.data(), b.labels.data(), false);
-    for (int i = 0; i < b.n; ++i) sums[0] += net.losses()[i];
-    count_correct(b.n, net.classes(), net.probs(), b.labels.data(), sums[1], sums[2]);
+    const float* losses = nullptr;
+    const float* probs = nullptr;
+#ifdef CONVOY_HAVE_CUDA
+    if (gpu) {
+      gpu->evaluate(b);
+      losses = gpu->losses();
+      probs = gpu->probs();
+    }
+#endif
+    if (!losses) {
+      net.forward(b.n, b.x.data(), b.labels.data(), false);
+      losses = net.losses();
+      probs = net.probs();
+    }
+    for (int i = 0; i < b.n; ++i) sums[0] += losses[i];
+    count_correct(b.n, net.classes(), probs, b.labels.data(), sums[1], sums[2]);
     sums[3] += b.n;
   }
   sum_over_ranks(sums, 4);
@@ -94,6 +119,30 @@ void check_classes(const Net& net, const DatasetMeta& meta, const std::string& d
     fail_file(join_path(dir, kDatasetJson), "has " + std::to_string(meta.classes.size()) +
                                                  " classes but the net's last fc layer has " +
                                                  std::to_string(net.classes()) + " outputs");
+}
+
+int local_rank() {
+  MPI_Comm node;
+  int r = 0;
+  CONVOY_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  CONVOY_MPI_CHECK(MPI_Comm_rank(node, &r));
+  CONVOY_MPI_CHECK(MPI_Comm_free(&node));
+  return r;
+}
+
+// cpu | cuda | auto -> whether this run trains on the GPU; a GPU asked for but absent is an error.
+bool use_gpu(const std::string& device) {
+  int gpus = 0;
+#ifdef CONVOY_HAVE_CUDA
+  gpus = gpu_count();
+#endif
+  if (device == "cuda" && gpus == 0)
+#ifdef CONVOY_HAVE_CUDA
+    fail("--device cuda: no CUDA device is visible to this process");
+#else
+    fail("--device cuda: this build has only the CPU backend (nvcc was not found when it was built)");
+#endif
+  return device == "cuda" || (device == "auto" && gpus > 0);
 }
 
 uint64_t step_key(uint64_t seed, long long global_step) {
@@ -197,6 +246,17 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     broadcast_floats(opt.v);
   }
 
+  GpuStepPtr gpu;
+  if (use_gpu(o.device)) {
+#ifdef CONVOY_HAVE_CUDA
+    const int device = local_rank() % gpu_count();
+    gpu = std::make_unique<gpu::GpuStep>(device, net, opt, std::max(local_batch, 1), rank, ranks,
+                                         o.precision == "fp32" ? gpu::MathMode::fp32 : gpu::MathMode::tf32);
+    log_info("CUDA backend on %s (rank 0), %s math%s", gpu->device_name(), o.precision.c_str(),
+             ranks > 1 ? ", gradients averaged with NCCL" : "");
+#endif
+  }
+
   PlanOptions plan{seed, 0, rank, ranks, true, o.window_files};
   const long long per_epoch = steps_per_epoch(meta, plan, local_batch);
   if (per_epoch == 0)
@@ -213,7 +273,11 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
 
   // `epoch` and `step` are where a resumed run starts.
   auto save = [&](int epoch, long long step, const double* sums) {
-    if (rank != 0 || o.checkpoint.empty()) return;
+    if (o.checkpoint.empty()) return;
+#ifdef CONVOY_HAVE_CUDA
+    if (gpu) gpu->sync_to(net, opt);
+#endif
+    if (rank != 0) return;
     Checkpoint c;
     c.info = {{"config_text", cfg.text}, {"config_path", cfg.path}, {"seed", seed}, {"batch", rec.batch},
               {"epochs", rec.epochs}, {"epoch", epoch}, {"step", step}, {"global_step", global_step},
@@ -234,27 +298,40 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     const long long first = epoch == start_epoch ? start_step : 0;
     double sums[3] = {0, 0, 0};
     if (epoch == start_epoch) std::copy(carried, carried + 3, sums);
-    double t_io = 0, t_fwd = 0, t_bwd = 0, t_update = 0, t_comm = 0;
+    double t_io = 0, t_h2d = 0, t_fwd = 0, t_bwd = 0, t_update = 0, t_comm = 0, t_gpu_wall = 0;
     Stopwatch epoch_clock, lap;
     train_loader.start_epoch(epoch, first);
     for (long long step = first; step < per_epoch; ++step) {
       lap.reset();
       if (!train_loader.next(b)) fail("loader ended early (internal error)");
       t_io += lap.lap();
-      const double loss = net.forward(b.n, b.x.data(), b.labels.data(), true, step_key(seed, global_step), b.keys.data());
+      const double lr = lr_at(rec, global_step, total, per_epoch);
+      double loss = 0;
+      const float* probs = nullptr;
+#ifdef CONVOY_HAVE_CUDA
+      if (gpu) {
+        // One call queues the whole step on the GPU; its phases are timed there with events.
+        loss = gpu->train(b, step_key(seed, global_step), lr);
+        probs = gpu->probs();
+        t_gpu_wall += lap.lap();
+      }
+#endif
+      if (!probs) {
+        loss = net.forward(b.n, b.x.data(), b.labels.data(), true, step_key(seed, global_step), b.keys.data());
+        probs = net.probs();
+        t_fwd += lap.lap();
+        net.backward();
+        t_bwd += lap.lap();
+        if (ranks > 1) average_gradients(net.grads(), ranks);
+        t_comm += lap.lap();
+        opt.step(net.weights(), net.grads(), lr);
+        t_update += lap.lap();
+      }
       double top1 = 0, top5 = 0;
-      count_correct(b.n, net.classes(), net.probs(), b.labels.data(), top1, top5);
+      count_correct(b.n, net.classes(), probs, b.labels.data(), top1, top5);
       sums[0] += loss * b.n;
       sums[1] += top1;
       sums[2] += b.n;
-      t_fwd += lap.lap();
-      net.backward();
-      t_bwd += lap.lap();
-      if (ranks > 1) average_gradients(net.grads(), ranks);
-      t_comm += lap.lap();
-      const double lr = lr_at(rec, global_step, total, per_epoch);
-      opt.step(net.weights(), net.grads(), lr);
-      t_update += lap.lap();
       ++global_step;
       if (o.log_every > 0 && (step + 1) % o.log_every == 0) {
         log_info("epoch %d step %lld/%lld loss %.4f lr %.5f %.0f img/s", epoch + 1, step + 1, per_epoch, loss, lr,
@@ -286,11 +363,20 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
       }
     }
     if (ranks > 1) sum_over_ranks(sums, 3);
+#ifdef CONVOY_HAVE_CUDA
+    if (gpu) {
+      // GPU phases come from CUDA events; host time in the step beyond them (launches, the
+      // per-step copy of losses back) is counted under t_update.
+      const gpu::StepTimes g = gpu->take_times();
+      t_h2d = g.h2d, t_fwd = g.fwd, t_bwd = g.bwd, t_comm = g.comm;
+      t_update = std::max(g.update, t_gpu_wall - (g.h2d + g.fwd + g.bwd + g.comm));
+    }
+#endif
     const double train_s = epoch_clock.seconds();
     const double train_loss = sums[0] / std::max(1.0, sums[2]), train_acc = sums[1] / std::max(1.0, sums[2]);
     std::string val_text;
     if (val_loader) {
-      last = evaluate(net, *val_loader);
+      last = evaluate(net, *val_loader, gpu);
       have_eval = true;
       char buf[160];
       std::snprintf(buf, sizeof buf, " | test loss %.4f top-1 %.4f top-5 %.4f", last.loss, last.top1, last.top5);
@@ -300,12 +386,12 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     log_info("epoch %d/%d: loss %.4f train acc %.4f%s | %.1f s (train %.1f s, %.0f img/s)", epoch + 1, rec.epochs,
              train_loss, train_acc, val_text.c_str(), secs, train_s, sums[2] / train_s);
     if (o.profile && rank == 0) std::fprintf(stderr, "%s", net.profile().c_str());
-    log_info("epoch %d breakdown: t_io %.2f s, t_h2d 0.00 s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s",
-             epoch + 1, t_io, t_fwd, t_bwd, t_update, t_comm);
+    log_info("epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s",
+             epoch + 1, t_io, t_h2d, t_fwd, t_bwd, t_update, t_comm);
     if (metrics) {
       nlohmann::json j = {{"kind", "epoch"}, {"epoch", epoch + 1}, {"global_step", global_step}, {"train_loss", train_loss},
                           {"train_acc", train_acc}, {"seconds", secs}, {"train_seconds", train_s},
-                          {"t_io", t_io}, {"t_h2d", 0.0}, {"t_fwd", t_fwd}, {"t_bwd", t_bwd},
+                          {"t_io", t_io}, {"t_h2d", t_h2d}, {"t_fwd", t_fwd}, {"t_bwd", t_bwd},
                           {"t_update", t_update}, {"t_comm", t_comm}};
       if (have_eval) {
         j["test_loss"] = last.loss;

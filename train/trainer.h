@@ -18,7 +18,8 @@ struct TrainOptions {
   long long checkpoint_every = 0;
   std::string resume;
   long long stop_after = 0;   // stop (and checkpoint) after this many steps in total
-  std::string device = "cpu";
+  std::string device = "cpu";      // cpu | cuda | auto
+  std::string precision = "tf32";  // CUDA backend: fp32 (exact float) or tf32 (tensor cores)
   bool print_net = false;
   bool profile = false;       // per-layer forward/backward times after each epoch
 };
