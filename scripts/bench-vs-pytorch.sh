@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Side by side on one GPU: convoy's train (CUDA backend, streaming from the batch files) and the
+# PyTorch baseline (scripts/bench/pytorch_train.py: eager and torch.compile, data resident on the
+# GPU) on the same TOML config and the same batch files. Prints a Markdown table.
+#
+#   scripts/bench-vs-pytorch.sh CONFIG TRAIN_DIR VAL_DIR [EPOCHS] [BATCH]
+#   e.g. scripts/bench-vs-pytorch.sh configs/fmnist.toml data/fmnist-train data/fmnist-t10k 15 128
+# Environment: TRAIN (default build/train), PYTHON (default python3), CONVOY_ARGS (extra train flags),
+# TORCH_MODES (default "eager compile").
+set -euo pipefail
+config=$1 train_dir=$2 val_dir=$3 epochs=${4:-} batch=${5:-}
+train=${TRAIN:-build/train}
+python=${PYTHON:-python3}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+args=(--config "$config" --data "$train_dir" --val "$val_dir")
+[ -n "$epochs" ] && args+=(--epochs "$epochs")
+[ -n "$batch" ] && args+=(--batch "$batch")
+
+# convoy: img/s over the training part of every epoch (evaluation excluded, as for PyTorch).
+# shellcheck disable=SC2086
+"$train" "${args[@]}" --device cuda --metrics "$work/convoy.jsonl" --log-every 0 ${CONVOY_ARGS:-} >"$work/convoy.out" 2>"$work/convoy.err" \
+  || { cat "$work/convoy.err" >&2; exit 1; }
+"$python" - "$work/convoy.jsonl" "$train_dir/dataset.json" "$config" "${CONVOY_ARGS:-}" >"$work/rows.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ep = [r for r in rows if r.get("kind") == "epoch"]
+n = json.load(open(sys.argv[2]))["num_samples"]
+secs = sum(r["train_seconds"] for r in ep)
+stall = sum(r["t_io"] + r["t_h2d"] for r in ep)
+print(json.dumps({"impl": "convoy " + (sys.argv[4] or "").strip(), "config": sys.argv[3].split("/")[-1],
+                  "epochs": len(ep), "images_per_s": round(len(ep) * n / secs, 1), "seconds": round(secs, 2),
+                  "test_accuracy": round(ep[-1].get("test_top1", float("nan")), 4),
+                  "input_stall_pct": round(100 * stall / secs, 2)}))
+PY
+for mode in ${TORCH_MODES:-eager compile}; do
+  extra=()
+  [ "$mode" = compile ] && extra+=(--compile)
+  [ "$mode" = bf16 ] && extra+=(--bf16)
+  [ "$mode" = compile-bf16 ] && extra+=(--compile --bf16)
+  "$python" "$here/bench/pytorch_train.py" "${args[@]}" "${extra[@]}" >>"$work/rows.jsonl"
+done
+
+"$python" - "$work/rows.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+base = rows[1]["images_per_s"] if len(rows) > 1 else None
+print("| implementation | config | epochs | images/s | vs PyTorch eager | time (s) | test accuracy | input stall |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for r in rows:
+    ratio = f"{r['images_per_s'] / base:.2f}x" if base else ""
+    stall = f"{r['input_stall_pct']:.2f} %" if "input_stall_pct" in r else ""
+    print(f"| {r['impl']} | {r['config']} | {r['epochs']} | {r['images_per_s']:.0f} | {ratio} | {r['seconds']:.1f} | {r['test_accuracy']:.4f} | {stall} |")
+PY
