@@ -1,5 +1,6 @@
-// CPU reference convolution: per image and group, im2col into a per-thread buffer and one sgemm;
-// images are spread over OpenMP threads, each with its own BLAS call running single-threaded.
+// CPU reference convolution: im2col and sgemm. Images go to OpenMP threads in small groups whose
+// columns sit side by side in one matrix, so each sgemm is wide enough to run near the BLAS peak
+// even on 14x14 maps; each BLAS call runs single-threaded on its caller's thread.
 #include "train/layers/conv.h"
 
 #include <cblas.h>
@@ -12,18 +13,31 @@
 namespace convoy {
 namespace {
 
-bool is_pointwise(const ConvShape& s) {
-  return s.kh == 1 && s.kw == 1 && s.stride == 1 && s.pad == 0;
+// Enough images per group for about this many sgemm columns.
+constexpr int kGroupColumns = 1024;
+
+int images_per_group(const ConvShape& s) {
+  const int P = s.h_out() * s.w_out();
+  return std::max(1, std::min(std::min(s.n, 16), (kGroupColumns + P - 1) / P));
 }
 
-// col[(c * kh + i) * kw + j][oy * wo + ox] = x[c][oy * stride - pad + i][ox * stride - pad + j]
-void im2col(const ConvShape& s, int channels, const float* x, float* col) {
+// The output columns [lo, hi) of kernel column j whose input column lies inside the image.
+void valid_columns(const ConvShape& s, int j, int wo, int& lo, int& hi) {
+  lo = std::min(wo, std::max(0, (s.pad - j + s.stride - 1) / s.stride));
+  hi = std::max(lo, std::min(wo, (s.w_in + s.pad - j + s.stride - 1) / s.stride));
+}
+
+// col[(c * kh + i) * kw + j][oy * wo + ox] = x[c][oy * stride - pad + i][ox * stride - pad + j],
+// with rows `ld` floats apart (several images share the matrix side by side).
+void im2col(const ConvShape& s, int channels, const float* x, float* col, size_t ld) {
   const int ho = s.h_out(), wo = s.w_out();
   for (int c = 0; c < channels; ++c)
     for (int i = 0; i < s.kh; ++i)
       for (int j = 0; j < s.kw; ++j) {
-        float* out = col + ((size_t(c) * s.kh + i) * s.kw + j) * ho * wo;
+        float* out = col + ((size_t(c) * s.kh + i) * s.kw + j) * ld;
         const float* plane = x + size_t(c) * s.h_in * s.w_in;
+        int lo, hi;
+        valid_columns(s, j, wo, lo, hi);
         for (int oy = 0; oy < ho; ++oy) {
           const int iy = oy * s.stride - s.pad + i;
           float* row = out + size_t(oy) * wo;
@@ -31,13 +45,9 @@ void im2col(const ConvShape& s, int channels, const float* x, float* col) {
             std::fill(row, row + wo, 0.f);
             continue;
           }
-          const float* in = plane + size_t(iy) * s.w_in;
-          // Output columns whose input column lies inside the image: [lo, hi).
-          const int lo = std::min(wo, std::max(0, (s.pad - j + s.stride - 1) / s.stride));
-          const int hi = std::max(lo, std::min(wo, (s.w_in + s.pad - j + s.stride - 1) / s.stride));
           std::fill(row, row + lo, 0.f);
           std::fill(row + hi, row + wo, 0.f);
-          const float* src = in + lo * s.stride - s.pad + j;
+          const float* src = plane + size_t(iy) * s.w_in + lo * s.stride - s.pad + j;
           if (s.stride == 1)
             std::memcpy(row + lo, src, sizeof(float) * (hi - lo));
           else
@@ -47,22 +57,21 @@ void im2col(const ConvShape& s, int channels, const float* x, float* col) {
 }
 
 // The adjoint of im2col: adds every column entry back onto the input pixel it came from.
-void col2im(const ConvShape& s, int channels, const float* col, float* x) {
+void col2im(const ConvShape& s, int channels, const float* col, size_t ld, float* x) {
   const int ho = s.h_out(), wo = s.w_out();
   std::memset(x, 0, sizeof(float) * channels * s.h_in * s.w_in);
   for (int c = 0; c < channels; ++c)
     for (int i = 0; i < s.kh; ++i)
       for (int j = 0; j < s.kw; ++j) {
-        const float* in = col + ((size_t(c) * s.kh + i) * s.kw + j) * ho * wo;
+        const float* in = col + ((size_t(c) * s.kh + i) * s.kw + j) * ld;
         float* plane = x + size_t(c) * s.h_in * s.w_in;
+        int lo, hi;
+        valid_columns(s, j, wo, lo, hi);
         for (int oy = 0; oy < ho; ++oy) {
           const int iy = oy * s.stride - s.pad + i;
           if (iy < 0 || iy >= s.h_in) continue;
-          float* out = plane + size_t(iy) * s.w_in;
+          float* dst = plane + size_t(iy) * s.w_in + lo * s.stride - s.pad + j;
           const float* row = in + size_t(oy) * wo;
-          const int lo = std::min(wo, std::max(0, (s.pad - j + s.stride - 1) / s.stride));
-          const int hi = std::max(lo, std::min(wo, (s.w_in + s.pad - j + s.stride - 1) / s.stride));
-          float* dst = out + lo * s.stride - s.pad + j;
           if (s.stride == 1) {
 #pragma omp simd
             for (int ox = lo; ox < hi; ++ox) dst[ox - lo] += row[ox];
@@ -79,42 +88,46 @@ void conv_forward(const ConvShape& s, const float* x, const float* w, const floa
   const int cg_in = s.c_in / s.groups, cg_out = s.c_out / s.groups;
   const int K = cg_in * s.kh * s.kw, P = s.h_out() * s.w_out();
   const size_t in_img = size_t(s.c_in) * s.h_in * s.w_in, out_img = size_t(s.c_out) * P;
-  const bool pointwise = is_pointwise(s);
+  const int per = images_per_group(s), chunks = (s.n + per - 1) / per;
+  const size_t ld = size_t(per) * P;
 #pragma omp parallel
   {
-    std::vector<float> col(pointwise ? 0 : size_t(K) * P);
+    std::vector<float> col(size_t(K) * ld), out(size_t(cg_out) * ld);
 #pragma omp for schedule(static)
-    for (int n = 0; n < s.n; ++n) {
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int n0 = chunk * per, nb = std::min(per, s.n - n0);
       for (int g = 0; g < s.groups; ++g) {
-        const float* xg = x + n * in_img + size_t(g) * cg_in * s.h_in * s.w_in;
-        float* yg = y + n * out_img + size_t(g) * cg_out * P;
-        const float* src = xg;
-        if (!pointwise) {
-          im2col(s, cg_in, xg, col.data());
-          src = col.data();
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cg_out, P, K, 1.f,
-                    w + size_t(g) * cg_out * K, K, src, P, 0.f, yg, P);
-      }
-      for (int c = 0; b && c < s.c_out; ++c) {
-        float* row = y + n * out_img + size_t(c) * P;
-        const float bias = b[c];
-        for (int p = 0; p < P; ++p) row[p] += bias;
-      }
-      if (s.relu) {
-        float* img = y + n * out_img;
-        for (size_t i = 0; i < out_img; ++i) img[i] = img[i] > 0.f ? img[i] : 0.f;
+        for (int j = 0; j < nb; ++j)
+          im2col(s, cg_in, x + (n0 + j) * in_img + size_t(g) * cg_in * s.h_in * s.w_in, col.data() + size_t(j) * P, ld);
+        // out [cg_out, nb * P] = w_g [cg_out, K] * col [K, nb * P]
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cg_out, nb * P, K, 1.f,
+                    w + size_t(g) * cg_out * K, K, col.data(), int(ld), 0.f, out.data(), int(ld));
+        for (int j = 0; j < nb; ++j)
+          for (int c = 0; c < cg_out; ++c) {
+            const float* src = out.data() + size_t(c) * ld + size_t(j) * P;
+            float* dst = y + (n0 + j) * out_img + size_t(g * cg_out + c) * P;
+            const float bias = b ? b[g * cg_out + c] : 0.f;
+            if (s.relu) {
+              for (int p = 0; p < P; ++p) {
+                const float v = src[p] + bias;
+                dst[p] = v > 0.f ? v : 0.f;
+              }
+            } else {
+              for (int p = 0; p < P; ++p) dst[p] = src[p] + bias;
+            }
+          }
       }
     }
   }
 }
 
 void conv_backward(const ConvShape& s, const float* x, const float* w, const float* y,
-                   const float* dy_in, float* dx, float* dw, float* db) {
+                   const float* dy, float* dx, float* dw, float* db) {
   const int cg_in = s.c_in / s.groups, cg_out = s.c_out / s.groups;
   const int K = cg_in * s.kh * s.kw, P = s.h_out() * s.w_out();
   const size_t in_img = size_t(s.c_in) * s.h_in * s.w_in, out_img = size_t(s.c_out) * P;
-  const bool pointwise = is_pointwise(s);
+  const int per = images_per_group(s), chunks = (s.n + per - 1) / per;
+  const size_t ld = size_t(per) * P;
   const size_t wn = s.weight_count();
   const int threads = omp_get_max_threads();
   // Per-thread partial sums, added in thread order so the result does not depend on timing.
@@ -124,49 +137,37 @@ void conv_backward(const ConvShape& s, const float* x, const float* w, const flo
     const int t = omp_get_thread_num();
     float* my_dw = dw_part.data() + size_t(t) * wn;
     float* my_db = db_part.data() + size_t(t) * s.c_out;
-    std::vector<float> col(pointwise ? 0 : size_t(K) * P);
-    std::vector<float> dcol(pointwise || !dx ? 0 : size_t(K) * P);
-    std::vector<float> masked(s.relu ? out_img : 0);
+    std::vector<float> col(size_t(K) * ld), dcol(dx ? size_t(K) * ld : 0), gout(size_t(cg_out) * ld);
 #pragma omp for schedule(static)
-    for (int n = 0; n < s.n; ++n) {
-      // This image's output gradient; with the fused ReLU, masked where the output was not positive.
-      const float* dyn = dy_in + n * out_img;
-      if (s.relu) {
-        const float* yi = y + n * out_img;
-        for (size_t i = 0; i < out_img; ++i) {
-          const float g = dyn[i];  // loaded unconditionally: a blend, not a branch
-          masked[i] = yi[i] > 0.f ? g : 0.f;
-        }
-        dyn = masked.data();
-      }
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int n0 = chunk * per, nb = std::min(per, s.n - n0);
       for (int g = 0; g < s.groups; ++g) {
-        const float* xg = x + n * in_img + size_t(g) * cg_in * s.h_in * s.w_in;
-        const float* dyg = dyn + size_t(g) * cg_out * P;
-        const float* wg = w + size_t(g) * cg_out * K;
-        const float* src = xg;
-        if (!pointwise) {
-          im2col(s, cg_in, xg, col.data());
-          src = col.data();
-        }
-        // dw_g += dy_g [cg_out, P] * col^T [P, K]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cg_out, K, P, 1.f, dyg, P, src, P, 1.f,
-                    my_dw + size_t(g) * cg_out * K, K);
-        if (dx) {
-          float* dxg = dx + n * in_img + size_t(g) * cg_in * s.h_in * s.w_in;
-          // dcol = w_g^T [K, cg_out] * dy_g [cg_out, P]
-          float* dst = pointwise ? dxg : dcol.data();
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, P, cg_out, 1.f, wg, K, dyg, P, 0.f,
-                      dst, P);
-          if (!pointwise) col2im(s, cg_in, dcol.data(), dxg);
-        }
+        // The group's output gradient side by side; with the fused ReLU, zero where the output
+        // was not positive (both loads unconditional: a blend, not an unpredictable branch).
+        for (int j = 0; j < nb; ++j)
+          for (int c = 0; c < cg_out; ++c) {
+            const size_t at = (n0 + j) * out_img + size_t(g * cg_out + c) * P;
+            float* dst = gout.data() + size_t(c) * ld + size_t(j) * P;
+            float sum = 0.f;
+            for (int p = 0; p < P; ++p) {
+              const float v = dy[at + p];
+              dst[p] = s.relu ? (y[at + p] > 0.f ? v : 0.f) : v;
+              sum += dst[p];
+            }
+            my_db[g * cg_out + c] += sum;
+          }
+        for (int j = 0; j < nb; ++j)
+          im2col(s, cg_in, x + (n0 + j) * in_img + size_t(g) * cg_in * s.h_in * s.w_in, col.data() + size_t(j) * P, ld);
+        // dw_g += gout [cg_out, nb * P] * col^T [nb * P, K]
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cg_out, K, nb * P, 1.f, gout.data(), int(ld),
+                    col.data(), int(ld), 1.f, my_dw + size_t(g) * cg_out * K, K);
+        if (!dx) continue;
+        // dcol [K, nb * P] = w_g^T [K, cg_out] * gout [cg_out, nb * P]
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, nb * P, cg_out, 1.f, w + size_t(g) * cg_out * K, K,
+                    gout.data(), int(ld), 0.f, dcol.data(), int(ld));
+        for (int j = 0; j < nb; ++j)
+          col2im(s, cg_in, dcol.data() + size_t(j) * P, ld, dx + (n0 + j) * in_img + size_t(g) * cg_in * s.h_in * s.w_in);
       }
-      if (db)
-        for (int c = 0; c < s.c_out; ++c) {
-          const float* row = dyn + size_t(c) * P;
-          float sum = 0.f;
-          for (int p = 0; p < P; ++p) sum += row[p];
-          my_db[c] += sum;
-        }
     }
   }
   std::copy(dw_part.begin(), dw_part.begin() + wn, dw);
