@@ -68,7 +68,7 @@ TEST_F(Gpu, ConvForwardBackward) {
     auto dy = randn(s.out_count(), 4);
     std::vector<float> y(s.out_count()), dx(s.in_count()), dw(s.weight_count()), db(s.c_out);
     convoy::conv_forward(s, x.data(), w.data(), b.data(), y.data());
-    convoy::conv_backward(s, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
+    convoy::conv_backward(s, x.data(), w.data(), y.data(), dy.data(), dx.data(), dw.data(), db.data());
 
     gpu::ConvPlan plan(ctx, s);
     auto gx = up(x), gw = up(w), gb = up(b), gdy = up(dy);

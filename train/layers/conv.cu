@@ -20,6 +20,7 @@ Perf pick(const std::vector<Perf>& found, int count, size_t workspace, const cha
 }  // namespace
 
 ConvPlan::ConvPlan(Context& ctx, const ConvShape& s) : shape_(s) {
+  if (s.relu) fail("the CUDA convolution runs its ReLU as a separate node (ConvShape::relu must be off)");
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_));

@@ -34,6 +34,7 @@ class ConvPlan {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
 };
 
+// The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
 void conv_forward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* b, float* y);
 void conv_backward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* dy,
                    float* dx, float* dw, float* db);
