@@ -205,6 +205,10 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     const DatasetMeta vmeta = read_dataset_meta(o.val);
     if (!(vmeta.shape == meta.shape))
       fail_file(join_path(o.val, kDatasetJson), "image shape differs from the training data's");
+    if (vmeta.classes != meta.classes)
+      fail_file(join_path(o.val, kDatasetJson), "class names differ from the training data's (" +
+                                                      std::to_string(vmeta.classes.size()) + " vs " +
+                                                      std::to_string(meta.classes.size()) + " classes)");
     LoaderOptions vo = lo;
     vo.dir = o.val;
     vo.train = false;
