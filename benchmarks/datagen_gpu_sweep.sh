@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Whole datagen runs, CPU resize against --gpu-resize, over thread counts, on synthetic JPEG tars
+# (large 2400x1800 and ImageNet-sized 500x375; made with python3 + Pillow + numpy). Prints CSV.
+# usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]   (threads default: 1 4 8 16)
+# env: LARGE_COUNT (default 256) and IMAGENET_COUNT (default 2048) images in the two tars.
+set -euo pipefail
+dg=${1:?usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]}
+work=${2:?usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]}
+shift 2
+threads=("$@")
+((${#threads[@]})) || threads=(1 4 8 16)
+mkdir -p "$work"
+
+# Smooth gradients plus noise and a few edges: photographs' JPEG sizes, not white noise's.
+python3 - "$work" "${LARGE_COUNT:-256}" "${IMAGENET_COUNT:-2048}" <<'PY'
+import io, os, sys, tarfile
+import numpy as np
+from PIL import Image
+work = sys.argv[1]
+rng = np.random.default_rng(1)
+def make(path, count, w, h):
+    if os.path.exists(path):
+        return
+    with tarfile.open(path + ".part", "w") as tar:
+        for i in range(count):
+            y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+            fx, fy = rng.uniform(0.002, 0.03, 2)
+            img = np.stack([127 + 100 * np.sin(x * fx + c + i) * np.cos(y * fy - c) for c in range(3)], -1)
+            img += rng.normal(0, 12, img.shape)
+            img[h // 3: h // 2, w // 4: w // 2] = rng.integers(0, 255, 3)
+            buf = io.BytesIO()
+            Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
+            info = tarfile.TarInfo(f"c{i % 4}/img{i:05d}.JPEG")
+            info.size = buf.tell()
+            buf.seek(0)
+            tar.addfile(info, buf)
+    os.rename(path + ".part", path)
+make(os.path.join(work, "large.tar"), int(sys.argv[2]), 2400, 1800)
+make(os.path.join(work, "imagenet.tar"), int(sys.argv[3]), 500, 375)
+PY
+
+echo "images,size,threads,gpu_resize,seconds,img_per_s,decode_s,resize_s,gpu_stage_s,gpu_upload_s,gpu_kernel_s,gpu_download_s,gpu_wait_s"
+for set in large:256 large:640 imagenet:256; do
+  name=${set%%:*} size=${set##*:}
+  for t in "${threads[@]}"; do
+    for g in off on; do
+      out="$work/out_${name}_${size}_${t}_$g"
+      rm -rf "$out"
+      args=(--input "$work/$name.tar" --output "$out" --size "$size" --threads "$t" --per-file 256)
+      [ "$g" = on ] && args+=(--gpu-resize)
+      "$dg" "${args[@]}" 2> "$out.log" || { echo "datagen failed, see $out.log" >&2; exit 1; }
+      if [ "$g" = on ]; then  # the samples must be the CPU run's, byte for byte
+        for f in "${out%_on}_off"/*.cvb; do
+          cmp -s "$f" "$out/${f##*/}" || { echo "$out/${f##*/} differs from the CPU run's" >&2; exit 1; }
+        done
+      fi
+      python3 - "$out/dataset.json" "$name" "$size" "$t" "$g" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+t = m["timings"]; p = t["phases"]; s = t["seconds"]
+g = [p.get(k, 0.0) for k in ("gpu_stage", "gpu_upload", "gpu_kernel", "gpu_download", "gpu_wait")]
+print(",".join(sys.argv[2:6] + [f"{s:.3f}", f"{m['num_samples'] / s:.0f}", f"{p['decode']:.3f}", f"{p['resize']:.3f}"] +
+               [f"{v:.3f}" for v in g]))
+PY
+    done
+  done
+done
