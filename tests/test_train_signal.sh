@@ -35,7 +35,7 @@ args=(--config "$tmp/net.toml" --data "$tmp/data" --epochs 12 --batch 20 --seed 
 "$train" "${args[@]}" --checkpoint "$tmp/part.ckpt" --metrics "$tmp/part.jsonl" 2>"$tmp/part.err" &
 pid=$!
 # Signal it once it is well into training (but before it ends).
-for _ in $(seq 1 200); do
+for _ in $(seq 1 600); do
   [[ -s "$tmp/part.jsonl" ]] && [[ $(wc -l < "$tmp/part.jsonl") -ge 15 ]] && break
   sleep 0.05
 done
