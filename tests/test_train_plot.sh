@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/plot.py turns a run's JSONL metrics (step and epoch records) into a PNG.
+# scripts/plot.py turns a run's JSONL metrics (step and epoch records) into a PNG, and names the
+# line of a metrics file that is not JSON.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

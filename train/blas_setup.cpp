@@ -1,4 +1,5 @@
 // Re-exec with OPENBLAS_CORETYPE set; the exec keeps the process id, so mpirun still tracks it.
+// The core is chosen from CPU features only when OpenBLAS fell back to a generic one.
 #include "train/blas_setup.h"
 
 #include <unistd.h>

@@ -1,4 +1,5 @@
-// JSONL writer.
+// JSONL writer: one record a line, flushed at once; a failed write is an error, not a silent
+// gap in the curves.
 #include "train/metrics_log.h"
 
 #include "shared/error.h"

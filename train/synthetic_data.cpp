@@ -1,4 +1,5 @@
-// Synthetic dataset writer; JPEG files are encoded with TurboJPEG at quality 95.
+// Synthetic dataset writer; JPEG files are encoded with TurboJPEG at quality 95. Pixels come from
+// the counter hash, so the same spec always gives the same bytes.
 #include "train/synthetic_data.h"
 
 #include <turbojpeg.h>

@@ -1,4 +1,5 @@
-// CPU reference dropout.
+// CPU reference dropout: the mask comes from a counter hash, so any thread split (and the GPU)
+// draws the same one.
 #include "train/layers/dropout.h"
 
 #include "train/layers/elementwise.h"

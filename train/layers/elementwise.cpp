@@ -1,4 +1,5 @@
-// CPU reference elementwise ops.
+// CPU reference elementwise ops: memory-bound loops, parallel only when large enough to pay for
+// waking the thread team.
 #include "train/layers/elementwise.h"
 
 namespace convoy {

@@ -1,4 +1,5 @@
-// CPU reference fully connected layer: three sgemm calls, bias added row by row.
+// CPU reference fully connected layer: three sgemm calls, bias added row by row; the batch is
+// the sgemm's M, so one call covers it.
 #include "train/layers/fc.h"
 
 #include <cblas.h>

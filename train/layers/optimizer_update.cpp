@@ -1,4 +1,5 @@
-// CPU reference optimiser updates.
+// CPU reference optimiser updates, elementwise over the flat weights; the formulas are PyTorch's
+// so that the reference recipe carries over.
 #include "train/layers/optimizer_update.h"
 
 #include <cmath>

@@ -1,4 +1,5 @@
-// CPU reference pooling, one OpenMP task per (image, channel) plane.
+// CPU reference pooling, one OpenMP task per (image, channel) plane; max pool records where each
+// maximum came from so that backward is a scatter.
 #include "train/layers/pool.h"
 
 #include <cstring>

@@ -1,4 +1,5 @@
-// CPU reference softmax cross-entropy, computed with the max subtracted for stability.
+// CPU reference softmax cross-entropy, computed with the max subtracted for stability and the
+// log-sum in double.
 #include "train/layers/softmax_xent.h"
 
 #include <cmath>
