@@ -121,7 +121,7 @@ void check_classes(const Net& net, const DatasetMeta& meta, const std::string& d
                                                  std::to_string(net.classes()) + " outputs");
 }
 
-int local_rank() {
+[[maybe_unused]] int local_rank() {
   MPI_Comm node;
   int r = 0;
   CONVOY_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
@@ -302,7 +302,8 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     const long long first = epoch == start_epoch ? start_step : 0;
     double sums[3] = {0, 0, 0};
     if (epoch == start_epoch) std::copy(carried, carried + 3, sums);
-    double t_io = 0, t_h2d = 0, t_fwd = 0, t_bwd = 0, t_update = 0, t_comm = 0, t_gpu_wall = 0;
+    double t_io = 0, t_h2d = 0, t_fwd = 0, t_bwd = 0, t_update = 0, t_comm = 0;
+    [[maybe_unused]] double t_gpu_wall = 0;
     Stopwatch epoch_clock, lap;
     train_loader.start_epoch(epoch, first);
     for (long long step = first; step < per_epoch; ++step) {
