@@ -21,15 +21,16 @@ rng = np.random.default_rng(1)
 def make(path, count, w, h):
     if os.path.exists(path):
         return
+    y, x = np.mgrid[0:2 * h, 0:2 * w].astype(np.float32)
+    base = np.stack([127 + 100 * np.sin(x * 0.011 + c) * np.cos(y * 0.007 - c) for c in range(3)], -1)
+    base = (base + rng.normal(0, 12, base.shape)).clip(0, 255).astype(np.uint8)
     with tarfile.open(path + ".part", "w") as tar:
         for i in range(count):
-            y, x = np.mgrid[0:h, 0:w].astype(np.float32)
-            fx, fy = rng.uniform(0.002, 0.03, 2)
-            img = np.stack([127 + 100 * np.sin(x * fx + c + i) * np.cos(y * fy - c) for c in range(3)], -1)
-            img += rng.normal(0, 12, img.shape)
+            oy, ox = rng.integers(0, h), rng.integers(0, w)
+            img = base[oy:oy + h, ox:ox + w].copy()
             img[h // 3: h // 2, w // 4: w // 2] = rng.integers(0, 255, 3)
             buf = io.BytesIO()
-            Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
+            Image.fromarray(img).save(buf, "JPEG", quality=90)
             info = tarfile.TarInfo(f"c{i % 4}/img{i:05d}.JPEG")
             info.size = buf.tell()
             buf.seek(0)
