@@ -56,16 +56,18 @@ class CudaEvent {
   cudaEvent_t e_ = nullptr;
 };
 
-// Page-locked host memory, so cudaMemcpyAsync really is asynchronous.
-class PinnedBuffer {
+// Memory from one CUDA allocator, owned for its lifetime: page-locked host memory (so that
+// cudaMemcpyAsync really is asynchronous) or device memory.
+template <cudaError_t (*Alloc)(void**, size_t), cudaError_t (*Free)(void*)>
+class CudaMemory {
  public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t bytes) : n_(bytes) {
-    if (bytes) CONVOY_CUDA_CHECK(cudaMallocHost(&p_, bytes));
+  CudaMemory() = default;
+  explicit CudaMemory(size_t bytes) : n_(bytes) {
+    if (bytes) CONVOY_CUDA_CHECK(Alloc(&p_, bytes));
   }
-  ~PinnedBuffer() { release(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+  ~CudaMemory() { release(); }
+  CudaMemory(CudaMemory&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  CudaMemory& operator=(CudaMemory&& o) noexcept {
     if (this != &o) {
       release();
       p_ = std::exchange(o.p_, nullptr);
@@ -78,7 +80,7 @@ class PinnedBuffer {
 
  private:
   void release() {
-    if (p_ && cudaFreeHost(p_) != cudaSuccess) cudaGetLastError();
+    if (p_ && Free(p_) != cudaSuccess) cudaGetLastError();
     p_ = nullptr;
     n_ = 0;
   }
@@ -86,33 +88,7 @@ class PinnedBuffer {
   size_t n_ = 0;
 };
 
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : n_(bytes) {
-    if (bytes) CONVOY_CUDA_CHECK(cudaMalloc(&p_, bytes));
-  }
-  ~DeviceBuffer() { release(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-      release();
-      p_ = std::exchange(o.p_, nullptr);
-      n_ = std::exchange(o.n_, 0);
-    }
-    return *this;
-  }
-  unsigned char* data() const { return static_cast<unsigned char*>(p_); }
-  size_t size() const { return n_; }
-
- private:
-  void release() {
-    if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
-    p_ = nullptr;
-    n_ = 0;
-  }
-  void* p_ = nullptr;
-  size_t n_ = 0;
-};
+using PinnedBuffer = CudaMemory<::cudaMallocHost, ::cudaFreeHost>;
+using DeviceBuffer = CudaMemory<::cudaMalloc, ::cudaFree>;
 
 }  // namespace convoy

@@ -7,25 +7,6 @@
 namespace convoy::gpu {
 namespace {
 
-ConvShape conv_shape(const Node& nd, Dims in, int n) {
-  ConvShape s;
-  s.n = n;
-  s.c_in = in.c, s.h_in = in.h, s.w_in = in.w;
-  s.c_out = nd.spec.filters;
-  s.kh = s.kw = nd.spec.kernel;
-  s.stride = nd.spec.stride, s.pad = nd.spec.pad, s.groups = nd.spec.groups;
-  return s;
-}
-
-PoolShape pool_shape(const Node& nd, Dims in, int n) {
-  PoolShape s;
-  s.n = n;
-  s.c = in.c, s.h_in = in.h, s.w_in = in.w;
-  s.kh = s.kw = nd.spec.kernel;
-  s.stride = nd.spec.stride, s.pad = nd.spec.pad;
-  return s;
-}
-
 // Sizes of the CPU net's flat parameter and state buffers, from its nodes' offsets.
 size_t flat_param_count(const Net& net) {
   size_t n = 0;

@@ -26,6 +26,8 @@ std::string dims_text(Dims d) {
   return std::to_string(d.c) + "x" + std::to_string(d.h) + "x" + std::to_string(d.w);
 }
 
+}  // namespace
+
 ConvShape conv_shape(const Node& nd, Dims in, int n) {
   ConvShape s;
   s.n = n;
@@ -44,8 +46,6 @@ PoolShape pool_shape(const Node& nd, Dims in, int n) {
   s.stride = nd.spec.stride, s.pad = nd.spec.pad;
   return s;
 }
-
-}  // namespace
 
 Net::Net(const NetConfig& cfg, Dims input, int classes) : cfg_(cfg), input_(input) {
   if (classes <= 0) classes = cfg_.classes;

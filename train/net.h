@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "train/layers/conv.h"
+#include "train/layers/pool.h"
 #include "train/net_config.h"
 
 namespace convoy {
@@ -37,6 +39,10 @@ struct Node {
   std::vector<float> aux;        // dropout mask; batch-norm saved mean and 1/std
   std::vector<int32_t> argmax;   // max pool
 };
+
+// The op shapes of a conv or pool node for a batch of n, shared by the CPU net and GpuNet.
+ConvShape conv_shape(const Node& nd, Dims in, int n);
+PoolShape pool_shape(const Node& nd, Dims in, int n);
 
 class Net {
  public:
