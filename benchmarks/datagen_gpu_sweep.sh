@@ -12,6 +12,7 @@ threads=("$@")
 mkdir -p "$work"
 
 # Smooth gradients plus noise and a few edges: photographs' JPEG sizes, not white noise's.
+[ -e "$work/large.tar" ] && [ -e "$work/imagenet.tar" ] ||  # tars made elsewhere can be put there
 python3 - "$work" "${LARGE_COUNT:-256}" "${IMAGENET_COUNT:-2048}" <<'PY'
 import io, os, sys, tarfile
 import numpy as np
