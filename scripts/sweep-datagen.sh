@@ -109,11 +109,7 @@ hash=$(sweep_args_hash "${dg_args[@]}")
 header="hosts,ranks,threads,gpu_resize,args_hash,repeat,retry,status,exit_code,ranks_per_host,wall_s,run_s,scan_s,images,img_per_s,read_s,decode_s,resize_s,encode_s,write_s,wait_s,other_phases,scheduler,started_utc,log"
 key_columns=6
 declare -A DONE_OK=() DONE_N=()
-if [ "$dry_run" -eq 0 ]; then sweep_csv_open "$csv" "$header"; fi
-if [ -e "$csv" ]; then
-  while IFS=$'\t' read -r key ok n; do DONE_OK[$key]=$ok; DONE_N[$key]=$n; done \
-    < <(sweep_csv_progress "$csv" "$key_columns")
-fi
+sweep_load_progress "$csv" "$header" "$key_columns" "$dry_run"
 
 # Figures from dataset.json's "timings": the run as datagen timed it (without the launch) and the
 # phase seconds summed over threads and ranks. Phases beyond the six named ones go to other_phases.

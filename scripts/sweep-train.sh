@@ -124,11 +124,7 @@ hash=$(sweep_args_hash "$config" "$data" "$epochs" "$warmup" "${tr_args[@]}")
 header="mode,ranks,device,batch_global,args_hash,repeat,retry,status,exit_code,hosts,ranks_per_host,batch_per_rank,wall_s,epochs,timed_epochs,time_s,images,img_per_s,t_io,t_h2d,t_fwd,t_bwd,t_update,t_comm,test_top1,train_loss,scheduler,started_utc,log"
 key_columns=6
 declare -A DONE_OK=() DONE_N=()
-if [ "$dry_run" -eq 0 ]; then sweep_csv_open "$csv" "$header"; fi
-if [ -e "$csv" ]; then
-  while IFS=$'\t' read -r key ok n; do DONE_OK[$key]=$ok; DONE_N[$key]=$n; done \
-    < <(sweep_csv_progress "$csv" "$key_columns")
-fi
+sweep_load_progress "$csv" "$header" "$key_columns" "$dry_run"
 
 # Figures from train's metrics file: per-epoch records of rank 0; timed epochs are those after the
 # warm-up. Throughput counts the dataset's samples once per timed epoch over the training seconds

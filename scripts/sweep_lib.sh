@@ -273,3 +273,14 @@ job_train() {
   job_run "${LAUNCH[@]}" "$bin/train" "${args[@]}" "${extra[@]}"
 }
 
+
+# Opens the CSV (not in a dry run) and loads which points are done into the caller's associative
+# arrays DONE_OK and DONE_N (key -> rows that succeeded / rows in all).
+sweep_load_progress() {  # CSV HEADER KEY_COLUMNS DRY_RUN
+  if [ "$4" -eq 0 ]; then sweep_csv_open "$1" "$2"; fi
+  if [ -e "$1" ]; then
+    local key ok n
+    while IFS=$'\t' read -r key ok n; do DONE_OK[$key]=$ok; DONE_N[$key]=$n; done \
+      < <(sweep_csv_progress "$1" "$3")
+  fi
+}
