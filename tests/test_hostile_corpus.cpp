@@ -1,0 +1,128 @@
+// Hostile archive members datagen must survive: HTML named .JPEG, header bombs, 12-bit and extreme-shape
+// JPEGs, links, long/non-ASCII/duplicate names, a corrupt inner tar and a .tar.gz cut short.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "datagen/dataset_tools.h"
+#include "datagen/run.h"
+#include "shared/dataset_meta.h"
+#include "shared/error.h"
+#include "shared/mpi_context.h"
+#include "test_datagen_fixtures.h"
+
+using namespace convoy;
+using namespace convoy::datagen;
+using namespace fixtures;
+
+namespace {
+
+const MpiContext& mpi() {
+  static int argc = 0;
+  static char** argv = nullptr;
+  static MpiContext ctx(&argc, &argv);
+  return ctx;
+}
+
+RunOptions options(const std::string& input, const std::string& out) {
+  RunOptions o;
+  o.inputs = {input};
+  o.output = out;
+  o.size = 16;
+  o.channels = 3;
+  o.per_file = 4;
+  o.seed = 7;
+  o.threads = 2;
+  return o;
+}
+
+// Rewrites the baseline frame header (SOF0) of a JPEG: precision, height, width. The entropy-coded
+// data stays that of the real image, so only the header lies.
+Bytes patch_sof(Bytes jpg, int precision, int height, int width) {
+  const size_t at = jpg.find(std::string("\xFF\xC0", 2));
+  if (at == Bytes::npos) throw std::runtime_error("fixture JPEG has no SOF0");
+  jpg[at + 4] = char(precision);
+  jpg[at + 5] = char(height >> 8), jpg[at + 6] = char(height & 0xFF);
+  jpg[at + 7] = char(width >> 8), jpg[at + 8] = char(width & 0xFF);
+  return jpg;
+}
+
+// The reason rejects.tsv gives for a member, or "" when it is not listed.
+std::string reject_reason(const std::string& rejects, const std::string& member) {
+  const std::string key = "\t" + member + "\t";  // lines are: input, member, reason
+  const size_t at = rejects.find(key);
+  if (at == std::string::npos) return "";
+  const size_t start = at + key.size();
+  return rejects.substr(start, rejects.find('\n', start) - start);
+}
+
+}  // namespace
+
+TEST(HostileCorpus, EveryMemberGetsItsOutcomeAndNoGoodSampleIsLost) {
+  const std::string dir = scratch("hostile_corpus");
+  const std::string long_name = "good/" + std::string(200, 'L') + ".jpg";
+  const std::string non_ascii = "good/\xC3\xB1" "and\xC3\xBA-\xE7\x94\xBB\xE5\x83\x8F.jpg";  // ñandú-画像.jpg
+  write_tar(dir + "/in.tar",
+            {{"good/a.jpg", rgb_jpeg(40, 30, 1)},
+             {"good/b.jpg", rgb_jpeg(30, 40, 2)},
+             {long_name, rgb_jpeg(24, 24, 3)},
+             {non_ascii, rgb_jpeg(20, 28, 4)},
+             {"good/dup.jpg", rgb_jpeg(32, 32, 5)},
+             {"good/dup.jpg", rgb_jpeg(32, 32, 6)},
+             {"good/tiny.jpg", rgb_jpeg(1, 1, 7)},
+             {"bad/error_page.JPEG", "<!DOCTYPE html><html><body>404 Not Found</body></html>\n"},
+             {"bad/bomb.JPEG", patch_sof(rgb_jpeg(16, 16, 8), 8, 65000, 65000)},
+             {"bad/twelve_bit.JPEG", patch_sof(rgb_jpeg(16, 16, 9), 12, 16, 16)},
+             {"bad/wide.jpg", rgb_jpeg(4000, 20, 10)},
+             {"links/symbolic.jpg", "->../good/a.jpg"},
+             {"links/hard.jpg", "=>good/a.jpg"}});
+  ASSERT_EQ(run_datagen(options(dir + "/in.tar", dir + "/out"), mpi()), 0);
+  const DatasetMeta m = read_dataset_meta(dir + "/out");
+  EXPECT_TRUE(verify_dataset(dir + "/out").empty());
+
+  // Every good member is a sample, duplicates by name included (they are different files).
+  EXPECT_EQ(m.num_samples, 7u);
+  EXPECT_EQ(m.rejected, 4u);
+  EXPECT_EQ(m.skipped, 2u);  // the two links carry no data of their own
+  const std::string index = read_file(dir + "/out/index.tsv");
+  EXPECT_NE(index.find(long_name), std::string::npos);
+  EXPECT_NE(index.find(non_ascii), std::string::npos);
+
+  const std::string rejects = read_file(dir + "/out/rejects.tsv");
+  for (const char* bad : {"bad/error_page.JPEG", "bad/bomb.JPEG", "bad/twelve_bit.JPEG", "bad/wide.jpg"})
+    EXPECT_NE(reject_reason(rejects, bad), "") << bad << " not in rejects.tsv:\n" << rejects;
+  EXPECT_NE(reject_reason(rejects, "bad/bomb.JPEG").find("pixels"), std::string::npos) << rejects;
+  for (const char* good : {"good/a.jpg", "good/tiny.jpg", "good/dup.jpg"})
+    EXPECT_EQ(reject_reason(rejects, good), "") << good;
+}
+
+TEST(HostileCorpus, CorruptInnerTarKeepsWhatCameBeforeAndExitsTwo) {
+  const std::string dir = scratch("hostile_inner");
+  write_tar(dir + "/good.tar", {{"g1.jpg", rgb_jpeg(20, 20, 1)}, {"g2.jpg", rgb_jpeg(22, 20, 2)}, {"g3.jpg", rgb_jpeg(20, 24, 3)}});
+  Bytes garbage(3000, '\0');
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char((i * 131 + 17) % 251);
+  write_tar(dir + "/in.tar", {{"good.tar", read_file(dir + "/good.tar")}, {"broken.tar", garbage}});
+  ASSERT_EQ(run_datagen(options(dir + "/in.tar", dir + "/out"), mpi()), 2);
+  const DatasetMeta m = read_dataset_meta(dir + "/out");
+  EXPECT_EQ(m.num_samples, 3u);
+  EXPECT_TRUE(verify_dataset(dir + "/out").empty());
+}
+
+// A small .tar.gz cut short fails already when it is opened (libarchive reads ahead past the cut):
+// the run is refused naming the file, and no dataset is written.
+TEST(HostileCorpus, SmallTarGzCutShortIsRefusedNamingTheFile) {
+  const std::string dir = scratch("hostile_gz_cut");
+  Members all;
+  for (int i = 0; i < 8; ++i) all.push_back({"k/img_" + std::to_string(i) + ".jpg", rgb_jpeg(60 + i, 50, i)});
+  write_tar(dir + "/x.tar.gz", all, "gzip");
+  const Bytes full = read_file(dir + "/x.tar.gz");
+  write_file(dir + "/cut.tar.gz", full.substr(0, full.size() * 2 / 3));
+  try {
+    run_datagen(options(dir + "/cut.tar.gz", dir + "/out"), mpi());
+    FAIL() << "a cut .tar.gz was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cut.tar.gz"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(file_exists(dir + "/out/dataset.json"));
+}
