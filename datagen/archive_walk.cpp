@@ -187,10 +187,13 @@ struct Walker {
           }
         }
         if (!sub.complete) {
+          // The damage is confined to this member: its extent is known, so the outer walk goes on
+          // to the next member (libarchive skips what is left of this one). The first error stands.
+          if (res.complete) {
+            res.error = sub.error;
+            res.cut_member = sub.cut_member;
+          }
           res.complete = false;
-          res.error = sub.error;
-          res.cut_member = sub.cut_member;
-          break;
         }
         continue;
       }

@@ -669,7 +669,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
              sum.gpu_stage, sum.gpu_upload, sum.gpu_kernel, sum.gpu_download, sum.gpu_wait);
   for (const auto& in : index.inputs)
     if (!in.complete) std::fprintf(stderr, "datagen: error: incomplete input: %s\n", in.error.c_str());
-  if (status) log_info("the dataset holds what came before the damage; the run is incomplete (exit status 2)");
+  if (status) log_info("the dataset holds every member that could be read; the run is incomplete (exit status 2)");
   return status;
 }
 

@@ -96,15 +96,18 @@ TEST(HostileCorpus, EveryMemberGetsItsOutcomeAndNoGoodSampleIsLost) {
     EXPECT_EQ(reject_reason(rejects, good), "") << good;
 }
 
-TEST(HostileCorpus, CorruptInnerTarKeepsWhatCameBeforeAndExitsTwo) {
+// The damage is confined to the corrupt inner tar: the good inner tars before and after it are kept.
+TEST(HostileCorpus, CorruptInnerTarLosesNoOtherMemberAndExitsTwo) {
   const std::string dir = scratch("hostile_inner");
   write_tar(dir + "/good.tar", {{"g1.jpg", rgb_jpeg(20, 20, 1)}, {"g2.jpg", rgb_jpeg(22, 20, 2)}, {"g3.jpg", rgb_jpeg(20, 24, 3)}});
+  write_tar(dir + "/late.tar", {{"l1.jpg", rgb_jpeg(21, 20, 4)}, {"l2.jpg", rgb_jpeg(20, 23, 5)}});
   Bytes garbage(3000, '\0');
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char((i * 131 + 17) % 251);
-  write_tar(dir + "/in.tar", {{"good.tar", read_file(dir + "/good.tar")}, {"broken.tar", garbage}});
+  write_tar(dir + "/in.tar", {{"good.tar", read_file(dir + "/good.tar")}, {"broken.tar", garbage},
+                              {"late.tar", read_file(dir + "/late.tar")}});
   ASSERT_EQ(run_datagen(options(dir + "/in.tar", dir + "/out"), mpi()), 2);
   const DatasetMeta m = read_dataset_meta(dir + "/out");
-  EXPECT_EQ(m.num_samples, 3u);
+  EXPECT_EQ(m.num_samples, 5u);
   EXPECT_TRUE(verify_dataset(dir + "/out").empty());
 }
 
