@@ -26,13 +26,6 @@ using namespace fixtures;
 
 namespace {
 
-const MpiContext& mpi() {
-  static int argc = 0;
-  static char** argv = nullptr;
-  static MpiContext ctx(&argc, &argv);
-  return ctx;
-}
-
 // Images of every kind the decoder takes, small and large (the DCT-scaled JPEG path, and a large
 // PNG whose full-size resize is real work), plus members that are rejected.
 void write_mixed_archive(const std::string& path) {

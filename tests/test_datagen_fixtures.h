@@ -16,8 +16,17 @@
 #include <vector>
 
 #include "shared/atomic_file.h"
+#include "shared/mpi_context.h"
 
 namespace fixtures {
+
+// One MPI context for a whole test binary (a singleton without mpirun); run_datagen needs it.
+inline const convoy::MpiContext& mpi() {
+  static int argc = 0;
+  static char** argv = nullptr;
+  static convoy::MpiContext ctx(&argc, &argv);
+  return ctx;
+}
 
 using Bytes = std::string;
 using Members = std::vector<std::pair<std::string, Bytes>>;

@@ -23,13 +23,6 @@ using namespace fixtures;
 
 namespace {
 
-const MpiContext& mpi() {
-  static int argc = 0;
-  static char** argv = nullptr;
-  static MpiContext ctx(&argc, &argv);
-  return ctx;
-}
-
 RunOptions options(const std::vector<std::string>& inputs, const std::string& out) {
   RunOptions o;
   o.inputs = inputs;

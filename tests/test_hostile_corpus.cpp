@@ -17,13 +17,6 @@ using namespace fixtures;
 
 namespace {
 
-const MpiContext& mpi() {
-  static int argc = 0;
-  static char** argv = nullptr;
-  static MpiContext ctx(&argc, &argv);
-  return ctx;
-}
-
 RunOptions options(const std::string& input, const std::string& out) {
   RunOptions o;
   o.inputs = {input};
