@@ -25,4 +25,10 @@ const char* resize_policy_name(ResizePolicy p);
 // already S x S.
 void resize_to_square(const cv::Mat& src, int size, ResizePolicy policy, uint8_t* dst);
 
+// The code path resize_to_square takes on this CPU: "avx2" (chosen at run time), "sse2" (any
+// x86-64) or "generic". Every path gives the same bytes.
+const char* resize_instruction_set();
+// Tests: true makes resize_to_square use the baseline path even where AVX2 is there.
+void resize_force_baseline(bool on);
+
 }  // namespace convoy::datagen

@@ -79,14 +79,18 @@ TEST(GpuResizeMath, EqualsTheCpuPathBitForBit) {
   }
   long values = 0;
   int copies = 0, seen[3] = {0, 0, 0};
+  std::printf("resize_to_square uses %s here; the baseline path is checked too\n", resize_instruction_set());
   for (const Case& k : cases) {
     cv::Mat img = random_image(rng, k.w, k.h, k.c);
-    std::vector<uint8_t> ref(static_cast<size_t>(k.size) * k.size * k.c);
+    std::vector<uint8_t> ref(static_cast<size_t>(k.size) * k.size * k.c), base(ref.size());
     resize_to_square(img, k.size, k.policy, ref.data());
+    resize_force_baseline(true);
+    resize_to_square(img, k.size, k.policy, base.data());
+    resize_force_baseline(false);
     ResizeJob j;
     const std::vector<uint8_t> got = emulate(img, k.size, k.policy, &j);
     size_t differ = 0;
-    for (size_t i = 0; i < ref.size(); ++i) differ += ref[i] != got[i];
+    for (size_t i = 0; i < ref.size(); ++i) differ += (ref[i] != got[i]) + (base[i] != got[i]);
     values += static_cast<long>(ref.size());
     if (j.method == ResizeMethod::copy) {
       ++copies;
