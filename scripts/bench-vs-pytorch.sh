@@ -6,7 +6,7 @@
 #   scripts/bench-vs-pytorch.sh CONFIG TRAIN_DIR VAL_DIR [EPOCHS] [BATCH]
 #   e.g. scripts/bench-vs-pytorch.sh configs/fmnist.toml data/fmnist-train data/fmnist-t10k 15 128
 # Environment: TRAIN (default build/train), PYTHON (default python3), CONVOY_ARGS (extra train flags),
-# TORCH_MODES (default "eager compile").
+# TORCH_MODES (default "eager compile"), LOG_DIR (keep convoy's log and metrics there).
 set -euo pipefail
 config=$1 train_dir=$2 val_dir=$3 epochs=${4:-} batch=${5:-}
 train=${TRAIN:-build/train}
@@ -23,6 +23,7 @@ args=(--config "$config" --data "$train_dir" --val "$val_dir")
 # shellcheck disable=SC2086
 "$train" "${args[@]}" --device cuda --metrics "$work/convoy.jsonl" --log-every 0 ${CONVOY_ARGS:-} >"$work/convoy.out" 2>"$work/convoy.err" \
   || { cat "$work/convoy.err" >&2; exit 1; }
+[ -n "${LOG_DIR:-}" ] && mkdir -p "$LOG_DIR" && cp "$work"/convoy.* "$LOG_DIR"/
 "$python" - "$work/convoy.jsonl" "$train_dir/dataset.json" "$config" "${CONVOY_ARGS:-}" >"$work/rows.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -28,6 +28,12 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(diff / ref);
 }
 
+gpu::DeviceBuffer<uint64_t> step_key(uint64_t key) {
+  gpu::DeviceBuffer<uint64_t> b(1);
+  b.upload(&key, 1);
+  return b;
+}
+
 void steps_match(const std::string& config, Dims input, int n, int steps) {
   NetConfig cfg = read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/" + config);
   Net cpu(cfg, input, 10);
@@ -65,7 +71,8 @@ void steps_match(const std::string& config, Dims input, int n, int steps) {
     g.upload(cpu.weights(), cpu.state());
     const double loss = cpu.forward(n, x.data(), labels.data(), true, uint64_t(step), keys.data());
     cpu.backward();
-    g.forward(n, gx.get(), glabels.get(), true, uint64_t(step), gkeys.get());
+    auto key = step_key(uint64_t(step));
+    g.forward(n, gx.get(), glabels.get(), true, key.get(), gkeys.get());
     g.backward();
     EXPECT_NEAR(gpu_losses(), loss, 1e-4 * std::max(1.0, std::fabs(loss))) << config << " step " << step;
     std::vector<float> ggrads(params), w, state;
@@ -85,9 +92,13 @@ void steps_match(const std::string& config, Dims input, int n, int steps) {
     cpu.forward(n, x.data(), labels.data(), true, uint64_t(100 + step), keys.data());
     cpu.backward();
     sgd_update(params, cpu.weights().data(), cpu.grads().data(), mom.data(), 1e-3f, 0.9f, true, 5e-4f);
-    g.forward(n, gx.get(), glabels.get(), true, uint64_t(100 + step), gkeys.get());
+    auto key = step_key(uint64_t(100 + step));
+    g.forward(n, gx.get(), glabels.get(), true, key.get(), gkeys.get());
     g.backward();
-    gpu::sgd_update(ctx, params, g.weights(), g.grads(), gmom.get(), 1e-3f, 0.9f, true, 5e-4f);
+    auto sc = gpu::DeviceBuffer<gpu::StepScalars>(1);
+    const gpu::StepScalars h = gpu::step_scalars(0, 1e-3, 0.9, 0.999, step + 1);
+    sc.upload(&h, 1);
+    gpu::sgd_update(ctx, params, g.weights(), g.grads(), gmom.get(), sc.get(), 0.9f, true, 5e-4f);
   }
   std::vector<float> w, state;
   g.download(w, state);

@@ -60,6 +60,8 @@ class Context {
   cublasHandle_t cublas_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_;
+  static constexpr size_t kCublasWorkspace = size_t(32) << 20;
+  void* cublas_workspace_ = nullptr;
   MathMode math_;
 };
 

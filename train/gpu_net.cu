@@ -78,7 +78,7 @@ const float* GpuNet::input_of(int node, int k) const {
   return from < 0 ? x_ : buf_[from].y.get();
 }
 
-void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, uint64_t key,
+void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, const uint64_t* key,
                      const uint64_t* sample_keys) {
   if (n > max_batch_) fail("GpuNet: batch of " + std::to_string(n) + " exceeds the " + std::to_string(max_batch_) + " it was built for");
   n_ = n;
@@ -107,7 +107,7 @@ void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, u
         if (train && nd.spec.p > 0) {
           DropoutShape s{n, nd.out.size(), nd.spec.p};
           // The same per-layer key as the CPU net, so both drop the same elements.
-          dropout_forward(ctx_, s, key ^ (uint64_t(i) * 0x100000001B3ull), sample_keys, a, y, buf_[i].aux.get());
+          dropout_forward(ctx_, s, key, uint64_t(i) * 0x100000001B3ull, sample_keys, a, y, buf_[i].aux.get());
         } else {
           copy(ctx_, y, a, count);
         }
@@ -129,7 +129,7 @@ void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, u
   }
 }
 
-void GpuNet::backward() {
+void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
   const int n = n_;
   const auto& nodes = net_.nodes();
   for (const Node& nd : nodes)
@@ -182,6 +182,11 @@ void GpuNet::backward() {
           }
       }
       if (dx && from >= 0 && nodes[from].consumers > 1) accumulate(ctx_, in_count, dx, buf_[from].dy.get());
+    }
+    if (ready && (nd.w_count || nd.b_count)) {
+      const size_t lo = std::min(nd.w_count ? nd.w_off : nd.b_off, nd.b_count ? nd.b_off : nd.w_off);
+      const size_t hi = std::max(nd.w_off + nd.w_count, nd.b_off + nd.b_count);
+      ready(lo, hi);
     }
   }
 }

@@ -3,6 +3,7 @@
 // step itself allocates nothing.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -23,11 +24,16 @@ class GpuNet {
   void upload(const std::vector<float>& weights, const std::vector<float>& state);
   void download(std::vector<float>& weights, std::vector<float>& state) const;
 
-  // x: device [n, input dims] floats; labels: device int32 [n]; sample_keys: device [n] (dropout).
-  // Queues the forward pass on the context's stream; per-sample losses stay on the device.
-  void forward(int n, const float* x, const int32_t* labels, bool train, uint64_t key, const uint64_t* sample_keys);
-  // Gradients of the mean loss of the last forward into grads().
-  void backward();
+  // x: device [n, input dims] floats; labels: device int32 [n]; key: device pointer to the step's
+  // key and sample_keys: device [n] (dropout). Queues the forward pass on the context's stream;
+  // per-sample losses stay on the device. Reads no host value that changes from step to step, so
+  // the queued work can be captured once as a CUDA graph.
+  void forward(int n, const float* x, const int32_t* labels, bool train, const uint64_t* key,
+               const uint64_t* sample_keys);
+  // Gradients of the mean loss of the last forward into grads(). After each node's gradients are
+  // queued, `ready(lo, hi)` (if set) is told their range [lo, hi) of the flat buffer; nodes come in
+  // reverse order, so the ranges move from the end of the buffer to its start.
+  void backward(const std::function<void(size_t lo, size_t hi)>& ready = nullptr);
 
   float* weights() { return weights_.get(); }
   float* grads() { return grads_.get(); }

@@ -20,6 +20,7 @@ struct TrainOptions {
   long long stop_after = 0;   // stop (and checkpoint) after this many steps in total
   std::string device = "cpu";      // cpu | cuda | auto
   std::string precision = "tf32";  // CUDA backend: fp32 (exact float) or tf32 (tensor cores)
+  bool cuda_graph = true;          // CUDA backend: replay the step as a captured CUDA graph
   bool print_net = false;
   bool profile = false;       // per-layer forward/backward times after each epoch
 };
