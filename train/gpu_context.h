@@ -35,6 +35,10 @@ namespace convoy::gpu {
 
 // fp32: exact float arithmetic (no tensor cores); tf32: cuDNN/cuBLAS may use TF32 tensor cores.
 enum class MathMode { fp32, tf32 };
+// How cuDNN convolution algorithms are chosen (deterministic ones only, either way): by cuDNN's
+// heuristics (the same choice on every run, so runs repeat bit for bit) or by timing each one once
+// at set-up (faster steps; the choice, and so the last bits of the weights, can vary between runs).
+enum class AlgoSearch { heuristic, measure };
 
 class Context {
  public:
@@ -50,6 +54,8 @@ class Context {
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
   MathMode math() const { return math_; }
+  AlgoSearch algo_search() const { return algo_search_; }
+  void set_algo_search(AlgoSearch a) { algo_search_ = a; }
   void synchronize() const { CONVOY_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
  private:
@@ -63,6 +69,7 @@ class Context {
   static constexpr size_t kCublasWorkspace = size_t(32) << 20;
   void* cublas_workspace_ = nullptr;
   MathMode math_;
+  AlgoSearch algo_search_ = AlgoSearch::heuristic;
 };
 
 // A typed view of convoy::DeviceBuffer: allocated at set-up, never in the step.
@@ -84,6 +91,24 @@ class DeviceBuffer {
   convoy::DeviceBuffer bytes_;
   size_t count_ = 0;
 };
+
+// Records e on s; while s is being captured, as an event node, so that every replay of the graph
+// re-records it and what it times stays timed (outside a capture that flag is refused).
+inline void record_event(cudaEvent_t e, cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  CONVOY_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
+  if (st == cudaStreamCaptureStatusActive)
+    CONVOY_CUDA_CHECK(cudaEventRecordWithFlags(e, s, cudaEventRecordExternal));
+  else
+    CONVOY_CUDA_CHECK(cudaEventRecord(e, s));
+}
+
+// Seconds from `from` to `to`, both complete; 0 where `to` came first.
+inline double elapsed_seconds(cudaEvent_t from, cudaEvent_t to) {
+  float ms = 0;
+  CONVOY_CUDA_CHECK(cudaEventElapsedTime(&ms, from, to));
+  return ms > 0 ? ms / 1e3 : 0.0;
+}
 
 // Blocks of 256 threads covering n elements, capped so huge tensors use grid-stride loops.
 inline unsigned grid_for(size_t n, unsigned block = 256) {

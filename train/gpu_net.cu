@@ -49,6 +49,17 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch)
   CONVOY_CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.size() * sizeof(float)));
 }
 
+void GpuNet::set_profiling(bool on) {
+  events_.reset(on ? new CudaEvent[4 * net_.nodes().size()] : nullptr);
+}
+
+void GpuNet::collect_profile(Net& into) const {
+  if (!events_) return;
+  for (size_t i = 0; i < net_.nodes().size(); ++i)
+    into.add_profile(i, elapsed_seconds(events_[4 * i].get(), events_[4 * i + 1].get()),
+                     elapsed_seconds(events_[4 * i + 2].get(), events_[4 * i + 3].get()));
+}
+
 void GpuNet::upload(const std::vector<float>& weights, const std::vector<float>& state) {
   if (weights.size() != weights_.size() || state.size() > state_.size()) fail("GpuNet: parameter layout differs from the net's");
   weights_.upload(weights.data(), weights.size());
@@ -69,7 +80,7 @@ const ConvPlan& GpuNet::plan(int node, int n) {
   if (it != plans_.end()) return *it->second;
   const Node& nd = net_.nodes()[node];
   const Dims in = nd.in[0] < 0 ? net_.input_dims() : net_.nodes()[nd.in[0]].out;
-  auto p = std::make_unique<ConvPlan>(ctx_, conv_shape(nd, in, n));
+  auto p = std::make_unique<ConvPlan>(ctx_, conv_shape(nd, in, n), nd.in[0] >= 0);
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
@@ -94,6 +105,7 @@ void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, c
     const float* w = weights_.get() + nd.w_off;
     const float* b = nd.b_count ? weights_.get() + nd.b_off : nullptr;
     const size_t count = size_t(n) * nd.out.size();
+    if (events_) record_event(events_[4 * i].get(), ctx_.stream());
     switch (nd.spec.kind) {
       case LayerKind::conv: conv_forward(ctx_, plan(i, n), a, w, b, y); break;
       case LayerKind::max_pool: max_pool_forward(ctx_, pool_shape(nd, in, n), a, y, buf_[i].argmax.get()); break;
@@ -126,6 +138,7 @@ void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, c
         softmax_xent_forward(ctx_, n, net_.classes(), a, labels, probs_.get(), losses_.get());
         break;
     }
+    if (events_) record_event(events_[4 * i + 1].get(), ctx_.stream());
   }
 }
 
@@ -147,6 +160,7 @@ void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
     float* dw = grads_.get() + nd.w_off;
     float* db = nd.b_count ? grads_.get() + nd.b_off : nullptr;
     const size_t count = size_t(n) * nd.out.size();
+    if (events_) record_event(events_[4 * idx + 2].get(), ctx_.stream());
     for (size_t k = 0; k < nd.in.size(); ++k) {
       const int from = nd.in[k];
       // The net's input needs no gradient; a node with one consumer takes it in place.
@@ -183,6 +197,7 @@ void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
       }
       if (dx && from >= 0 && nodes[from].consumers > 1) accumulate(ctx_, in_count, dx, buf_[from].dy.get());
     }
+    if (events_) record_event(events_[4 * idx + 3].get(), ctx_.stream());
     if (ready && (nd.w_count || nd.b_count)) {
       const size_t lo = std::min(nd.w_count ? nd.w_off : nd.b_off, nd.b_count ? nd.b_off : nd.w_off);
       const size_t hi = std::max(nd.w_off + nd.w_count, nd.b_off + nd.b_count);

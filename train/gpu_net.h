@@ -35,6 +35,11 @@ class GpuNet {
   // reverse order, so the ranges move from the end of the buffer to its start.
   void backward(const std::function<void(size_t lo, size_t hi)>& ready = nullptr);
 
+  // Per-node forward/backward events (recorded inside a captured graph too); collect_profile adds
+  // their times to the CPU net's profile once the step is complete.
+  void set_profiling(bool on);
+  void collect_profile(Net& into) const;
+
   float* weights() { return weights_.get(); }
   float* grads() { return grads_.get(); }
   float* state() { return state_.get(); }
@@ -60,6 +65,7 @@ class GpuNet {
   DeviceBuffer<float> weights_, grads_, state_, probs_, losses_, scratch_;
   std::vector<NodeBuffers> buf_;
   std::map<std::pair<int, int>, std::unique_ptr<ConvPlan>> plans_;  // (node, batch) -> plan
+  std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end
 };
 
 }  // namespace convoy::gpu

@@ -10,24 +10,6 @@ namespace {
 
 size_t align_up(size_t n) { return (n + 255) & ~size_t(255); }
 
-float elapsed(cudaEvent_t from, cudaEvent_t to) {
-  float ms = 0;
-  CONVOY_CUDA_CHECK(cudaEventElapsedTime(&ms, from, to));
-  return std::max(0.f, ms) / 1e3f;
-}
-
-// Recorded as an event node when the stream is being captured, so that every replay of the graph
-// re-records it and the phases stay timed.
-// (Outside a capture the flag is refused, so a plain record is used there.)
-void mark(cudaEvent_t e, cudaStream_t s) {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  CONVOY_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
-  if (st == cudaStreamCaptureStatusActive)
-    CONVOY_CUDA_CHECK(cudaEventRecordWithFlags(e, s, cudaEventRecordExternal));
-  else
-    CONVOY_CUDA_CHECK(cudaEventRecord(e, s));
-}
-
 }  // namespace
 
 // One batch in flight: the same layout in pinned host memory and on the device, so that one copy
@@ -69,6 +51,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
       scale_shift_(2 * aug.stored.channels), acc_(4),
       losses_host_(sizeof(float) * max_batch), probs_host_(sizeof(float) * max_batch * std::max(1, net.classes())),
       acc_host_(4 * sizeof(double)) {
+  ctx_.set_algo_search(o.algos);
   name_ = "cuda:" + std::to_string(device);
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) name_ += std::string(" (") + prop.name + ")";
@@ -88,6 +71,10 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   if (ranks > 1) nccl_ = std::make_unique<NcclComm>(rank, ranks);
   for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(aug.stored.bytes(), max_batch));
   for (int i = 0; i < 4; ++i) events_.push_back(std::make_unique<StepEvents>());
+  if (o.profile) {
+    net_.set_profiling(true);
+    profile_ = std::make_unique<Net>(net);
+  }
   CONVOY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -124,19 +111,19 @@ void GpuStep::queue_compute(int slot, int n) {
   a.n = n;
   augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(), x_.get());
   net_.forward(n, x_.get(), labels, true, &scalars->key, sl.d<uint64_t>(sl.keys));
-  mark(sl.fwd.get(), s);
+  record_event(sl.fwd.get(), s);
   if (nccl_) {
     net_.backward([this](size_t lo, size_t hi) { bucket_ready(lo, hi); });
     flush_bucket();
   } else {
     net_.backward();
   }
-  mark(sl.bwd.get(), s);
+  record_event(sl.bwd.get(), s);
   if (nccl_) {
     CONVOY_CUDA_CHECK(cudaEventRecord(join_.get(), comm_stream_.get()));
     CONVOY_CUDA_CHECK(cudaStreamWaitEvent(s, join_.get(), 0));
   }
-  mark(sl.comm.get(), s);
+  record_event(sl.comm.get(), s);
   const TrainRecipe& r = host_opt_.recipe;
   const size_t params = net_.param_count();
   if (r.optimizer == "sgd")
@@ -193,17 +180,30 @@ void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
   pending_.push_back(k);
   if (gap_from_ < 0) gap_from_ = k + 1;
   ++step_;
+  if (profile_) {  // the node events are re-recorded by the next step: read them now
+    drain();
+    net_.collect_profile(*profile_);
+  }
+}
+
+void GpuStep::add_profile_to(Net& net) {
+  if (!profile_) return;
+  for (size_t i = 0; i < net.nodes().size(); ++i) {
+    const Node& nd = profile_->nodes()[i];
+    net.add_profile(i, nd.t_fwd, nd.t_bwd);
+    profile_->add_profile(i, -nd.t_fwd, -nd.t_bwd);
+  }
 }
 
 void GpuStep::harvest(long long j) {
   const StepEvents& e = *events_[size_t(j % 4)];
   const Slot& sl = *slots_[size_t(j % 2)];
-  times_.h2d += elapsed(e.ready.get(), e.start.get());
-  if (j >= gap_from_) times_.idle += elapsed(events_[size_t((j + 3) % 4)]->end.get(), e.ready.get());
-  times_.fwd += elapsed(e.start.get(), sl.fwd.get());
-  times_.bwd += elapsed(sl.fwd.get(), sl.bwd.get());
-  times_.comm += elapsed(sl.bwd.get(), sl.comm.get());
-  times_.update += elapsed(sl.comm.get(), e.end.get());
+  times_.h2d += elapsed_seconds(e.ready.get(), e.start.get());
+  if (j >= gap_from_) times_.idle += elapsed_seconds(events_[size_t((j + 3) % 4)]->end.get(), e.ready.get());
+  times_.fwd += elapsed_seconds(e.start.get(), sl.fwd.get());
+  times_.bwd += elapsed_seconds(sl.fwd.get(), sl.bwd.get());
+  times_.comm += elapsed_seconds(sl.bwd.get(), sl.comm.get());
+  times_.update += elapsed_seconds(sl.comm.get(), e.end.get());
   ++times_.steps;
 }
 

@@ -36,6 +36,8 @@ struct GpuStepOptions {
   MathMode math = MathMode::tf32;
   bool graph = true;                      // capture the step as a CUDA graph (off: queue it op by op)
   size_t bucket_bytes = size_t(8) << 20;  // all-reduce bucket size
+  bool profile = false;                   // time every node (waits for each step)
+  AlgoSearch algos = AlgoSearch::heuristic;
 };
 
 class GpuStep {
@@ -61,6 +63,8 @@ class GpuStep {
   void sync_to(Net& net, Optimizer& opt);
   // Waits for the queued steps; their phase times since the last take.
   StepTimes take_times();
+  // With GpuStepOptions::profile: adds the per-node times of the steps so far to net's profile.
+  void add_profile_to(Net& net);
   const char* device_name() const { return name_.c_str(); }
   bool graphed() const { return bool(graph_[0]) || bool(graph_[1]); }
 
@@ -93,6 +97,7 @@ class GpuStep {
   long long gap_from_ = -1;        // first step whose idle gap to its predecessor is meaningful
   PinnedBuffer losses_host_, probs_host_, acc_host_;
   StepTimes times_;
+  std::unique_ptr<Net> profile_;  // per-node times, collected after every step when profiling
   std::string name_;
 };
 

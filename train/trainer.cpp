@@ -260,9 +260,12 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     gpu::GpuStepOptions go;
     go.math = o.precision == "fp32" ? gpu::MathMode::fp32 : gpu::MathMode::tf32;
     go.graph = o.cuda_graph;
+    go.profile = o.profile;
+    go.algos = o.cudnn_algos == "measure" ? gpu::AlgoSearch::measure : gpu::AlgoSearch::heuristic;
     gpu = std::make_unique<gpu::GpuStep>(device, net, opt, train_loader.augmenter(), std::max(local_batch, 1), rank,
                                          ranks, go);
-    log_info("CUDA backend on %s (rank 0), %s math, %s%s", gpu->device_name(), o.precision.c_str(),
+    log_info("CUDA backend on %s (rank 0), %s math, %s convolution algorithms, %s%s", gpu->device_name(),
+             o.precision.c_str(), o.cudnn_algos.c_str(),
              o.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
              ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
 #endif
@@ -412,6 +415,9 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     const double secs = epoch_clock.seconds();
     log_info("epoch %d/%d: loss %.4f train acc %.4f%s | %.1f s (train %.1f s, %.0f img/s)", epoch + 1, rec.epochs,
              train_loss, train_acc, val_text.c_str(), secs, train_s, sums[2] / train_s);
+#ifdef CONVOY_HAVE_CUDA
+    if (gpu) gpu->add_profile_to(net);
+#endif
     if (o.profile && rank == 0) std::fprintf(stderr, "%s", net.profile().c_str());
     char idle[48] = "";
     if (gpu) std::snprintf(idle, sizeof idle, ", t_idle %.2f s", t_idle);

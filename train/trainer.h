@@ -21,6 +21,7 @@ struct TrainOptions {
   std::string device = "cpu";      // cpu | cuda | auto
   std::string precision = "tf32";  // CUDA backend: fp32 (exact float) or tf32 (tensor cores)
   bool cuda_graph = true;          // CUDA backend: replay the step as a captured CUDA graph
+  std::string cudnn_algos = "heuristic";  // CUDA backend: heuristic (repeatable) | measure (fastest)
   bool print_net = false;
   bool profile = false;       // per-layer forward/backward times after each epoch
 };

@@ -19,7 +19,8 @@ namespace convoy::gpu {
 // deterministic algorithms are used, so a run's weights do not depend on scheduling.
 class ConvPlan {
  public:
-  ConvPlan(Context& ctx, const ConvShape& shape);
+  // need_dx: whether the input's gradient is ever asked for (not for the net's first layer).
+  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true);
   ~ConvPlan();
   ConvPlan(const ConvPlan&) = delete;
   ConvPlan& operator=(const ConvPlan&) = delete;
@@ -32,6 +33,7 @@ class ConvPlan {
   cudnnConvolutionFwdAlgo_t fwd_{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  bool has_dx_ = true;
 };
 
 // The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
