@@ -45,7 +45,7 @@ struct GpuStep::StepEvents {
 
 GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank,
                  int ranks, const GpuStepOptions& o)
-    : ctx_(device, size_t(256) << 20, o.math), net_(ctx_, net, max_batch), host_opt_(opt),
+    : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch), host_opt_(opt),
       max_batch_(max_batch), ranks_(ranks), o_(o),
       x_(size_t(max_batch) * net.input_dims().size()), m_(opt.m.size()), v_(std::max<size_t>(1, opt.v.size())),
       scale_shift_(2 * aug.stored.channels), acc_(4),

@@ -38,6 +38,7 @@ struct GpuStepOptions {
   size_t bucket_bytes = size_t(8) << 20;  // all-reduce bucket size
   bool profile = false;                   // time every node (waits for each step)
   AlgoSearch algos = AlgoSearch::heuristic;
+  size_t workspace_bytes = size_t(1) << 30;  // cuDNN workspace (bounds the algorithms it may use)
 };
 
 class GpuStep {

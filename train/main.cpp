@@ -59,6 +59,9 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
                  "CUDA backend: choose deterministic convolution algorithms by cuDNN's heuristics (runs repeat bit for bit) "
                  "or by timing them at start (faster; the last bits may differ between runs)")
       ->check(CLI::IsMember({"heuristic", "measure"}));
+  app.add_option("--cudnn-workspace", t.cudnn_workspace_mb,
+                 "CUDA backend: cuDNN workspace in MiB, allocated once; larger admits faster convolution algorithms")
+      ->check(CLI::Range(16, 65536));
   app.add_option("--precision", t.precision, "CUDA backend: fp32 or tf32 (tensor cores for conv and fc)")
       ->check(CLI::IsMember({"fp32", "tf32"}));
   bool list_gpus = false;

@@ -261,6 +261,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     go.math = o.precision == "fp32" ? gpu::MathMode::fp32 : gpu::MathMode::tf32;
     go.graph = o.cuda_graph;
     go.profile = o.profile;
+    go.workspace_bytes = size_t(o.cudnn_workspace_mb) << 20;
     go.algos = o.cudnn_algos == "measure" ? gpu::AlgoSearch::measure : gpu::AlgoSearch::heuristic;
     gpu = std::make_unique<gpu::GpuStep>(device, net, opt, train_loader.augmenter(), std::max(local_batch, 1), rank,
                                          ranks, go);
