@@ -8,6 +8,7 @@
 
 #include "train/gpu_step.h"
 #include "train/net_config.h"
+#include "rel_l2.h"
 
 using namespace convoy;
 
@@ -39,15 +40,6 @@ struct Batches {
   }
 };
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, r = 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    r += double(b[i]) * b[i];
-  }
-  return std::sqrt(d / r);
-}
 
 }  // namespace
 
@@ -102,6 +94,6 @@ TEST(GpuStep, FollowsTheCpuTrainer) {
   const gpu::StepMetrics m = step.take_metrics();
   step.sync_to(net, opt);
   EXPECT_NEAR(m.loss_sum, cpu_loss, 1e-4 * cpu_loss);
-  EXPECT_LT(rel_l2(net.weights(), cpu.weights()), 1e-4);
-  EXPECT_LT(rel_l2(opt.m, cpu_opt.m), 1e-3);
+  EXPECT_LT(test::rel_l2(net.weights(), cpu.weights()), 1e-4);
+  EXPECT_LT(test::rel_l2(opt.m, cpu_opt.m), 1e-3);
 }
