@@ -1,5 +1,7 @@
 // The benchmark loads the images into memory first, so that it measures CPU work only; each
-// measurement takes the best of several passes to damp noise from other processes.
+// measurement takes the best of several passes to damp noise from other processes, and the passes
+// of the different measurements take turns, so that a busy spell on the machine does not fall on
+// one of them only.
 #include "datagen/bench.h"
 
 #include <turbojpeg.h>
@@ -25,14 +27,19 @@ struct Handle {
   }
 };
 
-double best_rate(size_t n, int repeat, const std::function<void()>& pass) {
+// One measurement: a pass over all the images, and the best images/s of its passes.
+struct Measure {
+  std::function<void()> pass;
   double best = 0;
-  for (int r = 0; r < repeat; ++r) {
-    Stopwatch w;
-    pass();
-    best = std::max(best, double(n) / std::max(1e-9, w.seconds()));
-  }
-  return best;
+};
+
+void run_interleaved(size_t n, int repeat, std::vector<Measure*> measures) {
+  for (int r = 0; r < repeat; ++r)
+    for (Measure* m : measures) {
+      Stopwatch w;
+      m->pass();
+      m->best = std::max(m->best, double(n) / std::max(1e-9, w.seconds()));
+    }
 }
 
 }  // namespace
@@ -67,19 +74,19 @@ int bench_decode(const BenchOptions& opt) {
 
   std::vector<uint8_t> full;
   const int pf = opt.channels == 1 ? TJPF_GRAY : TJPF_RGB;
-  const double floor = best_rate(n, opt.repeat, [&] {
+  Measure floor{[&] {
     for (const auto& j : jpegs) {
       int w = 0, h = 0, ss = 0, cs = 0;
       tjDecompressHeader3(tj.h, j.data(), j.size(), &w, &h, &ss, &cs);
       full.resize(size_t(w) * size_t(h) * size_t(tjPixelSize[pf]));
       tjDecompress2(tj.h, j.data(), j.size(), full.data(), w, 0, h, pf, 0);
     }
-  });
+  }};
   ImageCodec codec;
   DecodeLimits limits;
   std::vector<uint8_t> out(size_t(opt.size) * size_t(opt.size) * size_t(opt.channels));
   auto work = [&](int min_short, bool resize) {
-    return best_rate(n, opt.repeat, [&] {
+    return Measure{[&, min_short, resize] {
       for (const auto& j : jpegs) {
         try {
           cv::Mat img = codec.decode(j.data(), j.size(), opt.channels, min_short, limits);
@@ -87,18 +94,18 @@ int bench_decode(const BenchOptions& opt) {
         } catch (const RejectError&) {
         }
       }
-    });
+    }};
   };
-  const double decode_only = work(opt.size, false);
-  const double datagen_rate = work(opt.size, true);
-  const double no_scaling = work(0, true);
-  std::printf("  %-44s %10.1f images/s\n", "TurboJPEG decode alone, full size (floor)", floor);
+  Measure decode{work(opt.size, false)}, datagen{work(opt.size, true)}, full_size{work(0, true)};
+  run_interleaved(n, opt.repeat, {&floor, &decode, &datagen, &full_size});
+  const double decode_only = decode.best, datagen_rate = datagen.best, no_scaling = full_size.best;
+  std::printf("  %-44s %10.1f images/s\n", "TurboJPEG decode alone, full size (floor)", floor.best);
   std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor)\n", "datagen decode (DCT scaling), no resize", decode_only,
-              100.0 * decode_only / floor);
+              100.0 * decode_only / floor.best);
   std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor)\n", "datagen decode (DCT scaling) + resize", datagen_rate,
-              100.0 * datagen_rate / floor);
+              100.0 * datagen_rate / floor.best);
   std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor)\n", "datagen decode (full size) + resize", no_scaling,
-              100.0 * no_scaling / floor);
+              100.0 * no_scaling / floor.best);
   return 0;
 }
 

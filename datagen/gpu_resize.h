@@ -1,5 +1,5 @@
 // datagen --gpu-resize: many decoded images per upload and per launch, resized on the GPU to the
-// same S x S x C samples as datagen/resize.cpp (within +-1 per pixel). One GpuResizer per thread.
+// same S x S x C samples as datagen/resize.cpp, bit for bit. One GpuResizer per thread.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The per-pixel arithmetic of the CUDA resize, written once for the kernel and for the CPU-side test
-// that checks it against cv::resize (OpenCV 4.6, uint8) on machines without a GPU.
+// The resize's arithmetic, written once: the CPU path (datagen/resize.cpp) builds its tap tables
+// from it and the CUDA kernel (datagen/gpu_resize.cu) evaluates it per pixel, bit for bit alike.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,12 +14,23 @@ namespace convoy::datagen {
 
 enum class ResizePolicy;  // datagen/resize.h
 
-// Which branch of OpenCV's resize the CPU path takes for a given region and size.
+// The filter of one axis, chosen from that axis alone: a shrinking axis is antialiased, an
+// enlarging one interpolated, so a squash that shrinks x and enlarges y gets both.
+enum class AxisFilter : int32_t {
+  identity,  // same length: each output takes its own source pixel
+  box,       // shrink: the mean over the output pixel's footprint, partial pixels by their overlap
+             // (the coefficients of cv::INTER_AREA, from exact integers instead of doubles)
+  linear,    // enlarge: bilinear with half-pixel centres, edge pixels repeated (as cv::INTER_LINEAR)
+};
+
+struct AxisPlan {
+  int32_t src_len, dst_len;
+  AxisFilter filter;
+};
+
 enum class ResizeMethod : int32_t {
-  copy,       // region is already S x S: cv::Mat::copyTo
-  area_fast,  // INTER_AREA, integer scale on both axes: box mean
-  area,       // INTER_AREA, both axes shrink: float area weights
-  linear,     // INTER_LINEAR: 11-bit fixed-point bilinear, half-pixel centres
+  copy,       // the region is already S x S
+  separable,  // vertical taps, then horizontal taps, with the rounding below
 };
 
 // One image of a batch, as the kernel sees it. Trivial type: copied to the device and into shared
@@ -31,247 +42,178 @@ struct ResizeJob {
   int32_t src_w, src_h; // region size
   int32_t channels;
   ResizeMethod method;
-  int32_t iscale_x, iscale_y;  // area_fast block size
-  double scale_x, scale_y;     // source pixels per output pixel, as OpenCV computes them
+  AxisPlan x, y;
 };
 
-// Plans one image exactly as datagen/resize.cpp and cv::resize would: crop region, method, scales.
-// The offsets are left at zero for the caller. Throws convoy::Error for policy short and for shapes
-// the CPU path refuses.
+// Plans one image for either path: crop region, method, the two axes. The offsets are left at zero
+// for the caller. Throws convoy::Error for policy short and for impossible shapes.
 ResizeJob plan_resize_job(int width, int height, int channels, size_t row_stride, int size,
                           ResizePolicy policy);
 
 namespace rmath {
 
-// IEEE operations without contraction into FMA, so the device rounds exactly as the x86 CPU code.
-CONVOY_HD double dmul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
+// Weights are integers in units of 2^-14 whose sum over an output pixel's taps is exactly 2^14, so
+// a flat area stays exactly flat. Each vertical term keeps 7 fractional bits, truncated: for
+// src <= 255 and w <= 2^14 it is the high half of (src << 8) * (w << 1), one SSE2 instruction
+// (pmulhuw) for 8 values, and the terms of a tap list add up to at most 255 * 2^7 = 32640, an
+// int16. The horizontal pass's sums stay below 32640 * 2^14 + 2^20 + 2^26 < 2^31, and an int16
+// pair of them is one pmaddwd.
+constexpr int kWeightBits = 14;
+constexpr int32_t kWeightOne = 1 << kWeightBits;
+constexpr int kMidShift = kWeightBits - 7;  // source * weight -> 7 fractional bits
+constexpr int kOutShift = kWeightBits + 7;  // mid * weight -> integer
+
+CONVOY_HD int32_t vertical_term(int32_t src, int32_t w) { return (src * w) >> kMidShift; }
+
+// The constant added before the final shift: one half, plus what the truncated vertical terms of
+// the output row lose on average (half a unit of 2^-7 per nonzero term, times the horizontal
+// weights' sum 2^14), so that strong shrinks are not darker. Capped where it would stop mattering
+// long before the sums could overflow.
+CONVOY_HD int32_t out_rounding(int nonzero_vertical_terms) {
+  const int n = nonzero_vertical_terms < 8192 ? nonzero_vertical_terms : 8192;
+  return (1 << (kOutShift - 1)) + ((n >> 1) << kWeightBits);
 }
-CONVOY_HD double dadd(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
+CONVOY_HD uint8_t out_value(int32_t rounded_sum) {
+  const int32_t r = rounded_sum >> kOutShift;
+  return static_cast<uint8_t>(r > 255 ? 255 : r);
 }
-CONVOY_HD double dsub(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-CONVOY_HD double ddiv(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
+
+// floor(a / b) for a, b >= 0. Plain 64-bit division when needed; the 32-bit one is much cheaper
+// on the GPU and gives the same quotient.
+CONVOY_HD uint64_t udiv(uint64_t a, uint64_t b) {
+  if ((a >> 32) == 0 && (b >> 32) == 0) return static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
   return a / b;
-#endif
-}
-CONVOY_HD float fmul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-CONVOY_HD float fadd(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-CONVOY_HD float fsub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-// cvRound: round half to even, as SSE's cvtss2si does in the default rounding mode.
-CONVOY_HD int round_even(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float2int_rn(x);
-#else
-  return static_cast<int>(__builtin_lrintf(x));
-#endif
-}
-CONVOY_HD int floor_int(double x) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<int>(::floor(x));
-#else
-  return static_cast<int>(__builtin_floor(x));
-#endif
-}
-CONVOY_HD int ceil_int(double x) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<int>(::ceil(x));
-#else
-  return static_cast<int>(__builtin_ceil(x));
-#endif
-}
-CONVOY_HD int floor_intf(float x) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<int>(::floorf(x));
-#else
-  return static_cast<int>(__builtin_floorf(x));
-#endif
-}
-CONVOY_HD int imin(int a, int b) { return a < b ? a : b; }
-CONVOY_HD int imax(int a, int b) { return a > b ? a : b; }
-CONVOY_HD double dmin(double a, double b) { return a < b ? a : b; }
-CONVOY_HD uint8_t sat_u8(int v) { return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v)); }
-CONVOY_HD int16_t sat_s16(int v) {
-  return static_cast<int16_t>(v < -32768 ? -32768 : (v > 32767 ? 32767 : v));
 }
 
-constexpr int kCoefBits = 11;  // INTER_RESIZE_COEF_BITS
-constexpr int kCoefScale = 1 << kCoefBits;
-
-// INTER_LINEAR taps of one output coordinate: source index and the two 11-bit weights. clamp_edges
-// is OpenCV's treatment of x (index and weight pinned at the borders); along y it keeps the raw
-// index and weights and clamps only the rows it reads.
-struct LinearTap {
-  int s;
-  int16_t w0, w1;
+// Source taps [first, first + count) of output coordinate d; all inside [0, src_len).
+struct TapRange {
+  int32_t first, count;
 };
-CONVOY_HD LinearTap linear_tap(int d, double scale, int src_len, bool clamp_edges) {
-  float f = static_cast<float>(dsub(dmul(dadd(static_cast<double>(d), 0.5), scale), 0.5));
-  int s = floor_intf(f);
-  f = fsub(f, static_cast<float>(s));
-  if (clamp_edges) {
-    if (s < 0) f = 0.f, s = 0;
-    if (s >= src_len - 1) f = 0.f, s = src_len - 1;
-  }
-  LinearTap t;
-  t.s = s;
-  t.w0 = sat_s16(round_even(fmul(fsub(1.f, f), static_cast<float>(kCoefScale))));
-  t.w1 = sat_s16(round_even(fmul(f, static_cast<float>(kCoefScale))));
-  return t;
+
+// Box footprint: output d covers source [d * src / dst, (d + 1) * src / dst). Measured in units of
+// 1 / dst source pixels it is [d * src, (d + 1) * src), source s is [s * dst, (s + 1) * dst), and
+// every bound is an integer.
+CONVOY_HD TapRange box_taps(int32_t src, int32_t dst, int d) {
+  const uint64_t lo = static_cast<uint64_t>(d) * static_cast<uint64_t>(src);
+  const uint64_t hi = lo + static_cast<uint64_t>(src);
+  const int32_t first = static_cast<int32_t>(udiv(lo, static_cast<uint64_t>(dst)));
+  const int32_t end = static_cast<int32_t>(udiv(hi + static_cast<uint64_t>(dst) - 1, static_cast<uint64_t>(dst)));
+  return TapRange{first, end - first};
 }
 
-// OpenCV's vertical pass for uint8 (VResizeLinearVec_32s8u, the SIMD path that covers all but the
-// last few bytes of a row): weights applied to the horizontal sums pre-shifted by 4, high halves
-// of the 16-bit products, then a rounding shift by 2. The scalar tail rounds
-// (h0 * b0 + h1 * b1 + 2^21) >> 22 instead; the two differ by at most 1.
-CONVOY_HD uint8_t linear_vertical(int h0, int h1, int16_t b0, int16_t b1) {
-  int p0 = (static_cast<int>(sat_s16(h0 >> 4)) * b0) >> 16;
-  int p1 = (static_cast<int>(sat_s16(h1 >> 4)) * b1) >> 16;
-  return sat_u8((p0 + p1 + 2) >> 2);
+// Rounded cumulative weight of the first c units of a footprint of src units: round(c * 2^14 / src),
+// halves up. Each tap's weight is the difference of two of these, so the weights of a pixel add up
+// to exactly 2^14 and none is negative.
+CONVOY_HD int32_t box_cumulative(uint64_t c, int32_t src) {
+  const uint64_t s = static_cast<uint64_t>(src);
+  return static_cast<int32_t>(udiv((c << (kWeightBits + 1)) + s, 2 * s));
 }
 
-// INTER_AREA weights of one output coordinate (computeResizeAreaTab for a single index): an
-// optional partial first cell, whole cells, an optional partial last cell.
-struct AreaSpan {
-  int first, last;  // inclusive source range
-  int mid_begin, mid_end;  // whole cells [mid_begin, mid_end)
-  float w_first, w_mid, w_last;
+CONVOY_HD int32_t box_weight(int32_t src, int32_t dst, int d, int s) {
+  const uint64_t lo = static_cast<uint64_t>(d) * static_cast<uint64_t>(src);
+  const uint64_t hi = lo + static_cast<uint64_t>(src);
+  uint64_t a = static_cast<uint64_t>(s) * static_cast<uint64_t>(dst);
+  uint64_t b = a + static_cast<uint64_t>(dst);
+  a = a < lo ? lo : a;
+  b = b > hi ? hi : b;
+  if (b <= a) return 0;
+  return box_cumulative(b - lo, src) - box_cumulative(a - lo, src);
+}
+
+// Bilinear position of output d: (d + 0.5) * src / dst - 0.5 = num / den, with num and den integers.
+// Left of the first centre or right of the last one, a single tap on the edge pixel.
+struct LinearPos {
+  int32_t s;       // left source pixel
+  int32_t w1;      // weight of s + 1 (units of 2^-14); s alone when single
+  bool single;
 };
-CONVOY_HD AreaSpan area_span(int d, double scale, int src_len) {
-  double f1 = dmul(static_cast<double>(d), scale);
-  double f2 = dadd(f1, scale);
-  double cell = dmin(scale, dsub(static_cast<double>(src_len), f1));
-  int s1 = ceil_int(f1), s2 = floor_int(f2);
-  s2 = imin(s2, src_len - 1);
-  s1 = imin(s1, s2);
-  AreaSpan a;
-  a.mid_begin = s1;
-  a.mid_end = s2;
-  a.w_mid = static_cast<float>(ddiv(1.0, cell));
-  a.first = s1;
-  a.w_first = 0.f;
-  if (dsub(static_cast<double>(s1), f1) > 1e-3) {
-    a.first = s1 - 1;
-    a.w_first = static_cast<float>(ddiv(dsub(static_cast<double>(s1), f1), cell));
+CONVOY_HD LinearPos linear_pos(int32_t src, int32_t dst, int d) {
+  const int64_t num = static_cast<int64_t>(2 * static_cast<int64_t>(d) + 1) * src - dst;
+  const uint64_t den = 2 * static_cast<uint64_t>(dst);
+  LinearPos p{0, 0, true};
+  if (num <= 0) return p;
+  const uint64_t s = udiv(static_cast<uint64_t>(num), den);
+  if (s >= static_cast<uint64_t>(src - 1)) {
+    p.s = src - 1;
+    return p;
   }
-  a.last = s2 - 1;
-  a.w_last = 0.f;
-  double tail = dsub(f2, static_cast<double>(s2));
-  if (tail > 1e-3) {
-    a.last = s2;
-    a.w_last = static_cast<float>(ddiv(dmin(dmin(tail, 1.0), cell), cell));
-  }
-  return a;
+  const uint64_t rem = static_cast<uint64_t>(num) - s * den;
+  p.s = static_cast<int32_t>(s);
+  p.w1 = static_cast<int32_t>(udiv((rem << (kWeightBits + 1)) + den, 2 * den));  // round(rem / den * 2^14)
+  p.single = false;
+  return p;
 }
-CONVOY_HD float area_weight(const AreaSpan& a, int s) {
-  if (s < a.mid_begin) return a.w_first;
-  if (s < a.mid_end) return a.w_mid;
-  return a.w_last;
+
+CONVOY_HD TapRange axis_taps(const AxisPlan& a, int d) {
+  switch (a.filter) {
+    case AxisFilter::box: return box_taps(a.src_len, a.dst_len, d);
+    case AxisFilter::linear: {
+      const LinearPos p = linear_pos(a.src_len, a.dst_len, d);
+      return TapRange{p.s, p.single ? 1 : 2};
+    }
+    case AxisFilter::identity: break;
+  }
+  return TapRange{d, 1};
+}
+
+// Weight (units of 2^-14) of source index s, one of axis_taps(a, d), for output d.
+CONVOY_HD int32_t axis_weight(const AxisPlan& a, int d, int s) {
+  switch (a.filter) {
+    case AxisFilter::box: return box_weight(a.src_len, a.dst_len, d, s);
+    case AxisFilter::linear: {
+      const LinearPos p = linear_pos(a.src_len, a.dst_len, d);
+      if (p.single) return s == p.s ? kWeightOne : 0;
+      return s == p.s ? kWeightOne - p.w1 : (s == p.s + 1 ? p.w1 : 0);
+    }
+    case AxisFilter::identity: break;
+  }
+  return s == d ? kWeightOne : 0;
 }
 
 }  // namespace rmath
 
-// Output pixel (dx, dy), all CN channels, of one job. src points at the job's region. CN is a
-// template argument so the per-channel accumulators stay in registers on the device.
+// Output pixel (dx, dy), all CN channels, of one job. src points at the job's region. The value is
+//   mid_k = sum_i floor(wy_i * src[y_i][x_k] / 2^7)
+//   out   = min(255, floor((sum_k wx_k * mid_k + out_rounding(nonzero wy)) / 2^21))
+// with integers only, so any evaluation order gives the same bytes: the CPU path runs it as a
+// vertical pass over whole rows followed by a horizontal pass, the kernel one pixel per thread. CN
+// is a template argument so the per-channel accumulators stay in registers on the device.
 template <int CN>
 CONVOY_HD void resize_pixel_cn(const ResizeJob& j, const uint8_t* src, int dx, int dy, uint8_t* out) {
   using namespace rmath;
-  constexpr int cn = CN;
-  switch (j.method) {
-    case ResizeMethod::copy: {
-      const uint8_t* p = src + static_cast<size_t>(dy) * j.src_stride + static_cast<size_t>(dx) * cn;
-      for (int c = 0; c < cn; ++c) out[c] = p[c];
-      return;
-    }
-    case ResizeMethod::area_fast: {
-      const int sx0 = dx * j.iscale_x, sy0 = dy * j.iscale_y;
-      const int area = j.iscale_x * j.iscale_y;
-      // ResizeAreaFastVec rounds 2x2 boxes of 1, 3 or 4 channels with (sum + 2) >> 2; every other
-      // box goes through a float multiply by 1/area and cvRound.
-      const bool quad = j.iscale_x == 2 && j.iscale_y == 2 && (cn == 1 || cn == 3 || cn == 4);
-      const float inv_area = 1.f / static_cast<float>(area);
-      for (int c = 0; c < cn; ++c) {
-        int sum = 0;
-        for (int y = 0; y < j.iscale_y; ++y) {
-          const uint8_t* row = src + static_cast<size_t>(sy0 + y) * j.src_stride + c;
-          for (int x = 0; x < j.iscale_x; ++x) sum += row[static_cast<size_t>(sx0 + x) * cn];
-        }
-        out[c] = quad ? static_cast<uint8_t>((sum + 2) >> 2)
-                      : sat_u8(round_even(fmul(static_cast<float>(sum), inv_area)));
-      }
-      return;
-    }
-    case ResizeMethod::area: {
-      const AreaSpan ax = area_span(dx, j.scale_x, j.src_w);
-      const AreaSpan ay = area_span(dy, j.scale_y, j.src_h);
-      float acc[CN] = {};
-      // Same order of float operations as ResizeArea_Invoker: each source row is weighted along
-      // x first, then added into the output with its y weight.
-      for (int sy = ay.first; sy <= ay.last; ++sy) {
-        const float beta = area_weight(ay, sy);
-        const uint8_t* row = src + static_cast<size_t>(sy) * j.src_stride;
-        float sum[CN] = {};
-        for (int sx = ax.first; sx <= ax.last; ++sx) {
-          const float alpha = area_weight(ax, sx);
-          const uint8_t* p = row + static_cast<size_t>(sx) * cn;
-          for (int c = 0; c < cn; ++c) sum[c] = fadd(sum[c], fmul(static_cast<float>(p[c]), alpha));
-        }
-        for (int c = 0; c < cn; ++c) acc[c] = fadd(acc[c], fmul(beta, sum[c]));
-      }
-      for (int c = 0; c < cn; ++c) out[c] = sat_u8(round_even(acc[c]));
-      return;
-    }
-    case ResizeMethod::linear: {
-      const LinearTap tx = linear_tap(dx, j.scale_x, j.src_w, true);
-      const LinearTap ty = linear_tap(dy, j.scale_y, j.src_h, false);
-      const int y0 = imin(imax(ty.s, 0), j.src_h - 1), y1 = imin(imax(ty.s + 1, 0), j.src_h - 1);
-      const int x1 = imin(tx.s + 1, j.src_w - 1);
-      const uint8_t* r0 = src + static_cast<size_t>(y0) * j.src_stride;
-      const uint8_t* r1 = src + static_cast<size_t>(y1) * j.src_stride;
-      const size_t o0 = static_cast<size_t>(tx.s) * cn, o1 = static_cast<size_t>(x1) * cn;
-      for (int c = 0; c < cn; ++c) {
-        const int h0 = r0[o0 + c] * tx.w0 + r0[o1 + c] * tx.w1;
-        const int h1 = r1[o0 + c] * tx.w0 + r1[o1 + c] * tx.w1;
-        out[c] = linear_vertical(h0, h1, ty.w0, ty.w1);
-      }
-      return;
-    }
+  if (j.method == ResizeMethod::copy) {
+    const uint8_t* p = src + static_cast<size_t>(dy) * j.src_stride + static_cast<size_t>(dx) * CN;
+    for (int c = 0; c < CN; ++c) out[c] = p[c];
+    return;
   }
+  const TapRange rx = axis_taps(j.x, dx), ry = axis_taps(j.y, dy);
+  // The vertical weights are needed once per horizontal tap; short lists are worked out once.
+  constexpr int kCached = 8;
+  int32_t wy_cache[kCached];
+  const bool cached = ry.count <= kCached;
+  int nonzero = 0;
+  for (int i = 0; i < ry.count; ++i) {
+    const int32_t wy = axis_weight(j.y, dy, ry.first + i);
+    nonzero += wy != 0;
+    if (cached) wy_cache[i] = wy;
+  }
+  const int32_t rounding = out_rounding(nonzero);
+  int32_t acc[CN];
+  for (int c = 0; c < CN; ++c) acc[c] = rounding;
+  for (int k = 0; k < rx.count; ++k) {
+    const int sx = rx.first + k;
+    const int32_t wx = axis_weight(j.x, dx, sx);
+    int32_t col[CN];
+    for (int c = 0; c < CN; ++c) col[c] = 0;
+    for (int i = 0; i < ry.count; ++i) {
+      const int sy = ry.first + i;
+      const int32_t wy = cached ? wy_cache[i] : axis_weight(j.y, dy, sy);
+      const uint8_t* p = src + static_cast<size_t>(sy) * j.src_stride + static_cast<size_t>(sx) * CN;
+      for (int c = 0; c < CN; ++c) col[c] += vertical_term(p[c], wy);
+    }
+    for (int c = 0; c < CN; ++c) acc[c] += wx * col[c];
+  }
+  for (int c = 0; c < CN; ++c) out[c] = out_value(acc[c]);
 }
 
 CONVOY_HD void resize_pixel(const ResizeJob& j, const uint8_t* src, int dx, int dy, uint8_t* out) {

@@ -1,5 +1,5 @@
 // Resizing a decoded image to the S x S x C sample. Kept apart, and specified exactly, because the
-// CUDA twin (gpu_resize.cu) has to reproduce it to within +-1 per pixel.
+// CUDA twin (gpu_resize.cu) reproduces it bit for bit.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,9 +17,18 @@ enum class ResizePolicy { crop, squash, short_side };
 ResizePolicy parse_resize_policy(const std::string& name);  // "crop" | "squash" | "short"
 const char* resize_policy_name(ResizePolicy p);
 
-// src: HWC uint8 (CV_8UC1 or CV_8UC3). dst: S * S * src.channels() bytes. Interpolation:
-// cv::INTER_AREA (antialiased) when both sides shrink, cv::INTER_LINEAR otherwise; a plain copy
-// when the region is already S x S.
+// src: HWC uint8, 1 to 4 channels (datagen gives 1 or 3). dst: S * S * src.channels() bytes.
+// Each axis on its own: a shrinking one is antialiased with box (area) weights, the coefficients
+// of cv::INTER_AREA; an enlarging one is bilinear (half-pixel centres, edges repeated); an axis
+// already of length S is left alone. Fixed-point integers throughout (datagen/gpu_resize_math.h
+// gives the exact formula); only the S x S output is computed. A plain copy when the region is
+// already S x S.
 void resize_to_square(const cv::Mat& src, int size, ResizePolicy policy, uint8_t* dst);
+
+// The code path resize_to_square takes on this CPU: "avx2" (chosen at run time), "sse2" (any
+// x86-64) or "generic". Every path gives the same bytes.
+const char* resize_instruction_set();
+// Tests: true makes resize_to_square use the baseline path even where AVX2 is there.
+void resize_force_baseline(bool on);
 
 }  // namespace convoy::datagen
