@@ -5,7 +5,9 @@
 // the common ImageNet case) cost about as much as the JPEG decode, and its float arithmetic is hard
 // to reproduce bit for bit on the GPU. The resampler here uses the same box (area) coefficients,
 // computed once per output row and column as integers (datagen/gpu_resize_math.h, shared with the
-// CUDA kernel), and loops over whole rows that the compiler vectorises with plain SSE2.
+// CUDA kernel). The vertical pass is a loop over whole rows that the compiler vectorises; the
+// horizontal pass, a gather the compiler leaves scalar, is written with SSE2 intrinsics for 3
+// channels. Both are built twice, for baseline x86-64 and for AVX2, and the CPU picks at run time.
 #include "datagen/resize.h"
 
 #include <algorithm>
@@ -30,6 +32,14 @@
 #define CONVOY_RESIZE_AVX2 1
 #else
 #define CONVOY_RESIZE_AVX2 0
+#endif
+// The vertical loops write int16 and read uint8 rows, which may alias as far as the compiler knows.
+#if defined(__clang__)
+#define CONVOY_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define CONVOY_IVDEP _Pragma("GCC ivdep")
+#else
+#define CONVOY_IVDEP
 #endif
 
 #include "datagen/gpu_resize_math.h"
@@ -108,8 +118,8 @@ struct AxisTable {
   int pairs = 0;
   std::vector<int16_t> pair_weight;  // [(output * pairs + j) * 8 + lane]
   std::vector<uint32_t> first_c3;    // first * 3: the window's offset in a 3-channel mid row
-  // For the AVX2 pass, two neighbouring outputs' vectors side by side: [(output / 2 * pairs + j) *
-  // 16 + output % 2 * 8 + lane].
+  // For the AVX2 pass, which takes outputs in blocks of eight and pairs x with x + 4: the vectors
+  // of outputs 8b + q and 8b + q + 4 side by side, [((b * 4 + q) * pairs + j) * 16 + half * 8 + lane].
   std::vector<int16_t> pair_weight2;
 };
 
@@ -142,13 +152,16 @@ void build_table(const AxisPlan& a, AxisTable& t) {
   for (int d = 0; d < a.dst_len; ++d) t.first_c3[d] = static_cast<uint32_t>(t.first[d]) * 3;
   t.pairs = (t.taps + 1) / 2;
   t.pair_weight.assign(static_cast<size_t>(a.dst_len) * t.pairs * 8, 0);
-  t.pair_weight2.assign(static_cast<size_t>(a.dst_len + 1) / 2 * t.pairs * 16, 0);
+  t.pair_weight2.assign(static_cast<size_t>(a.dst_len / 8) * 4 * t.pairs * 16, 0);
   for (int d = 0; d < a.dst_len; ++d)
     for (int k = 0; k < t.taps; ++k) {
       const int16_t w = static_cast<int16_t>(t.weight[static_cast<size_t>(d) * t.taps + k]);
       int16_t* v = &t.pair_weight[(static_cast<size_t>(d) * t.pairs + k / 2) * 8];
-      int16_t* v2 = &t.pair_weight2[(static_cast<size_t>(d / 2) * t.pairs + k / 2) * 16 + d % 2 * 8];
-      for (int c = 0; c < 3; ++c) v[2 * c + k % 2] = v2[2 * c + k % 2] = w;
+      for (int c = 0; c < 3; ++c) v[2 * c + k % 2] = w;
+      if (d >= a.dst_len / 8 * 8) continue;
+      const size_t block_pair = static_cast<size_t>(d / 8) * 4 + d % 4;
+      int16_t* v2 = &t.pair_weight2[(block_pair * t.pairs + k / 2) * 16 + (d % 8) / 4 * 8];
+      for (int c = 0; c < 3; ++c) v2[2 * c + k % 2] = w;
     }
 }
 
@@ -197,7 +210,7 @@ CONVOY_INLINE void vertical_fixed(const uint8_t* const* rows, const int32_t* w, 
   const uint8_t* r[K];
   uint16_t w2[K];
   for (int k = 0; k < K; ++k) r[k] = rows[k], w2[k] = static_cast<uint16_t>(w[k] << 1);
-#pragma GCC ivdep
+CONVOY_IVDEP
   for (int i = 0; i < n; ++i) {
     uint16_t s = 0;
     for (int k = 0; k < K; ++k) s = static_cast<uint16_t>(s + vertical_term_u16(r[k][i], w2[k]));
@@ -208,7 +221,7 @@ CONVOY_INLINE void vertical_fixed(const uint8_t* const* rows, const int32_t* w, 
 // Adds one tap's terms to the mid row, for the rare rows with more than four nonzero taps.
 CONVOY_INLINE void vertical_add(const uint8_t* row, int32_t w, int n, int16_t* mid) {
   const uint16_t w2 = static_cast<uint16_t>(w << 1);
-#pragma GCC ivdep
+CONVOY_IVDEP
   for (int i = 0; i < n; ++i) mid[i] = static_cast<int16_t>(static_cast<uint16_t>(mid[i]) + vertical_term_u16(row[i], w2));
 }
 
@@ -360,23 +373,17 @@ CONVOY_AVX2 CONVOY_INLINE __m256i avx2_c3_sums(const int16_t* p0, const int16_t*
   return _mm256_srai_epi32(sum, kOutShift);
 }
 
-// Eight pixels' sums (pairs x, x + 1 in s0 ... x + 6, x + 7 in s3) to bytes, stored four bytes per
-// pixel in order, as sse2_c3_store4 does.
+// Eight pixels' sums (x + q and x + q + 4 in sq) to bytes: packing works within 128-bit halves, so
+// the low half ends up with x ... x + 3 and the high half with x + 4 ... x + 7, (r g b 0) each; a
+// byte shuffle drops the zeros. Writes 28 bytes: the last four belong to pixels x + 8 and x + 9,
+// which are written later.
 CONVOY_AVX2 CONVOY_INLINE void avx2_c3_store8(__m256i s0, __m256i s1, __m256i s2, __m256i s3, uint8_t* o) {
-  // Packing works within 128-bit halves: the low half ends up with x, x + 2, x + 4, x + 6 and the
-  // high half with the odd ones.
-  const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
-  const __m128i even = _mm256_castsi256_si128(bytes), odd = _mm256_extracti128_si256(bytes, 1);
-  uint32_t px[8];
-  px[0] = static_cast<uint32_t>(_mm_cvtsi128_si32(even));
-  px[1] = static_cast<uint32_t>(_mm_cvtsi128_si32(odd));
-  px[2] = static_cast<uint32_t>(_mm_extract_epi32(even, 1));
-  px[3] = static_cast<uint32_t>(_mm_extract_epi32(odd, 1));
-  px[4] = static_cast<uint32_t>(_mm_extract_epi32(even, 2));
-  px[5] = static_cast<uint32_t>(_mm_extract_epi32(odd, 2));
-  px[6] = static_cast<uint32_t>(_mm_extract_epi32(even, 3));
-  px[7] = static_cast<uint32_t>(_mm_extract_epi32(odd, 3));
-  for (int i = 0; i < 8; ++i) std::memcpy(o + 3 * i, &px[i], 4);
+  const __m256i rgb0 = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
+  const __m256i drop = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,  //
+                                        0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  const __m256i rgb = _mm256_shuffle_epi8(rgb0, drop);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm256_castsi256_si128(rgb));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 12), _mm256_extracti128_si256(rgb, 1));
 }
 
 template <int kTaps>
@@ -389,12 +396,13 @@ CONVOY_AVX2 void horizontal_avx2_c3(const MidRows& m, const AxisTable& t) {
     const int16_t* mid = m.mid[r];
     const __m256i round = _mm256_set1_epi32(m.rounding[r]);
     const __m256i* w = w2;
-    for (x = 0; x + 8 < n; x += 8, w += 4 * pairs) {
+    // At least two pixels must follow a block, for the four bytes its store writes past its end.
+    for (x = 0; x + 9 < n; x += 8, w += 4 * pairs) {
       const uint32_t* f = first + x;
-      const __m256i s0 = avx2_c3_sums<kTaps>(mid + f[0], mid + f[1], w, taps, round);
-      const __m256i s1 = avx2_c3_sums<kTaps>(mid + f[2], mid + f[3], w + pairs, taps, round);
-      const __m256i s2 = avx2_c3_sums<kTaps>(mid + f[4], mid + f[5], w + 2 * pairs, taps, round);
-      const __m256i s3 = avx2_c3_sums<kTaps>(mid + f[6], mid + f[7], w + 3 * pairs, taps, round);
+      const __m256i s0 = avx2_c3_sums<kTaps>(mid + f[0], mid + f[4], w, taps, round);
+      const __m256i s1 = avx2_c3_sums<kTaps>(mid + f[1], mid + f[5], w + pairs, taps, round);
+      const __m256i s2 = avx2_c3_sums<kTaps>(mid + f[2], mid + f[6], w + 2 * pairs, taps, round);
+      const __m256i s3 = avx2_c3_sums<kTaps>(mid + f[3], mid + f[7], w + 3 * pairs, taps, round);
       avx2_c3_store8(s0, s1, s2, s3, m.out[r] + 3 * x);
     }
   }
