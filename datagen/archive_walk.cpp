@@ -8,11 +8,13 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "shared/error.h"
@@ -36,6 +38,11 @@ struct RangeSource {
   uint64_t base, len, pos = 0;
   std::vector<char> buf;
 };
+
+bool looks_gzip(int fd) {
+  unsigned char m[2] = {0};
+  return ::pread(fd, m, sizeof m, 0) == 2 && m[0] == 0x1F && m[1] == 0x8B;
+}
 
 // True when the file starts with the magic of a compression libarchive may find there.
 bool looks_compressed(int fd) {
@@ -79,6 +86,91 @@ la_int64_t range_skip(archive*, void* client, la_int64_t request) {
   return static_cast<la_int64_t>(n);
 }
 
+// A gzip file inflated here rather than by libarchive's gzip filter, which fills a whole 64 KiB
+// block before handing any of it on and so, on a cut stream, drops the members in the last block
+// before the cut. Here every byte zlib can recover reaches the tar reader, and only then the error.
+struct GzipSource {
+  int fd;
+  uint64_t file_size, in_pos = 0;
+  std::vector<unsigned char> in = std::vector<unsigned char>(1 << 20), out = std::vector<unsigned char>(1 << 20);
+  z_stream z{};
+  bool done = false;
+  std::string error;  // set once the stream cannot go on; reported after the bytes before it
+
+  GzipSource(int f, uint64_t size) : fd(f), file_size(size) {
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw std::bad_alloc();
+  }
+  ~GzipSource() { inflateEnd(&z); }
+  GzipSource(const GzipSource&) = delete;
+  GzipSource& operator=(const GzipSource&) = delete;
+
+  // False at the end of the file (or on a read error, which sets `error`).
+  bool refill() {
+    ssize_t got;
+    do got = ::pread(fd, in.data(), in.size(), static_cast<off_t>(in_pos));
+    while (got < 0 && errno == EINTR);
+    if (got < 0) {
+      error = "read failed: " + errno_text();
+      return false;
+    }
+    in_pos += uint64_t(got);
+    z.next_in = in.data();
+    z.avail_in = uInt(got);
+    return got > 0;
+  }
+
+  // After one gzip member ends: another may follow (concatenated .gz files are one stream, as
+  // gzip -d reads them); anything else after it is ignored, as gzip -d does.
+  bool next_member() {
+    if (z.avail_in == 0 && !refill()) return false;
+    if (z.avail_in < 2 && in_pos < file_size) {
+      // Too few bytes left in the buffer to see a magic: move them to the front and read on.
+      const unsigned char keep = *z.next_in;
+      in[0] = keep;
+      ssize_t got;
+      do got = ::pread(fd, in.data() + 1, in.size() - 1, static_cast<off_t>(in_pos));
+      while (got < 0 && errno == EINTR);
+      if (got < 0) {
+        error = "read failed: " + errno_text();
+        return false;
+      }
+      in_pos += uint64_t(got);
+      z.next_in = in.data();
+      z.avail_in = uInt(got) + 1;
+    }
+    if (z.avail_in < 2 || z.next_in[0] != 0x1F || z.next_in[1] != 0x8B) return false;
+    return inflateReset(&z) == Z_OK;
+  }
+
+  la_ssize_t read(archive* a, const void** buf) {
+    z.next_out = out.data();
+    z.avail_out = uInt(out.size());
+    while (z.avail_out > 0 && !done && error.empty()) {
+      if (z.avail_in == 0 && !refill()) {
+        if (error.empty())
+          error = "truncated gzip input (the file ends at byte " + std::to_string(file_size) + ", inside the compressed stream)";
+        break;
+      }
+      const int rc = inflate(&z, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        if (!next_member()) done = true;
+      } else if (rc != Z_OK && !(rc == Z_BUF_ERROR && z.avail_in == 0)) {
+        error = std::string("gzip data is damaged near byte ") + std::to_string(in_pos - z.avail_in) + ": " +
+                (z.msg ? z.msg : "inflate failed");
+      }
+    }
+    *buf = out.data();
+    const size_t made = out.size() - z.avail_out;
+    if (made > 0 || error.empty()) return la_ssize_t(made);
+    archive_set_error(a, EIO, "%s", error.c_str());
+    return -1;
+  }
+};
+
+la_ssize_t gzip_read(archive* a, void* client, const void** out) {
+  return static_cast<GzipSource*>(client)->read(a, out);
+}
+
 // An inner tar read straight out of the enclosing (streamed) archive's current member.
 struct NestedSource {
   archive* outer;
@@ -118,12 +210,19 @@ struct Walker {
   const std::function<bool(const Member&)>& visit;
   bool nested;
   bool stop = false;
+  std::string last = "(start of archive)";  // the last member reached, for errors after the walk
+  // The decompressor's own account of why the stream stopped: libarchive replaces it with a
+  // generic "Truncated input file" when the failed read was part of a skip.
+  const std::string* stream_error = nullptr;
+
+  std::string why(archive* a) const {
+    return stream_error && !stream_error->empty() ? *stream_error : err_text(a);
+  }
 
   // Walks an opened archive. random: positions are byte offsets in the input file, base added.
   WalkResult walk(archive* a, bool random, uint64_t base, const std::string& prefix, const std::string& inner,
                   int fd) {
     WalkResult res;
-    std::string last = "(start of archive)";
     archive_entry* e = nullptr;
     bool first = true;
     while (!stop) {
@@ -131,7 +230,7 @@ struct Walker {
       if (rc == ARCHIVE_EOF) break;
       if (rc < ARCHIVE_WARN) {
         res.complete = false;
-        res.error = input + ": archive ends or is damaged after member '" + last + "': " + err_text(a);
+        res.error = input + ": archive ends or is damaged after member '" + last + "': " + why(a);
         break;
       }
       if (first && random && archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) random = false;
@@ -199,7 +298,7 @@ struct Walker {
       }
       m.read = [a, this, &m](void* buf, size_t n) -> size_t {
         la_ssize_t got = archive_read_data(a, buf, n);
-        if (got < 0) fail_file(input, "cannot read member '" + m.path + "': " + err_text(a));
+        if (got < 0) fail_file(input, "cannot read member '" + m.path + "': " + why(a));
         return size_t(got);
       };
       if (!visit(m)) {
@@ -210,7 +309,7 @@ struct Walker {
       if (!random && m.regular && archive_read_data_skip(a) < ARCHIVE_WARN) {
         res.complete = false;
         res.cut_member = m.path;
-        res.error = input + ": archive is truncated or damaged in member '" + m.path + "': " + err_text(a);
+        res.error = input + ": archive is truncated or damaged in member '" + m.path + "': " + why(a);
         break;
       }
     }
@@ -308,17 +407,36 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
   if (fd.fd < 0) fail_file(input, "cannot open: " + errno_text());
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) fail_file(input, "cannot stat: " + errno_text());
+  const bool gzip = looks_gzip(fd.fd);
   RangeSource src{fd.fd, 0, uint64_t(st.st_size), 0,
-                  std::vector<char>(looks_compressed(fd.fd) ? kStreamReadBytes : kHeaderReadBytes)};
+                  std::vector<char>(gzip ? 0 : looks_compressed(fd.fd) ? kStreamReadBytes : kHeaderReadBytes)};
+  std::unique_ptr<GzipSource> gz;
   ArchivePtr a = new_reader();
-  archive_read_set_read_callback(a.get(), range_read);
-  archive_read_set_seek_callback(a.get(), range_seek);
-  archive_read_set_skip_callback(a.get(), range_skip);
-  archive_read_set_callback_data(a.get(), &src);
+  if (gzip) {
+    gz = std::make_unique<GzipSource>(fd.fd, uint64_t(st.st_size));
+    archive_read_set_read_callback(a.get(), gzip_read);
+    archive_read_set_callback_data(a.get(), gz.get());
+  } else {
+    archive_read_set_read_callback(a.get(), range_read);
+    archive_read_set_seek_callback(a.get(), range_seek);
+    archive_read_set_skip_callback(a.get(), range_skip);
+    archive_read_set_callback_data(a.get(), &src);
+  }
   if (archive_read_open1(a.get()) != ARCHIVE_OK)
     fail_file(input, "not a readable tar archive: " + err_text(a.get()));
   Walker w{input, visit, nested};
-  return w.walk(a.get(), true, 0, "", "", fd.fd);
+  if (gz) w.stream_error = &gz->error;
+  WalkResult res = w.walk(a.get(), !gzip, 0, "", "", fd.fd);
+  if (gzip) {
+    res.kind = InputKind::stream;
+    // libarchive may take a failed read for the end of an archive (an empty one, or one without
+    // its end-of-archive blocks), so the stream's own state has the last word.
+    if (res.complete && !w.stop && !gz->error.empty()) {
+      res.complete = false;
+      res.error = input + ": archive ends or is damaged after member '" + w.last + "': " + gz->error;
+    }
+  }
+  return res;
 }
 
 }  // namespace convoy::datagen
