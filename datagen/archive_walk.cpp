@@ -92,7 +92,9 @@ la_int64_t range_skip(archive*, void* client, la_int64_t request) {
 struct GzipSource {
   int fd;
   uint64_t file_size, in_pos = 0;
-  std::vector<unsigned char> in = std::vector<unsigned char>(1 << 20), out = std::vector<unsigned char>(1 << 20);
+  // Not zero-filled: every byte handed on was written by a read or by inflate first.
+  static constexpr size_t kInBytes = 256 << 10, kOutBytes = 256 << 10;
+  std::unique_ptr<unsigned char[]> in{new unsigned char[kInBytes]}, out{new unsigned char[kOutBytes]};
   z_stream z{};
   bool done = false;
   std::string error;  // set once the stream cannot go on; reported after the bytes before it
@@ -107,14 +109,14 @@ struct GzipSource {
   // False at the end of the file (or on a read error, which sets `error`).
   bool refill() {
     ssize_t got;
-    do got = ::pread(fd, in.data(), in.size(), static_cast<off_t>(in_pos));
+    do got = ::pread(fd, in.get(), kInBytes, static_cast<off_t>(in_pos));
     while (got < 0 && errno == EINTR);
     if (got < 0) {
       error = "read failed: " + errno_text();
       return false;
     }
     in_pos += uint64_t(got);
-    z.next_in = in.data();
+    z.next_in = in.get();
     z.avail_in = uInt(got);
     return got > 0;
   }
@@ -128,14 +130,14 @@ struct GzipSource {
       const unsigned char keep = *z.next_in;
       in[0] = keep;
       ssize_t got;
-      do got = ::pread(fd, in.data() + 1, in.size() - 1, static_cast<off_t>(in_pos));
+      do got = ::pread(fd, in.get() + 1, kInBytes - 1, static_cast<off_t>(in_pos));
       while (got < 0 && errno == EINTR);
       if (got < 0) {
         error = "read failed: " + errno_text();
         return false;
       }
       in_pos += uint64_t(got);
-      z.next_in = in.data();
+      z.next_in = in.get();
       z.avail_in = uInt(got) + 1;
     }
     if (z.avail_in < 2 || z.next_in[0] != 0x1F || z.next_in[1] != 0x8B) return false;
@@ -143,8 +145,8 @@ struct GzipSource {
   }
 
   la_ssize_t read(archive* a, const void** buf) {
-    z.next_out = out.data();
-    z.avail_out = uInt(out.size());
+    z.next_out = out.get();
+    z.avail_out = uInt(kOutBytes);
     while (z.avail_out > 0 && !done && error.empty()) {
       if (z.avail_in == 0 && !refill()) {
         if (error.empty())
@@ -159,8 +161,8 @@ struct GzipSource {
                 (z.msg ? z.msg : "inflate failed");
       }
     }
-    *buf = out.data();
-    const size_t made = out.size() - z.avail_out;
+    *buf = out.get();
+    const size_t made = kOutBytes - z.avail_out;
     if (made > 0 || error.empty()) return la_ssize_t(made);
     archive_set_error(a, EIO, "%s", error.c_str());
     return -1;
