@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,6 +16,7 @@
 #include <new>
 #include <vector>
 
+#include "datagen/stream_decoder.h"
 #include "shared/error.h"
 
 namespace convoy::datagen {
@@ -38,11 +38,6 @@ struct RangeSource {
   uint64_t base, len, pos = 0;
   std::vector<char> buf;
 };
-
-bool looks_gzip(int fd) {
-  unsigned char m[2] = {0};
-  return ::pread(fd, m, sizeof m, 0) == 2 && m[0] == 0x1F && m[1] == 0x8B;
-}
 
 // True when the file starts with the magic of a compression libarchive may find there.
 bool looks_compressed(int fd) {
@@ -86,91 +81,11 @@ la_int64_t range_skip(archive*, void* client, la_int64_t request) {
   return static_cast<la_int64_t>(n);
 }
 
-// A gzip file inflated here rather than by libarchive's gzip filter, which fills a whole 64 KiB
-// block before handing any of it on and so, on a cut stream, drops the members in the last block
-// before the cut. Here every byte zlib can recover reaches the tar reader, and only then the error.
-struct GzipSource {
-  int fd;
-  uint64_t file_size, in_pos = 0;
-  // Not zero-filled: every byte handed on was written by a read or by inflate first.
-  static constexpr size_t kInBytes = 256 << 10, kOutBytes = 256 << 10;
-  std::unique_ptr<unsigned char[]> in{new unsigned char[kInBytes]}, out{new unsigned char[kOutBytes]};
-  z_stream z{};
-  bool done = false;
-  std::string error;  // set once the stream cannot go on; reported after the bytes before it
-
-  GzipSource(int f, uint64_t size) : fd(f), file_size(size) {
-    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw std::bad_alloc();
-  }
-  ~GzipSource() { inflateEnd(&z); }
-  GzipSource(const GzipSource&) = delete;
-  GzipSource& operator=(const GzipSource&) = delete;
-
-  // False at the end of the file (or on a read error, which sets `error`).
-  bool refill() {
-    ssize_t got;
-    do got = ::pread(fd, in.get(), kInBytes, static_cast<off_t>(in_pos));
-    while (got < 0 && errno == EINTR);
-    if (got < 0) {
-      error = "read failed: " + errno_text();
-      return false;
-    }
-    in_pos += uint64_t(got);
-    z.next_in = in.get();
-    z.avail_in = uInt(got);
-    return got > 0;
-  }
-
-  // After one gzip member ends: another may follow (concatenated .gz files are one stream, as
-  // gzip -d reads them); anything else after it is ignored, as gzip -d does.
-  bool next_member() {
-    if (z.avail_in == 0 && !refill()) return false;
-    if (z.avail_in < 2 && in_pos < file_size) {
-      // Too few bytes left in the buffer to see a magic: move them to the front and read on.
-      const unsigned char keep = *z.next_in;
-      in[0] = keep;
-      ssize_t got;
-      do got = ::pread(fd, in.get() + 1, kInBytes - 1, static_cast<off_t>(in_pos));
-      while (got < 0 && errno == EINTR);
-      if (got < 0) {
-        error = "read failed: " + errno_text();
-        return false;
-      }
-      in_pos += uint64_t(got);
-      z.next_in = in.get();
-      z.avail_in = uInt(got) + 1;
-    }
-    if (z.avail_in < 2 || z.next_in[0] != 0x1F || z.next_in[1] != 0x8B) return false;
-    return inflateReset(&z) == Z_OK;
-  }
-
-  la_ssize_t read(archive* a, const void** buf) {
-    z.next_out = out.get();
-    z.avail_out = uInt(kOutBytes);
-    while (z.avail_out > 0 && !done && error.empty()) {
-      if (z.avail_in == 0 && !refill()) {
-        if (error.empty())
-          error = "truncated gzip input (the file ends at byte " + std::to_string(file_size) + ", inside the compressed stream)";
-        break;
-      }
-      const int rc = inflate(&z, Z_NO_FLUSH);
-      if (rc == Z_STREAM_END) {
-        if (!next_member()) done = true;
-      } else if (rc != Z_OK && !(rc == Z_BUF_ERROR && z.avail_in == 0)) {
-        error = std::string("gzip data is damaged near byte ") + std::to_string(in_pos - z.avail_in) + ": " +
-                (z.msg ? z.msg : "inflate failed");
-      }
-    }
-    *buf = out.get();
-    const size_t made = kOutBytes - z.avail_out;
-    if (made > 0 || error.empty()) return la_ssize_t(made);
-    archive_set_error(a, EIO, "%s", error.c_str());
-    return -1;
-  }
-};
-
-la_ssize_t gzip_read(archive* a, void* client, const void** out) {
-  return static_cast<GzipSource*>(client)->read(a, out);
+la_ssize_t decompressed_read(archive* a, void* client, const void** out) {
+  auto* f = static_cast<DecompressedFile*>(client);
+  const ptrdiff_t n = f->read(out);
+  if (n < 0) archive_set_error(a, EIO, "%s", f->error().c_str());
+  return la_ssize_t(n);
 }
 
 // An inner tar read straight out of the enclosing (streamed) archive's current member.
@@ -409,15 +324,15 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
   if (fd.fd < 0) fail_file(input, "cannot open: " + errno_text());
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) fail_file(input, "cannot stat: " + errno_text());
-  const bool gzip = looks_gzip(fd.fd);
+  // gzip, bzip2, xz and zstd are decompressed by stream_decoder.cpp, which keeps all it can of a
+  // cut file; other filters (lz4, compress, lzip) are left to libarchive.
+  std::unique_ptr<DecompressedFile> dec = DecompressedFile::open(fd.fd, uint64_t(st.st_size));
   RangeSource src{fd.fd, 0, uint64_t(st.st_size), 0,
-                  std::vector<char>(gzip ? 0 : looks_compressed(fd.fd) ? kStreamReadBytes : kHeaderReadBytes)};
-  std::unique_ptr<GzipSource> gz;
+                  std::vector<char>(dec ? 0 : looks_compressed(fd.fd) ? kStreamReadBytes : kHeaderReadBytes)};
   ArchivePtr a = new_reader();
-  if (gzip) {
-    gz = std::make_unique<GzipSource>(fd.fd, uint64_t(st.st_size));
-    archive_read_set_read_callback(a.get(), gzip_read);
-    archive_read_set_callback_data(a.get(), gz.get());
+  if (dec) {
+    archive_read_set_read_callback(a.get(), decompressed_read);
+    archive_read_set_callback_data(a.get(), dec.get());
   } else {
     archive_read_set_read_callback(a.get(), range_read);
     archive_read_set_seek_callback(a.get(), range_seek);
@@ -427,15 +342,15 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
   if (archive_read_open1(a.get()) != ARCHIVE_OK)
     fail_file(input, "not a readable tar archive: " + err_text(a.get()));
   Walker w{input, visit, nested};
-  if (gz) w.stream_error = &gz->error;
-  WalkResult res = w.walk(a.get(), !gzip, 0, "", "", fd.fd);
-  if (gzip) {
+  if (dec) w.stream_error = &dec->error();
+  WalkResult res = w.walk(a.get(), !dec, 0, "", "", fd.fd);
+  if (dec) {
     res.kind = InputKind::stream;
     // libarchive may take a failed read for the end of an archive (an empty one, or one without
     // its end-of-archive blocks), so the stream's own state has the last word.
-    if (res.complete && !w.stop && !gz->error.empty()) {
+    if (res.complete && !w.stop && !dec->error().empty()) {
       res.complete = false;
-      res.error = input + ": archive ends or is damaged after member '" + w.last + "': " + gz->error;
+      res.error = input + ": archive ends or is damaged after member '" + w.last + "': " + dec->error();
     }
   }
   return res;

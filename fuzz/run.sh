@@ -22,9 +22,9 @@ tools=${CONVOY_BIN:-$src/build}
 if [ -x "$tools/train" ] && [ -x "$tools/datagen" ]; then
   seed=$(mktemp -d)
   "$tools/train" synth --out "$seed/ds" --files 1 --per-file 3 --size 8 --channels 3 --classes 2 2> /dev/null
-  cp "$seed/ds/batch_00000.cvb" "$corpus/batch_file/raw.cvb"
+  cp "$seed"/ds/*.cvb "$corpus/batch_file/raw.cvb"
   "$tools/train" synth --out "$seed/jp" --files 1 --per-file 2 --size 8 --channels 3 --classes 2 --encoding jpeg 2> /dev/null
-  cp "$seed/jp/batch_00000.cvb" "$corpus/batch_file/jpeg.cvb"
+  cp "$seed"/jp/*.cvb "$corpus/batch_file/jpeg.cvb"
   "$tools/datagen" preview "$seed/ds" --out "$corpus/image_decode/grid.png" --count 3 2> /dev/null
   /usr/bin/python3 - "$seed" "$corpus" <<'PY'
 import io, sys, tarfile

@@ -9,11 +9,11 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libarchive-dev zlib1g-dev libturbojpeg0-dev libpng-dev
+  libarchive-dev zlib1g-dev libbz2-dev liblzma-dev libzstd-dev libturbojpeg0-dev libpng-dev
   libopencv-core-dev libopencv-imgproc-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev
-  python3 python3-numpy python3-matplotlib python3-crc32c python3-pil
+  python3 python3-numpy python3-matplotlib python3-crc32c python3-pil zstd
   dataset-fashion-mnist
   clang libclang-rt-14-dev libomp-dev
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A tar and a .tar.gz of 400 small PNGs, each cut in the middle: datagen keeps exactly the members
-# whose bytes lie before the cut, names the archive and the member where reading stopped, exits 2.
+# A tar of 400 small PNGs, plain and compressed (gzip, bzip2, xz, zstd), each cut in the middle:
+# datagen keeps exactly the members whose bytes lie before the cut, names the archive and the member
+# where reading stopped, and exits 2.
 set -euo pipefail
 bin=${CONVOY_BIN:?}
 work=$(mktemp -d "${TMPDIR:-/tmp}/convoy_hostile_cut.XXXXXX")
@@ -13,9 +14,10 @@ mpi=(mpirun --oversubscribe -np 2)
   --out "$work/t10k.tar" 2> /dev/null
 
 # The fixtures, and for each cut file the members that must survive it (one name a line), worked
-# out independently of datagen: Python's tarfile for the layout, zlib for what a cut gzip yields.
+# out independently of datagen: Python's tarfile for the layout, and what each cut file still
+# yields from Python's decompressors and the zstd tool.
 /usr/bin/python3 - "$work" <<'PY'
-import sys, tarfile, zlib
+import bz2, gzip, lzma, subprocess, sys, tarfile, zlib
 work = sys.argv[1]
 src = tarfile.open(f"{work}/t10k.tar")
 with tarfile.open(f"{work}/full.tar", "w", format=tarfile.USTAR_FORMAT) as out:
@@ -30,7 +32,7 @@ assert len(members) == 400
 def survivors(name, available, padded):
     keep = [m.name for m in members
             if m.offset_data + ((m.size + 511) // 512 * 512 if padded else m.size) <= available]
-    assert 50 < len(keep) < 350, (name, len(keep))
+    assert 50 < len(keep) < 350, (name, len(keep))  # the cut falls well inside the archive
     open(f"{work}/{name}.expect", "w").write("".join(k + "\n" for k in keep))
 
 # Uncompressed: members of a tar are read in place, so a member is whole when its data is.
@@ -38,11 +40,29 @@ open(f"{work}/cut.tar", "wb").write(raw[: len(raw) // 2 + 700])
 survivors("cut.tar", len(raw) // 2 + 700, False)
 
 # Compressed: the tar is streamed, and a member counts once its data and padding are through.
+# bzip2 decodes only whole blocks: level 1 makes them 100 kB, so some lie wholly before the cut.
+def zstd(*args, data):
+    return subprocess.run(["zstd", "-q", "-c", *args], input=data, capture_output=True).stdout
 gz = zlib.compressobj(6, zlib.DEFLATED, 31)
-data = gz.compress(raw) + gz.flush()
-cut = data[: len(data) // 2]
-open(f"{work}/cut.tar.gz", "wb").write(cut)
-survivors("cut.tar.gz", len(zlib.decompressobj(31).decompress(cut)), True)
+formats = {
+    "gz": (gz.compress(raw) + gz.flush(), lambda d: zlib.decompressobj(31).decompress(d)),
+    "bz2": (bz2.compress(raw, 1), lambda d: bz2.BZ2Decompressor().decompress(d)),
+    "xz": (lzma.compress(raw), lambda d: lzma.LZMADecompressor().decompress(d)),
+    "zst": (zstd("-3", data=raw), lambda d: zstd("-d", data=d)),
+}
+for ext, (data, decompress) in formats.items():
+    assert decompress(data) == raw, ext
+    cut = data[: len(data) // 2]
+    open(f"{work}/cut.tar.{ext}", "wb").write(cut)
+    survivors(f"cut.tar.{ext}", len(decompress(cut)), True)
+
+# Two streams back to back (cat a.gz b.gz, pbzip2, multi-stream xz and zstd) are one tar, as the
+# command-line tools read them; xz streams may have NUL padding between them.
+split = members[150].offset
+for ext, compress in (("gz", gzip.compress), ("bz2", bz2.compress), ("xz", lzma.compress),
+                      ("zst", lambda d: zstd(data=d))):
+    pad = b"\0" * 8 if ext == "xz" else b""
+    open(f"{work}/multi.tar.{ext}", "wb").write(compress(raw[:split]) + pad + compress(raw[split:]))
 PY
 
 check() {  # check <cut file> <output folder> <rc> <stderr file>
@@ -70,10 +90,16 @@ check() {  # check <cut file> <output folder> <rc> <stderr file>
 }
 
 args=(--size 16 --channels 1 --per-file 64 --seed 3 --threads 2)
-for cut in cut.tar cut.tar.gz; do
+for cut in cut.tar cut.tar.gz cut.tar.bz2 cut.tar.xz cut.tar.zst; do
   rc=0
   "$bin/datagen" --input "$work/$cut" --output "$work/$cut.out" "${args[@]}" 2> "$work/$cut.log" || rc=$?
   check "$work/$cut" "$work/$cut.out" "$rc" "$work/$cut.log"
+done
+
+for ext in gz bz2 xz zst; do
+  "$bin/datagen" --input "$work/multi.tar.$ext" --output "$work/multi.$ext" "${args[@]}" 2> "$work/multi.log" ||
+    { echo "multi.tar.$ext: refused or incomplete"; cat "$work/multi.log"; exit 1; }
+  /usr/bin/python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["num_samples"] == 400' "$work/multi.$ext/dataset.json"
 done
 
 # Under mpirun every rank streams the cut file on its own and stops at the same member; the job's
