@@ -13,8 +13,9 @@ cc=$(command -v clang-14 || command -v clang || true)
 cmake -S "$src/fuzz" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" > /dev/null
 cmake --build "$build" -j"$(nproc)" --target fuzz_archive_index fuzz_image_decode fuzz_batch_file
 
-# Seeds: real batch files, a tar and a .tar.gz of images (one inside an inner tar), an index.tsv,
-# and the images themselves, made by the tools when they are there.
+# Seeds: real batch files, a tar of images (one inside an inner tar) plain and compressed the four
+# ways datagen decompresses itself, an index.tsv, and the images themselves, made by the tools when
+# they are there.
 corpus=$build/corpus
 rm -rf "$corpus"
 mkdir -p "$corpus"/{archive_index,image_decode,batch_file}
@@ -27,7 +28,7 @@ if [ -x "$tools/train" ] && [ -x "$tools/datagen" ]; then
   cp "$seed"/jp/*.cvb "$corpus/batch_file/jpeg.cvb"
   "$tools/datagen" preview "$seed/ds" --out "$corpus/image_decode/grid.png" --count 3 2> /dev/null
   /usr/bin/python3 - "$seed" "$corpus" <<'PY'
-import io, sys, tarfile
+import bz2, io, lzma, sys, tarfile
 from PIL import Image
 seed, corpus = sys.argv[1:3]
 img = Image.new("RGB", (12, 9))
@@ -48,9 +49,13 @@ def tar(members, mode="w"):
 png = open(f"{corpus}/image_decode/grid.png", "rb").read()
 inner = tar([("a.jpg", jpg.getvalue()), ("b.png", png)])
 members = [("cls/x.jpg", jpg.getvalue()), ("n01.tar", inner), ("README", b"not an image\n")]
-open(f"{corpus}/archive_index/seed.tar", "wb").write(tar(members))
+plain = tar(members)
+open(f"{corpus}/archive_index/seed.tar", "wb").write(plain)
 open(f"{corpus}/archive_index/seed.tar.gz", "wb").write(tar(members, "w:gz"))
+open(f"{corpus}/archive_index/seed.tar.bz2", "wb").write(bz2.compress(plain, 1))
+open(f"{corpus}/archive_index/seed.tar.xz", "wb").write(lzma.compress(plain))
 PY
+  ! command -v zstd > /dev/null || zstd -q -c "$corpus/archive_index/seed.tar" > "$corpus/archive_index/seed.tar.zst"
   "$tools/datagen" --input "$corpus/archive_index/seed.tar" --output "$seed/idx" --size 8 2> /dev/null || true
   [ -f "$seed/idx/index.tsv" ] && cp "$seed/idx/index.tsv" "$corpus/archive_index/index.tsv"
   rm -rf "$seed"
