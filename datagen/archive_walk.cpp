@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <filesystem>
 #include <memory>
-#include <new>
 #include <vector>
 
 #include "datagen/stream_decoder.h"
@@ -340,7 +339,7 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
     archive_read_set_callback_data(a.get(), &src);
   }
   if (archive_read_open1(a.get()) != ARCHIVE_OK)
-    fail_file(input, "not a readable tar archive: " + err_text(a.get()));
+    fail_file(input, "not a readable tar archive: " + (dec && !dec->error().empty() ? dec->error() : err_text(a.get())));
   Walker w{input, visit, nested};
   if (dec) w.stream_error = &dec->error();
   WalkResult res = w.walk(a.get(), !dec, 0, "", "", fd.fd);
