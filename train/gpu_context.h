@@ -5,8 +5,11 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "shared/cuda_check.h"
 
@@ -72,13 +75,18 @@ class Context {
   AlgoSearch algo_search_ = AlgoSearch::heuristic;
 };
 
-// A typed view of convoy::DeviceBuffer: allocated at set-up, never in the step.
+// A typed device buffer: its own allocation, or (bound by an Arena) a place in a shared one.
+// Either way made at set-up, never in the step.
 template <typename T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t count) : bytes_(count * sizeof(T)), count_(count) {}
-  T* get() const { return reinterpret_cast<T*>(bytes_.data()); }
+  T* get() const { return view_ ? view_ : reinterpret_cast<T*>(bytes_.data()); }
+  void bind(T* at, size_t count) {
+    view_ = at;
+    count_ = count;
+  }
   size_t size() const { return count_; }
   void upload(const T* host, size_t count) {
     CONVOY_CUDA_CHECK(cudaMemcpy(get(), host, count * sizeof(T), cudaMemcpyHostToDevice));
@@ -89,7 +97,33 @@ class DeviceBuffer {
 
  private:
   convoy::DeviceBuffer bytes_;
+  T* view_ = nullptr;
   size_t count_ = 0;
+};
+
+// One device allocation for every tensor of a net and its training step: buffers are requested
+// first, then commit() makes the single cudaMalloc and binds each buffer to its place in it.
+// (cuDNN's and cuBLAS's workspaces stay the Context's own.)
+class Arena {
+ public:
+  template <typename T>
+  void request(DeviceBuffer<T>& b, size_t count) {
+    if (memory_.data()) ::convoy::fail("Arena: a buffer requested after commit");
+    const size_t at = bytes_;
+    bytes_ += (count * sizeof(T) + 255) & ~size_t(255);  // 256-byte aligned, as cudaMalloc's own
+    binds_.push_back([&b, at, count](unsigned char* base) { b.bind(reinterpret_cast<T*>(base + at), count); });
+  }
+  void commit() {
+    memory_ = convoy::DeviceBuffer(std::max<size_t>(bytes_, 256));
+    for (auto& bind : binds_) bind(memory_.data());
+    binds_.clear();
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_ = 0;
+  std::vector<std::function<void(unsigned char*)>> binds_;
+  convoy::DeviceBuffer memory_;
 };
 
 // Records e on s; while s is being captured, as an event node, so that every replay of the graph

@@ -26,10 +26,14 @@ void copy(Context& ctx, float* dst, const float* src, size_t count) {
 
 }  // namespace
 
-GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch)
-    : ctx_(ctx), net_(net), max_batch_(max_batch),
-      weights_(flat_param_count(net)), grads_(flat_param_count(net)), state_(std::max<size_t>(1, flat_state_count(net))),
-      probs_(size_t(max_batch) * std::max(1, net.classes())), losses_(max_batch) {
+GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
+    : ctx_(ctx), net_(net), max_batch_(max_batch) {
+  Arena& a = arena ? *arena : own_arena_;
+  a.request(weights_, flat_param_count(net));
+  a.request(grads_, flat_param_count(net));
+  a.request(state_, std::max<size_t>(1, flat_state_count(net)));
+  a.request(probs_, size_t(max_batch) * std::max(1, net.classes()));
+  a.request(losses_, max_batch);
   const auto& nodes = net.nodes();
   size_t scratch = 0;
   buf_.resize(nodes.size());
@@ -37,16 +41,16 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch)
     const Node& nd = nodes[i];
     const size_t count = size_t(max_batch) * nd.out.size();
     const Dims in = nd.in[0] < 0 ? net.input_dims() : nodes[nd.in[0]].out;
-    buf_[i].y = DeviceBuffer<float>(count);
-    buf_[i].dy = DeviceBuffer<float>(count);
-    if (nd.spec.kind == LayerKind::dropout) buf_[i].aux = DeviceBuffer<float>(count);
-    if (nd.spec.kind == LayerKind::batch_norm) buf_[i].aux = DeviceBuffer<float>(2 * size_t(in.c));
-    if (nd.spec.kind == LayerKind::max_pool) buf_[i].argmax = DeviceBuffer<int32_t>(count);
+    a.request(buf_[i].y, count);
+    a.request(buf_[i].dy, count);
+    if (nd.spec.kind == LayerKind::dropout) a.request(buf_[i].aux, count);
+    if (nd.spec.kind == LayerKind::batch_norm) a.request(buf_[i].aux, 2 * size_t(in.c));
+    if (nd.spec.kind == LayerKind::max_pool) a.request(buf_[i].argmax, count);
     for (int k : nd.in)
       if (k < 0 || nodes[k].consumers > 1) scratch = std::max(scratch, size_t(max_batch) * in.size());
   }
-  scratch_ = DeviceBuffer<float>(std::max<size_t>(scratch, 1));
-  CONVOY_CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.size() * sizeof(float)));
+  a.request(scratch_, std::max<size_t>(scratch, 1));
+  if (!arena) own_arena_.commit();
 }
 
 void GpuNet::set_profiling(bool on) {
@@ -63,6 +67,7 @@ void GpuNet::collect_profile(Net& into) const {
 void GpuNet::upload(const std::vector<float>& weights, const std::vector<float>& state) {
   if (weights.size() != weights_.size() || state.size() > state_.size()) fail("GpuNet: parameter layout differs from the net's");
   weights_.upload(weights.data(), weights.size());
+  CONVOY_CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.size() * sizeof(float)));
   if (!state.empty()) state_.upload(state.data(), state.size());
 }
 

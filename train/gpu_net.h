@@ -17,8 +17,10 @@ namespace convoy::gpu {
 
 class GpuNet {
  public:
-  // `net` gives the topology and the parameter layout; it must outlive this object.
-  GpuNet(Context& ctx, const Net& net, int max_batch);
+  // `net` gives the topology and the parameter layout; it must outlive this object. With an
+  // arena, the buffers are requested from it and usable once its owner commits it; without one,
+  // the net makes and commits its own.
+  GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena = nullptr);
 
   // Weights and running statistics in the CPU Net's flat layout.
   void upload(const std::vector<float>& weights, const std::vector<float>& state);
@@ -62,6 +64,7 @@ class GpuNet {
   bool train_ = false;
   const float* x_ = nullptr;
   const int32_t* labels_ = nullptr;
+  Arena own_arena_;
   DeviceBuffer<float> weights_, grads_, state_, probs_, losses_, scratch_;
   std::vector<NodeBuffers> buf_;
   std::map<std::pair<int, int>, std::unique_ptr<ConvPlan>> plans_;  // (node, batch) -> plan

@@ -17,10 +17,10 @@ size_t align_up(size_t n) { return (n + 255) & ~size_t(255); }
 struct GpuStep::Slot {
   size_t px = 0, crops = 0, labels = 0, keys = 0, scalars = 0, bytes = 0;  // offsets
   PinnedBuffer host;
-  convoy::DeviceBuffer dev;
+  DeviceBuffer<unsigned char> dev;  // a place in the step's arena
   // Recorded inside the step (and so inside its graph): a slot's graph always records these.
   CudaEvent fwd, bwd, comm;
-  Slot(size_t sample_bytes, int n) {
+  Slot(Arena& arena, size_t sample_bytes, int n) {
     px = 0;
     crops = align_up(px + sample_bytes * n);
     labels = align_up(crops + 3 * sizeof(int32_t) * n);
@@ -28,10 +28,10 @@ struct GpuStep::Slot {
     scalars = align_up(keys + sizeof(uint64_t) * n);
     bytes = align_up(scalars + sizeof(StepScalars));
     host = PinnedBuffer(bytes);
-    dev = convoy::DeviceBuffer(bytes);
+    arena.request(dev, bytes);
   }
   template <typename T>
-  T* d(size_t off) const { return reinterpret_cast<T*>(dev.data() + off); }
+  T* d(size_t off) const { return reinterpret_cast<T*>(dev.get() + off); }
   template <typename T>
   T* h(size_t off) const { return reinterpret_cast<T*>(host.data() + off); }
 };
@@ -45,10 +45,8 @@ struct GpuStep::StepEvents {
 
 GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank,
                  int ranks, const GpuStepOptions& o)
-    : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch), host_opt_(opt),
+    : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch, &arena_), host_opt_(opt),
       max_batch_(max_batch), ranks_(ranks), o_(o),
-      x_(size_t(max_batch) * net.input_dims().size()), m_(opt.m.size()), v_(std::max<size_t>(1, opt.v.size())),
-      scale_shift_(2 * aug.stored.channels), acc_(4),
       losses_host_(sizeof(float) * max_batch), probs_host_(sizeof(float) * max_batch * std::max(1, net.classes())),
       acc_host_(4 * sizeof(double)) {
   ctx_.set_algo_search(o.algos);
@@ -60,6 +58,13 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   const Dims in = net.input_dims();
   if (in.c != aug_.c || in.h != aug_.out_h || in.w != aug_.out_w)
     fail("GpuStep: the net's input differs from the augmented sample shape");
+  arena_.request(x_, size_t(max_batch) * net.input_dims().size());
+  arena_.request(m_, opt.m.size());
+  arena_.request(v_, std::max<size_t>(1, opt.v.size()));
+  arena_.request(scale_shift_, 2 * aug.stored.channels);
+  arena_.request(acc_, 4);
+  for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(arena_, aug.stored.bytes(), max_batch));
+  arena_.commit();
   std::vector<float> ss(aug.scale);
   ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
   scale_shift_.upload(ss.data(), ss.size());
@@ -69,7 +74,6 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   if (!opt.v.empty()) v_.upload(opt.v.data(), opt.v.size());
   CONVOY_CUDA_CHECK(cudaMemset(acc_.get(), 0, 4 * sizeof(double)));
   if (ranks > 1) nccl_ = std::make_unique<NcclComm>(rank, ranks);
-  for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(aug.stored.bytes(), max_batch));
   for (int i = 0; i < 4; ++i) events_.push_back(std::make_unique<StepEvents>());
   if (o.profile) {
     net_.set_profiling(true);
@@ -159,7 +163,7 @@ void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
 
   StepEvents& e = *events_[size_t(k % 4)];
   cudaStream_t s = ctx_.stream(), cs = copy_stream_.get();
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.data(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, cs));
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.get(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, cs));
   CONVOY_CUDA_CHECK(cudaEventRecord(e.h2d.get(), cs));
   CONVOY_CUDA_CHECK(cudaEventRecord(e.ready.get(), s));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(s, e.h2d.get(), 0));
@@ -240,7 +244,7 @@ void GpuStep::evaluate(const HostBatch& b) {
   const StepScalars sc{};
   std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);
   cudaStream_t s = ctx_.stream();
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.data(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, s));
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.get(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, s));
   AugmentShape a = aug_;
   a.n = b.n;
   augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(), x_.get());

@@ -67,6 +67,7 @@ class GpuStep {
   // With GpuStepOptions::profile: adds the per-node times of the steps so far to net's profile.
   void add_profile_to(Net& net);
   const char* device_name() const { return name_.c_str(); }
+  size_t arena_bytes() const { return arena_.bytes(); }
   bool graphed() const { return bool(graph_[0]) || bool(graph_[1]); }
 
  private:
@@ -79,6 +80,7 @@ class GpuStep {
   void drain();
 
   Context ctx_;
+  Arena arena_;  // every tensor of the net and of the step, in one allocation
   GpuNet net_;
   Optimizer host_opt_;  // recipe and step count; its arrays live on the device
   AugmentShape aug_;

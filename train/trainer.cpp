@@ -265,8 +265,8 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     go.algos = o.cudnn_algos == "measure" ? gpu::AlgoSearch::measure : gpu::AlgoSearch::heuristic;
     gpu = std::make_unique<gpu::GpuStep>(device, net, opt, train_loader.augmenter(), std::max(local_batch, 1), rank,
                                          ranks, go);
-    log_info("CUDA backend on %s (rank 0), %s math, %s convolution algorithms, %s%s", gpu->device_name(),
-             o.precision.c_str(), o.cudnn_algos.c_str(),
+    log_info("CUDA backend on %s (rank 0), %.0f MiB of tensors in one arena, %s math, %s convolution algorithms, %s%s",
+             gpu->device_name(), double(gpu->arena_bytes()) / (1 << 20), o.precision.c_str(), o.cudnn_algos.c_str(),
              o.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
              ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
 #endif
