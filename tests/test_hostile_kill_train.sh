@@ -8,31 +8,10 @@ trap 'rm -rf "$work"' EXIT
 seed=${CONVOY_KILL_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 echo "kill seed $seed (replay: CONVOY_KILL_SEED=$seed)"
 
-cat > "$work/net.toml" <<'TOML'
-[train]
-lr = 0.02
-[data]
-flip = true
-[[layer]]
-type = "conv"
-filters = 8
-kernel = 3
-pad = 1
-[[layer]]
-type = "batch_norm"
-[[layer]]
-type = "relu"
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "fc"
-units = "classes"
-[[layer]]
-type = "softmax_xent"
-TOML
+config="${CONVOY_SRC:?}/tests/data/small_conv_bn.toml"
 "$train" synth --out "$work/data" --files 40 --per-file 50 --size 16 --classes 4 2> /dev/null
 # 12 epochs of 100 steps; a checkpoint every 25 steps, so a kill loses at most 24 steps.
-args=(--config "$work/net.toml" --data "$work/data" --epochs 12 --batch 20 --seed 5 --threads 1)
+args=(--config "$config" --data "$work/data" --epochs 12 --batch 20 --seed 5 --threads 1)
 every=(--checkpoint-every 25)
 
 start=$(date +%s.%N)
