@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "datagen/stream_decoder.h"
 #include "shared/error.h"
 
 namespace convoy::datagen {
@@ -79,6 +80,13 @@ la_int64_t range_skip(archive*, void* client, la_int64_t request) {
   return static_cast<la_int64_t>(n);
 }
 
+la_ssize_t decompressed_read(archive* a, void* client, const void** out) {
+  auto* f = static_cast<DecompressedFile*>(client);
+  const ptrdiff_t n = f->read(out);
+  if (n < 0) archive_set_error(a, EIO, "%s", f->error().c_str());
+  return la_ssize_t(n);
+}
+
 // An inner tar read straight out of the enclosing (streamed) archive's current member.
 struct NestedSource {
   archive* outer;
@@ -118,12 +126,19 @@ struct Walker {
   const std::function<bool(const Member&)>& visit;
   bool nested;
   bool stop = false;
+  std::string last = "(start of archive)";  // the last member reached, for errors after the walk
+  // The decompressor's own account of why the stream stopped: libarchive replaces it with a
+  // generic "Truncated input file" when the failed read was part of a skip.
+  const std::string* stream_error = nullptr;
+
+  std::string why(archive* a) const {
+    return stream_error && !stream_error->empty() ? *stream_error : err_text(a);
+  }
 
   // Walks an opened archive. random: positions are byte offsets in the input file, base added.
   WalkResult walk(archive* a, bool random, uint64_t base, const std::string& prefix, const std::string& inner,
                   int fd) {
     WalkResult res;
-    std::string last = "(start of archive)";
     archive_entry* e = nullptr;
     bool first = true;
     while (!stop) {
@@ -131,7 +146,7 @@ struct Walker {
       if (rc == ARCHIVE_EOF) break;
       if (rc < ARCHIVE_WARN) {
         res.complete = false;
-        res.error = input + ": archive ends or is damaged after member '" + last + "': " + err_text(a);
+        res.error = input + ": archive ends or is damaged after member '" + last + "': " + why(a);
         break;
       }
       if (first && random && archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) random = false;
@@ -199,7 +214,7 @@ struct Walker {
       }
       m.read = [a, this, &m](void* buf, size_t n) -> size_t {
         la_ssize_t got = archive_read_data(a, buf, n);
-        if (got < 0) fail_file(input, "cannot read member '" + m.path + "': " + err_text(a));
+        if (got < 0) fail_file(input, "cannot read member '" + m.path + "': " + why(a));
         return size_t(got);
       };
       if (!visit(m)) {
@@ -210,7 +225,7 @@ struct Walker {
       if (!random && m.regular && archive_read_data_skip(a) < ARCHIVE_WARN) {
         res.complete = false;
         res.cut_member = m.path;
-        res.error = input + ": archive is truncated or damaged in member '" + m.path + "': " + err_text(a);
+        res.error = input + ": archive is truncated or damaged in member '" + m.path + "': " + why(a);
         break;
       }
     }
@@ -308,17 +323,36 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
   if (fd.fd < 0) fail_file(input, "cannot open: " + errno_text());
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) fail_file(input, "cannot stat: " + errno_text());
+  // gzip, bzip2, xz and zstd are decompressed by stream_decoder.cpp, which keeps all it can of a
+  // cut file; other filters (lz4, compress, lzip) are left to libarchive.
+  std::unique_ptr<DecompressedFile> dec = DecompressedFile::open(fd.fd, uint64_t(st.st_size));
   RangeSource src{fd.fd, 0, uint64_t(st.st_size), 0,
-                  std::vector<char>(looks_compressed(fd.fd) ? kStreamReadBytes : kHeaderReadBytes)};
+                  std::vector<char>(dec ? 0 : looks_compressed(fd.fd) ? kStreamReadBytes : kHeaderReadBytes)};
   ArchivePtr a = new_reader();
-  archive_read_set_read_callback(a.get(), range_read);
-  archive_read_set_seek_callback(a.get(), range_seek);
-  archive_read_set_skip_callback(a.get(), range_skip);
-  archive_read_set_callback_data(a.get(), &src);
+  if (dec) {
+    archive_read_set_read_callback(a.get(), decompressed_read);
+    archive_read_set_callback_data(a.get(), dec.get());
+  } else {
+    archive_read_set_read_callback(a.get(), range_read);
+    archive_read_set_seek_callback(a.get(), range_seek);
+    archive_read_set_skip_callback(a.get(), range_skip);
+    archive_read_set_callback_data(a.get(), &src);
+  }
   if (archive_read_open1(a.get()) != ARCHIVE_OK)
-    fail_file(input, "not a readable tar archive: " + err_text(a.get()));
+    fail_file(input, "not a readable tar archive: " + (dec && !dec->error().empty() ? dec->error() : err_text(a.get())));
   Walker w{input, visit, nested};
-  return w.walk(a.get(), true, 0, "", "", fd.fd);
+  if (dec) w.stream_error = &dec->error();
+  WalkResult res = w.walk(a.get(), !dec, 0, "", "", fd.fd);
+  if (dec) {
+    res.kind = InputKind::stream;
+    // libarchive may take a failed read for the end of an archive (an empty one, or one without
+    // its end-of-archive blocks), so the stream's own state has the last word.
+    if (res.complete && !w.stop && !dec->error().empty()) {
+      res.complete = false;
+      res.error = input + ": archive ends or is damaged after member '" + w.last + "': " + dec->error();
+    }
+  }
+  return res;
 }
 
 }  // namespace convoy::datagen

@@ -167,6 +167,7 @@ InputIndex parse_index(const std::string& text, const std::string& where) {
   if (!std::getline(in, line) || line != "convoy-index\t1") fail_file(where, "not a convoy index (version 1)");
   n = 1;
   bool entries = false;
+  unsigned long long declared = 0;
   try {
     while (std::getline(in, line)) {
       ++n;
@@ -189,7 +190,9 @@ InputIndex parse_index(const std::string& text, const std::string& where) {
         index.rejects.push_back({unescape(f[1]), unescape(f[2]), unescape(f[3])});
       } else if (f[0] == "entries" && f.size() == 2) {
         entries = true;
-        index.entries.reserve(std::stoull(f[1]));
+        declared = std::stoull(f[1]);
+        // The count is untrusted: an entry line takes at least 8 bytes, so no more can follow.
+        index.entries.reserve(size_t(std::min<unsigned long long>(declared, text.size() / 8)));
       } else {
         bad("unexpected line");
       }
@@ -197,6 +200,9 @@ InputIndex parse_index(const std::string& text, const std::string& where) {
   } catch (const std::logic_error&) {
     bad("malformed number");
   }
+  if (!entries) bad("no entries line");
+  if (index.entries.size() != declared)
+    bad(std::to_string(declared) + " entries declared, " + std::to_string(index.entries.size()) + " found");
   return index;
 }
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Side by side on one GPU: convoy's train (CUDA backend, streaming from the batch files) and the
 # PyTorch baseline (scripts/bench/pytorch_train.py: eager and torch.compile, data resident on the
-# GPU) on the same TOML config and the same batch files. Prints a Markdown table.
+# GPU) on the same TOML config and the same batch files. Prints a Markdown table. For convoy,
+# "input stall" is t_io (the host waiting for the loader) + unhidden t_h2d, as a share of training
+# time; "GPU idle" is the time the GPU itself had nothing to run (unhidden t_h2d + t_idle), smaller
+# because the host queues up to two steps ahead.
 #
 #   scripts/bench-vs-pytorch.sh CONFIG TRAIN_DIR VAL_DIR [EPOCHS] [BATCH]
 #   e.g. scripts/bench-vs-pytorch.sh configs/fmnist.toml data/fmnist-train data/fmnist-t10k 15 128
 # Environment: TRAIN (default build/train), PYTHON (default python3), CONVOY_ARGS (extra train flags),
-# TORCH_MODES (default "eager compile").
+# TORCH_MODES (default "eager compile"), LOG_DIR (keep convoy's log and metrics there).
 set -euo pipefail
 config=$1 train_dir=$2 val_dir=$3 epochs=${4:-} batch=${5:-}
 train=${TRAIN:-build/train}
@@ -23,6 +26,7 @@ args=(--config "$config" --data "$train_dir" --val "$val_dir")
 # shellcheck disable=SC2086
 "$train" "${args[@]}" --device cuda --metrics "$work/convoy.jsonl" --log-every 0 ${CONVOY_ARGS:-} >"$work/convoy.out" 2>"$work/convoy.err" \
   || { cat "$work/convoy.err" >&2; exit 1; }
+[ -n "${LOG_DIR:-}" ] && mkdir -p "$LOG_DIR" && cp "$work"/convoy.* "$LOG_DIR"/
 "$python" - "$work/convoy.jsonl" "$train_dir/dataset.json" "$config" "${CONVOY_ARGS:-}" >"$work/rows.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -30,10 +34,12 @@ ep = [r for r in rows if r.get("kind") == "epoch"]
 n = json.load(open(sys.argv[2]))["num_samples"]
 secs = sum(r["train_seconds"] for r in ep)
 stall = sum(r["t_io"] + r["t_h2d"] for r in ep)
+# What the GPU itself waited: the batch's copy not hidden, and the host not having queued the step.
+idle = sum(r["t_h2d"] + r.get("t_idle", 0.0) for r in ep)
 print(json.dumps({"impl": "convoy " + (sys.argv[4] or "").strip(), "config": sys.argv[3].split("/")[-1],
                   "epochs": len(ep), "images_per_s": round(len(ep) * n / secs, 1), "seconds": round(secs, 2),
                   "test_accuracy": round(ep[-1].get("test_top1", float("nan")), 4),
-                  "input_stall_pct": round(100 * stall / secs, 2)}))
+                  "input_stall_pct": round(100 * stall / secs, 2), "gpu_idle_pct": round(100 * idle / secs, 2)}))
 PY
 for mode in ${TORCH_MODES:-eager compile}; do
   extra=()
@@ -47,10 +53,11 @@ done
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 base = rows[1]["images_per_s"] if len(rows) > 1 else None
-print("| implementation | config | epochs | images/s | vs PyTorch eager | time (s) | test accuracy | input stall |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| implementation | config | epochs | images/s | vs PyTorch eager | time (s) | test accuracy | input stall | GPU idle |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
     ratio = f"{r['images_per_s'] / base:.2f}x" if base else ""
     stall = f"{r['input_stall_pct']:.2f} %" if "input_stall_pct" in r else ""
-    print(f"| {r['impl']} | {r['config']} | {r['epochs']} | {r['images_per_s']:.0f} | {ratio} | {r['seconds']:.1f} | {r['test_accuracy']:.4f} | {stall} |")
+    idle = f"{r['gpu_idle_pct']:.2f} %" if "gpu_idle_pct" in r else ""
+    print(f"| {r['impl']} | {r['config']} | {r['epochs']} | {r['images_per_s']:.0f} | {ratio} | {r['seconds']:.1f} | {r['test_accuracy']:.4f} | {stall} | {idle} |")
 PY

@@ -2,17 +2,20 @@
 # Installs convoy's Debian packages (only those missing) and builds a Release build in build/.
 # Idempotent: a second run installs nothing and rebuilds only what changed. Arguments name the
 # targets to build (default: everything, tests included), e.g. `scripts/setup.sh datagen train`.
+# CONVOY_BUILD_DIR picks another build folder, CONVOY_CMAKE_ARGS adds CMake options (clang and
+# libomp are for the fuzz targets in fuzz/, which need libFuzzer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libarchive-dev libturbojpeg0-dev libpng-dev
+  libarchive-dev zlib1g-dev libbz2-dev liblzma-dev libzstd-dev libturbojpeg0-dev libpng-dev
   libopencv-core-dev libopencv-imgproc-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev
-  python3 python3-numpy python3-matplotlib python3-crc32c python3-pil
+  python3 python3-numpy python3-matplotlib python3-crc32c python3-pil zstd
   dataset-fashion-mnist
+  clang libclang-rt-14-dev libomp-dev
 )
 
 missing=()
@@ -34,8 +37,9 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" ${CONVOY_CMAKE_ARGS:-} >/dev/null
+build=${CONVOY_BUILD_DIR:-build}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" ${CONVOY_CMAKE_ARGS:-} >/dev/null
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
-cmake --build build -j"$jobs" "${targets[@]}"
-echo "setup: build/ is up to date (${*:-all targets})"
+cmake --build "$build" -j"$jobs" "${targets[@]}"
+echo "setup: $build/ is up to date (${*:-all targets})"

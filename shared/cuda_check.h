@@ -56,6 +56,40 @@ class CudaEvent {
   cudaEvent_t e_ = nullptr;
 };
 
+// An instantiated CUDA graph, replayed with launch().
+class CudaGraphExec {
+ public:
+  CudaGraphExec() = default;
+  // Ends the capture running on `s` and instantiates what it recorded.
+  static CudaGraphExec end_capture(cudaStream_t s) {
+    cudaGraph_t g = nullptr;
+    CONVOY_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    CudaGraphExec e;
+    const cudaError_t rc = cudaGraphInstantiate(&e.exec_, g, 0);
+    cudaGraphDestroy(g);
+    CONVOY_CUDA_CHECK(rc);
+    return e;
+  }
+  ~CudaGraphExec() { release(); }
+  CudaGraphExec(CudaGraphExec&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)) {}
+  CudaGraphExec& operator=(CudaGraphExec&& o) noexcept {
+    if (this != &o) {
+      release();
+      exec_ = std::exchange(o.exec_, nullptr);
+    }
+    return *this;
+  }
+  explicit operator bool() const { return exec_ != nullptr; }
+  void launch(cudaStream_t s) const { CONVOY_CUDA_CHECK(cudaGraphLaunch(exec_, s)); }
+
+ private:
+  void release() {
+    if (exec_ && cudaGraphExecDestroy(exec_) != cudaSuccess) cudaGetLastError();
+    exec_ = nullptr;
+  }
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 // Memory from one CUDA allocator, owned for its lifetime: page-locked host memory (so that
 // cudaMemcpyAsync really is asynchronous) or device memory.
 template <cudaError_t (*Alloc)(void**, size_t), cudaError_t (*Free)(void*)>

@@ -8,8 +8,10 @@
 #include <random>
 #include <vector>
 
+#include "train/augment.h"
 #include "train/layers/elementwise.h"
 #include "train/layers/gpu_ops.h"
+#include "train/layers/optimizer_update.h"
 #include "train/layers/softmax_xent.h"
 
 using namespace convoy;
@@ -164,7 +166,9 @@ TEST_F(Gpu, DropoutMaskEqualsCpu) {
   convoy::dropout_backward(s, mask.data(), dy.data(), dx.data());
   auto gkeys = up(keys);
   auto gx = up(x), gdy = up(dy), gy = poisoned(x.size()), gmask = poisoned(x.size()), gdx = poisoned(x.size());
-  gpu::dropout_forward(ctx, s, 42, gkeys.get(), gx.get(), gy.get(), gmask.get());
+  // The step key lives on the device (a captured step reads it there); the salt is xor-ed in.
+  auto gkey = up(std::vector<uint64_t>{40});
+  gpu::dropout_forward(ctx, s, gkey.get(), 2, gkeys.get(), gx.get(), gy.get(), gmask.get());
   gpu::dropout_backward(ctx, s, gmask.get(), gdy.get(), gdx.get());
   EXPECT_EQ(down(ctx, gmask), mask);
   EXPECT_EQ(down(ctx, gy), y);
@@ -219,4 +223,84 @@ TEST_F(Gpu, BatchNorm) {
     EXPECT_LT(rel_err(down(ctx, gdg), dg), 1e-4);
     EXPECT_LT(rel_err(down(ctx, gdb), dbeta), 1e-4);
   }
+}
+
+TEST_F(Gpu, OptimizerUpdatesMatchCpu) {
+  const size_t n = 10007;
+  const auto g = randn(n, 30), w0 = randn(n, 31);
+  for (int t = 1; t <= 3; ++t) {
+    // SGD with Nesterov momentum.
+    std::vector<float> w = w0, buf(n, 0.1f);
+    convoy::sgd_update(n, w.data(), g.data(), buf.data(), 0.05f, 0.9f, true, 5e-4f);
+    auto gw = up(w0), gg = up(g), gbuf = up(std::vector<float>(n, 0.1f));
+    auto sc = up(std::vector<gpu::StepScalars>{gpu::step_scalars(0, 0.05, 0.9, 0.999, t)});
+    gpu::sgd_update(ctx, n, gw.get(), gg.get(), gbuf.get(), sc.get(), 0.9f, true, 5e-4f);
+    EXPECT_LT(rel_err(down(ctx, gw), w), 1e-6);
+    EXPECT_LT(rel_err(down(ctx, gbuf), buf), 1e-6);
+    // AdamW at step t (bias corrections from the device scalars).
+    std::vector<float> wa = w0, m(n, 0.01f), v(n, 0.02f);
+    convoy::adam_update(n, wa.data(), g.data(), m.data(), v.data(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t);
+    auto gwa = up(w0), gm = up(std::vector<float>(n, 0.01f)), gv = up(std::vector<float>(n, 0.02f));
+    auto sca = up(std::vector<gpu::StepScalars>{gpu::step_scalars(0, 1e-3, 0.9, 0.999, t)});
+    gpu::adam_update(ctx, n, gwa.get(), gg.get(), gm.get(), gv.get(), sca.get(), 0.9f, 0.999f, 1e-8f, 0.01f, true);
+    EXPECT_LT(rel_err(down(ctx, gwa), wa), 1e-6) << "step " << t;
+    EXPECT_LT(rel_err(down(ctx, gm), m), 1e-6);
+    EXPECT_LT(rel_err(down(ctx, gv), v), 1e-6);
+  }
+}
+
+TEST_F(Gpu, AugmentEqualsCpu) {
+  // 3-channel 12x10 stored samples, 8x8 crops with 2 pixels of padding, random crops and flips.
+  ImageShape stored{10, 12, 3};
+  Augmenter aug(stored, 8, 2, true, {120.0, 110.0, 100.0}, {60.0, 50.0, 0.0});
+  const int n = 37;
+  std::mt19937 rng(5);
+  std::vector<uint8_t> px(size_t(n) * stored.bytes());
+  for (auto& p : px) p = uint8_t(rng());
+  std::vector<int32_t> crops(3 * n);
+  const size_t per = size_t(3) * aug.out_h * aug.out_w;
+  std::vector<float> want(n * per);
+  for (int i = 0; i < n; ++i) {
+    const CropFlip cf = aug.choose(i % 5 != 0, 99, i);  // some centred (evaluation) crops too
+    crops[3 * i] = cf.top, crops[3 * i + 1] = cf.left, crops[3 * i + 2] = cf.flip;
+    aug.apply(px.data() + i * stored.bytes(), cf, want.data() + i * per);
+  }
+  std::vector<float> ss(aug.scale);
+  ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
+  auto gpx = up(px);
+  auto gcrops = up(crops);
+  auto gss = up(ss);
+  auto gy = poisoned(want.size());
+  gpu::AugmentShape s{n, 3, int(stored.height), int(stored.width), aug.out_h, aug.out_w, aug.pad};
+  gpu::augment_forward(ctx, s, gpx.get(), gcrops.get(), gss.get(), gy.get());
+  EXPECT_EQ(down(ctx, gy), want);  // bit for bit: the same float operations in the same order
+}
+
+TEST_F(Gpu, BatchMetricsCountAsTheTrainer) {
+  const int n = 300, classes = 7;
+  std::mt19937 rng(8);
+  std::vector<float> probs(size_t(n) * classes), losses(n);
+  std::vector<int32_t> labels(n);
+  for (auto& p : probs) p = float(rng() % 4) / 4;  // many ties: they go to the lower class index
+  for (int i = 0; i < n; ++i) labels[i] = int32_t(rng() % classes), losses[i] = float(rng() % 1000) / 100;
+  double loss_sum = 0, hits = 0;
+  for (int i = 0; i < n; ++i) {
+    const float* p = probs.data() + size_t(i) * classes;
+    int above = 0;
+    for (int k = 0; k < classes; ++k) above += p[k] > p[labels[i]] || (p[k] == p[labels[i]] && k < labels[i]);
+    hits += above == 0;
+    loss_sum += losses[i];
+  }
+  auto gp = up(probs), gl = up(losses);
+  auto glab = up(labels);
+  auto acc = up(std::vector<double>{1, 2, 3, 0});
+  gpu::batch_metrics(ctx, n, classes, gp.get(), glab.get(), gl.get(), acc.get());
+  gpu::batch_metrics(ctx, n, classes, gp.get(), glab.get(), gl.get(), acc.get());
+  const auto a = down(ctx, acc);
+  EXPECT_NEAR(a[0], 1 + 2 * loss_sum, 1e-9 * loss_sum);
+  EXPECT_EQ(a[1], 2 + 2 * hits);
+  EXPECT_EQ(a[2], 3 + 2 * n);
+  EXPECT_NEAR(a[3], loss_sum / n, 1e-9);
+  EXPECT_GT(hits, 0);
+  EXPECT_LT(hits, n);
 }

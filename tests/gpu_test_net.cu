@@ -13,19 +13,17 @@
 #include "train/gpu_net.h"
 #include "train/layers/optimizer_update.h"
 #include "train/net_config.h"
+#include "rel_l2.h"
 
 using namespace convoy;
 
 namespace {
 
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, ref = 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    ref += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / ref);
+
+gpu::DeviceBuffer<uint64_t> step_key(uint64_t key) {
+  gpu::DeviceBuffer<uint64_t> b(1);
+  b.upload(&key, 1);
+  return b;
 }
 
 void steps_match(const std::string& config, Dims input, int n, int steps) {
@@ -65,14 +63,15 @@ void steps_match(const std::string& config, Dims input, int n, int steps) {
     g.upload(cpu.weights(), cpu.state());
     const double loss = cpu.forward(n, x.data(), labels.data(), true, uint64_t(step), keys.data());
     cpu.backward();
-    g.forward(n, gx.get(), glabels.get(), true, uint64_t(step), gkeys.get());
+    auto key = step_key(uint64_t(step));
+    g.forward(n, gx.get(), glabels.get(), true, key.get(), gkeys.get());
     g.backward();
     EXPECT_NEAR(gpu_losses(), loss, 1e-4 * std::max(1.0, std::fabs(loss))) << config << " step " << step;
     std::vector<float> ggrads(params), w, state;
     CONVOY_CUDA_CHECK(cudaMemcpy(ggrads.data(), g.grads(), params * sizeof(float), cudaMemcpyDeviceToHost));
-    EXPECT_LT(rel_err(ggrads, cpu.grads()), 1e-3) << config << " gradients at step " << step;
+    EXPECT_LT(test::rel_l2(ggrads, cpu.grads()), 1e-3) << config << " gradients at step " << step;
     g.download(w, state);
-    if (!state.empty()) EXPECT_LT(rel_err(state, cpu.state()), 1e-4) << config << " running statistics";
+    if (!state.empty()) EXPECT_LT(test::rel_l2(state, cpu.state()), 1e-4) << config << " running statistics";
     sgd_update(params, cpu.weights().data(), cpu.grads().data(), mom.data(), 0.01f, 0.9f, true, 5e-4f);
   }
 
@@ -85,13 +84,17 @@ void steps_match(const std::string& config, Dims input, int n, int steps) {
     cpu.forward(n, x.data(), labels.data(), true, uint64_t(100 + step), keys.data());
     cpu.backward();
     sgd_update(params, cpu.weights().data(), cpu.grads().data(), mom.data(), 1e-3f, 0.9f, true, 5e-4f);
-    g.forward(n, gx.get(), glabels.get(), true, uint64_t(100 + step), gkeys.get());
+    auto key = step_key(uint64_t(100 + step));
+    g.forward(n, gx.get(), glabels.get(), true, key.get(), gkeys.get());
     g.backward();
-    gpu::sgd_update(ctx, params, g.weights(), g.grads(), gmom.get(), 1e-3f, 0.9f, true, 5e-4f);
+    auto sc = gpu::DeviceBuffer<gpu::StepScalars>(1);
+    const gpu::StepScalars h = gpu::step_scalars(0, 1e-3, 0.9, 0.999, step + 1);
+    sc.upload(&h, 1);
+    gpu::sgd_update(ctx, params, g.weights(), g.grads(), gmom.get(), sc.get(), 0.9f, true, 5e-4f);
   }
   std::vector<float> w, state;
   g.download(w, state);
-  EXPECT_LT(rel_err(w, cpu.weights()), 1e-4) << config << " weights after " << steps << " independent steps";
+  EXPECT_LT(test::rel_l2(w, cpu.weights()), 1e-4) << config << " weights after " << steps << " independent steps";
 }
 
 }  // namespace

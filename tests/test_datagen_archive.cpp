@@ -245,6 +245,23 @@ TEST(DatagenArchive, IndexTextRoundTrip) {
   EXPECT_THROW(parse_index("convoy-index\t1\nentries\t1\n0\t0\t0\t0\tp\n", "bad.tsv"), Error);  // no such input
 }
 
+// The entry count of an index is untrusted: a huge one takes no memory beyond what the text could
+// hold, and a count that disagrees with the lines that follow is refused.
+TEST(DatagenArchive, IndexEntryCountIsCheckedAndBounded) {
+  const std::string head = "convoy-index\t1\ninput\ttar\t1\tx.tar\t\nclass\ta\nskipped\t0\n";
+  const std::string one = "0\t0\t5\t0\tp.jpg\n";
+  EXPECT_EQ(parse_index(head + "entries\t1\n" + one, "ok.tsv").entries.size(), 1u);
+  for (const std::string count : {"0", "2", "1000000000", "18446744073709551615"}) {
+    try {
+      parse_index(head + "entries\t" + count + "\n" + one, "bad.tsv");
+      FAIL() << "count " << count << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.tsv"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_index(head, "bad.tsv"), Error);  // no entries line at all
+}
+
 TEST(DatagenPlan, PermutationIsFixedBySeed) {
   const auto p = permutation(1000, 42);
   std::vector<uint64_t> sorted = p;

@@ -1,8 +1,11 @@
 // Hostile archive members datagen must survive: HTML named .JPEG, header bombs, 12-bit and extreme-shape
 // JPEGs, links, long/non-ASCII/duplicate names, a corrupt inner tar and a .tar.gz cut short.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "datagen/dataset_tools.h"
 #include "datagen/run.h"
@@ -104,18 +107,68 @@ TEST(HostileCorpus, CorruptInnerTarLosesNoOtherMemberAndExitsTwo) {
   EXPECT_TRUE(verify_dataset(dir + "/out").empty());
 }
 
-// A small .tar.gz cut short fails already when it is opened (libarchive reads ahead past the cut):
-// the run is refused naming the file, and no dataset is written.
-TEST(HostileCorpus, SmallTarGzCutShortIsRefusedNamingTheFile) {
+// How many bytes of tar a cut gzip file still yields: all that zlib can inflate before the cut.
+size_t inflatable_bytes(const Bytes& gz) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw std::runtime_error("inflateInit2");
+  std::vector<unsigned char> out(1 << 16);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  z.avail_in = uInt(gz.size());
+  size_t total = 0;
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = out.data();
+    z.avail_out = uInt(out.size());
+    rc = inflate(&z, Z_NO_FLUSH);
+    total += out.size() - z.avail_out;
+    if (rc == Z_BUF_ERROR && z.avail_out == out.size()) break;  // nothing more before the cut
+    if (rc == Z_BUF_ERROR) rc = Z_OK;
+  }
+  inflateEnd(&z);
+  return total;
+}
+
+// A .tar.gz cut short, however small, keeps every member whose bytes (and tar padding) lie before
+// the cut; the run exits 2 and the index names the file and the member where reading stopped.
+TEST(HostileCorpus, SmallTarGzCutShortKeepsTheMembersBeforeTheCut) {
   const std::string dir = scratch("hostile_gz_cut");
   Members all;
   for (int i = 0; i < 8; ++i) all.push_back({"k/img_" + std::to_string(i) + ".jpg", rgb_jpeg(60 + i, 50, i)});
   write_tar(dir + "/x.tar.gz", all, "gzip");
   const Bytes full = read_file(dir + "/x.tar.gz");
-  write_file(dir + "/cut.tar.gz", full.substr(0, full.size() * 2 / 3));
+  const Bytes cut = full.substr(0, full.size() * 2 / 3);
+  write_file(dir + "/cut.tar.gz", cut);
+  // Short ASCII names: plain ustar headers, so member i ends after i + 1 headers and padded bodies.
+  const size_t have = inflatable_bytes(cut);
+  size_t end = 0, whole = 0;
+  for (const auto& m : all) {
+    end += 512 + (m.second.size() + 511) / 512 * 512;
+    if (end <= have) ++whole;
+  }
+  ASSERT_GT(whole, 0u);
+  ASSERT_LT(whole, all.size());
+  ASSERT_EQ(run_datagen(options(dir + "/cut.tar.gz", dir + "/out"), mpi()), 2);
+  const DatasetMeta m = read_dataset_meta(dir + "/out");
+  EXPECT_EQ(m.num_samples, whole);
+  EXPECT_TRUE(verify_dataset(dir + "/out").empty());
+  const std::string index = read_file(dir + "/out/index.tsv");
+  // The cut lies in the data of the first lost member, or in its header, just after the last kept one.
+  const bool names_it = index.find("cut.tar.gz: archive is truncated or damaged in member '" + all[whole].first + "'") !=
+                            std::string::npos ||
+                        index.find("cut.tar.gz: archive ends or is damaged after member '" + all[whole - 1].first + "'") !=
+                            std::string::npos;
+  EXPECT_TRUE(names_it) << index;
+}
+
+// Cut inside the gzip header there is nothing to keep: the run is refused naming the file, and no
+// dataset is written.
+TEST(HostileCorpus, TarGzCutInItsHeaderIsRefusedNamingTheFile) {
+  const std::string dir = scratch("hostile_gz_head");
+  write_tar(dir + "/x.tar.gz", {{"k/a.jpg", rgb_jpeg(40, 40, 1)}}, "gzip");
+  write_file(dir + "/cut.tar.gz", read_file(dir + "/x.tar.gz").substr(0, 6));
   try {
     run_datagen(options(dir + "/cut.tar.gz", dir + "/out"), mpi());
-    FAIL() << "a cut .tar.gz was accepted";
+    FAIL() << "a .tar.gz cut in its header was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cut.tar.gz"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();

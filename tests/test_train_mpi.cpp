@@ -12,64 +12,14 @@
 #include "shared/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/synthetic_data.h"
+#include "train_cli.h"
 
 using namespace convoy;
+using namespace convoy::test;
 
 namespace {
 
 const std::string kTmp = std::string(CONVOY_TEST_TMP) + "/mpi";
-// CONVOY_TEST_TMP is <build>/tests/tmp and the tools land in <build>.
-const std::string kTrain = std::string(CONVOY_TEST_TMP) + "/../../train";
-
-const char* kConfig = R"(
-[train]
-lr = 0.05
-schedule = "onecycle"
-[data]
-pad = 1
-crop = 8
-flip = true
-[[layer]]
-type = "conv"
-filters = 6
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "max_pool"
-kernel = 2
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "fc"
-units = 16
-[[layer]]
-type = "relu"
-[[layer]]
-type = "dropout"
-p = 0.25
-[[layer]]
-type = "fc"
-units = "classes"
-[[layer]]
-type = "softmax_xent"
-)";
-
-int run(const std::string& cmd) {
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
-  const int rc = std::system(("timeout 300 " + cmd).c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
-  return d;
-}
 
 }  // namespace
 

@@ -5,30 +5,9 @@ set -euo pipefail
 train="$CONVOY_BIN/train"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cat > "$tmp/net.toml" <<'TOML'
-[train]
-lr = 0.02
-[data]
-flip = true
-[[layer]]
-type = "conv"
-filters = 8
-kernel = 3
-pad = 1
-[[layer]]
-type = "batch_norm"
-[[layer]]
-type = "relu"
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "fc"
-units = "classes"
-[[layer]]
-type = "softmax_xent"
-TOML
+config="${CONVOY_SRC:?}/tests/data/small_conv_bn.toml"
 "$train" synth --out "$tmp/data" --files 40 --per-file 50 --size 16 --classes 4
-args=(--config "$tmp/net.toml" --data "$tmp/data" --epochs 12 --batch 20 --seed 5 --threads 1 --log-every 1)
+args=(--config "$config" --data "$tmp/data" --epochs 12 --batch 20 --seed 5 --threads 1 --log-every 1)
 
 "$train" "${args[@]}" --checkpoint "$tmp/full.ckpt" 2>/dev/null
 

@@ -52,7 +52,9 @@ Checkpoint read_checkpoint(const std::string& path) {
   std::vector<float>* arrays[4] = {&c.weights, &c.state, &c.m, &c.v};
   for (int i = 0; i < 4; ++i) {
     arrays[i]->resize(sizes[i + 1]);
-    std::memcpy(arrays[i]->data(), bytes.data() + at, sizes[i + 1] * sizeof(float));
+    // An empty array (a net without batch norm has no state) has no storage to copy into, and
+    // memcpy to a null pointer is undefined even for zero bytes.
+    if (sizes[i + 1]) std::memcpy(arrays[i]->data(), bytes.data() + at, sizes[i + 1] * sizeof(float));
     at += sizes[i + 1] * sizeof(float);
   }
   return c;

@@ -16,6 +16,10 @@ Context::Context(int device, size_t workspace_bytes, MathMode math)
     CONVOY_CUBLAS_CHECK(cublasSetMathMode(
         cublas_, math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     if (workspace_bytes_) CONVOY_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+    // cuBLAS gets its own fixed workspace: it would otherwise allocate one, which a CUDA graph
+    // capture forbids.
+    CONVOY_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
+    CONVOY_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace));
   } catch (...) {
     release();
     throw;
@@ -26,10 +30,12 @@ Context::~Context() { release(); }
 
 void Context::release() {
   if (workspace_) cudaFree(workspace_);
+  if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
   if (stream_) cudaStreamDestroy(stream_);
   workspace_ = nullptr;
+  cublas_workspace_ = nullptr;
   cublas_ = nullptr;
   cudnn_ = nullptr;
   stream_ = nullptr;

@@ -5,8 +5,11 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "shared/cuda_check.h"
 
@@ -35,6 +38,10 @@ namespace convoy::gpu {
 
 // fp32: exact float arithmetic (no tensor cores); tf32: cuDNN/cuBLAS may use TF32 tensor cores.
 enum class MathMode { fp32, tf32 };
+// How cuDNN convolution algorithms are chosen (deterministic ones only, either way): by cuDNN's
+// heuristics (the same choice on every run, so runs repeat bit for bit) or by timing each one once
+// at set-up (faster steps; the choice, and so the last bits of the weights, can vary between runs).
+enum class AlgoSearch { heuristic, measure };
 
 class Context {
  public:
@@ -50,6 +57,8 @@ class Context {
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
   MathMode math() const { return math_; }
+  AlgoSearch algo_search() const { return algo_search_; }
+  void set_algo_search(AlgoSearch a) { algo_search_ = a; }
   void synchronize() const { CONVOY_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
  private:
@@ -60,16 +69,24 @@ class Context {
   cublasHandle_t cublas_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_;
+  static constexpr size_t kCublasWorkspace = size_t(32) << 20;
+  void* cublas_workspace_ = nullptr;
   MathMode math_;
+  AlgoSearch algo_search_ = AlgoSearch::heuristic;
 };
 
-// A typed view of convoy::DeviceBuffer: allocated at set-up, never in the step.
+// A typed device buffer: its own allocation, or (bound by an Arena) a place in a shared one.
+// Either way made at set-up, never in the step.
 template <typename T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t count) : bytes_(count * sizeof(T)), count_(count) {}
-  T* get() const { return reinterpret_cast<T*>(bytes_.data()); }
+  T* get() const { return view_ ? view_ : reinterpret_cast<T*>(bytes_.data()); }
+  void bind(T* at, size_t count) {
+    view_ = at;
+    count_ = count;
+  }
   size_t size() const { return count_; }
   void upload(const T* host, size_t count) {
     CONVOY_CUDA_CHECK(cudaMemcpy(get(), host, count * sizeof(T), cudaMemcpyHostToDevice));
@@ -80,8 +97,52 @@ class DeviceBuffer {
 
  private:
   convoy::DeviceBuffer bytes_;
+  T* view_ = nullptr;
   size_t count_ = 0;
 };
+
+// One device allocation for every tensor of a net and its training step: buffers are requested
+// first, then commit() makes the single cudaMalloc and binds each buffer to its place in it.
+// (cuDNN's and cuBLAS's workspaces stay the Context's own.)
+class Arena {
+ public:
+  template <typename T>
+  void request(DeviceBuffer<T>& b, size_t count) {
+    if (memory_.data()) ::convoy::fail("Arena: a buffer requested after commit");
+    const size_t at = bytes_;
+    bytes_ += (count * sizeof(T) + 255) & ~size_t(255);  // 256-byte aligned, as cudaMalloc's own
+    binds_.push_back([&b, at, count](unsigned char* base) { b.bind(reinterpret_cast<T*>(base + at), count); });
+  }
+  void commit() {
+    memory_ = convoy::DeviceBuffer(std::max<size_t>(bytes_, 256));
+    for (auto& bind : binds_) bind(memory_.data());
+    binds_.clear();
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_ = 0;
+  std::vector<std::function<void(unsigned char*)>> binds_;
+  convoy::DeviceBuffer memory_;
+};
+
+// Records e on s; while s is being captured, as an event node, so that every replay of the graph
+// re-records it and what it times stays timed (outside a capture that flag is refused).
+inline void record_event(cudaEvent_t e, cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  CONVOY_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
+  if (st == cudaStreamCaptureStatusActive)
+    CONVOY_CUDA_CHECK(cudaEventRecordWithFlags(e, s, cudaEventRecordExternal));
+  else
+    CONVOY_CUDA_CHECK(cudaEventRecord(e, s));
+}
+
+// Seconds from `from` to `to`, both complete; 0 where `to` came first.
+inline double elapsed_seconds(cudaEvent_t from, cudaEvent_t to) {
+  float ms = 0;
+  CONVOY_CUDA_CHECK(cudaEventElapsedTime(&ms, from, to));
+  return ms > 0 ? ms / 1e3 : 0.0;
+}
 
 // Blocks of 256 threads covering n elements, capped so huge tensors use grid-stride loops.
 inline unsigned grid_for(size_t n, unsigned block = 256) {

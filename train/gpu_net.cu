@@ -26,10 +26,14 @@ void copy(Context& ctx, float* dst, const float* src, size_t count) {
 
 }  // namespace
 
-GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch)
-    : ctx_(ctx), net_(net), max_batch_(max_batch),
-      weights_(flat_param_count(net)), grads_(flat_param_count(net)), state_(std::max<size_t>(1, flat_state_count(net))),
-      probs_(size_t(max_batch) * std::max(1, net.classes())), losses_(max_batch) {
+GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
+    : ctx_(ctx), net_(net), max_batch_(max_batch) {
+  Arena& a = arena ? *arena : own_arena_;
+  a.request(weights_, flat_param_count(net));
+  a.request(grads_, flat_param_count(net));
+  a.request(state_, std::max<size_t>(1, flat_state_count(net)));
+  a.request(probs_, size_t(max_batch) * std::max(1, net.classes()));
+  a.request(losses_, max_batch);
   const auto& nodes = net.nodes();
   size_t scratch = 0;
   buf_.resize(nodes.size());
@@ -37,21 +41,33 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch)
     const Node& nd = nodes[i];
     const size_t count = size_t(max_batch) * nd.out.size();
     const Dims in = nd.in[0] < 0 ? net.input_dims() : nodes[nd.in[0]].out;
-    buf_[i].y = DeviceBuffer<float>(count);
-    buf_[i].dy = DeviceBuffer<float>(count);
-    if (nd.spec.kind == LayerKind::dropout) buf_[i].aux = DeviceBuffer<float>(count);
-    if (nd.spec.kind == LayerKind::batch_norm) buf_[i].aux = DeviceBuffer<float>(2 * size_t(in.c));
-    if (nd.spec.kind == LayerKind::max_pool) buf_[i].argmax = DeviceBuffer<int32_t>(count);
+    a.request(buf_[i].y, count);
+    a.request(buf_[i].dy, count);
+    if (nd.spec.kind == LayerKind::dropout) a.request(buf_[i].aux, count);
+    if (nd.spec.kind == LayerKind::batch_norm) a.request(buf_[i].aux, 2 * size_t(in.c));
+    if (nd.spec.kind == LayerKind::max_pool) a.request(buf_[i].argmax, count);
     for (int k : nd.in)
       if (k < 0 || nodes[k].consumers > 1) scratch = std::max(scratch, size_t(max_batch) * in.size());
   }
-  scratch_ = DeviceBuffer<float>(std::max<size_t>(scratch, 1));
-  CONVOY_CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.size() * sizeof(float)));
+  a.request(scratch_, std::max<size_t>(scratch, 1));
+  if (!arena) own_arena_.commit();
+}
+
+void GpuNet::set_profiling(bool on) {
+  events_.reset(on ? new CudaEvent[4 * net_.nodes().size()] : nullptr);
+}
+
+void GpuNet::collect_profile(Net& into) const {
+  if (!events_) return;
+  for (size_t i = 0; i < net_.nodes().size(); ++i)
+    into.add_profile(i, elapsed_seconds(events_[4 * i].get(), events_[4 * i + 1].get()),
+                     elapsed_seconds(events_[4 * i + 2].get(), events_[4 * i + 3].get()));
 }
 
 void GpuNet::upload(const std::vector<float>& weights, const std::vector<float>& state) {
   if (weights.size() != weights_.size() || state.size() > state_.size()) fail("GpuNet: parameter layout differs from the net's");
   weights_.upload(weights.data(), weights.size());
+  CONVOY_CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.size() * sizeof(float)));
   if (!state.empty()) state_.upload(state.data(), state.size());
 }
 
@@ -69,7 +85,7 @@ const ConvPlan& GpuNet::plan(int node, int n) {
   if (it != plans_.end()) return *it->second;
   const Node& nd = net_.nodes()[node];
   const Dims in = nd.in[0] < 0 ? net_.input_dims() : net_.nodes()[nd.in[0]].out;
-  auto p = std::make_unique<ConvPlan>(ctx_, conv_shape(nd, in, n));
+  auto p = std::make_unique<ConvPlan>(ctx_, conv_shape(nd, in, n), nd.in[0] >= 0);
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
@@ -78,7 +94,7 @@ const float* GpuNet::input_of(int node, int k) const {
   return from < 0 ? x_ : buf_[from].y.get();
 }
 
-void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, uint64_t key,
+void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, const uint64_t* key,
                      const uint64_t* sample_keys) {
   if (n > max_batch_) fail("GpuNet: batch of " + std::to_string(n) + " exceeds the " + std::to_string(max_batch_) + " it was built for");
   n_ = n;
@@ -94,6 +110,7 @@ void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, u
     const float* w = weights_.get() + nd.w_off;
     const float* b = nd.b_count ? weights_.get() + nd.b_off : nullptr;
     const size_t count = size_t(n) * nd.out.size();
+    if (events_) record_event(events_[4 * i].get(), ctx_.stream());
     switch (nd.spec.kind) {
       case LayerKind::conv: conv_forward(ctx_, plan(i, n), a, w, b, y); break;
       case LayerKind::max_pool: max_pool_forward(ctx_, pool_shape(nd, in, n), a, y, buf_[i].argmax.get()); break;
@@ -107,7 +124,7 @@ void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, u
         if (train && nd.spec.p > 0) {
           DropoutShape s{n, nd.out.size(), nd.spec.p};
           // The same per-layer key as the CPU net, so both drop the same elements.
-          dropout_forward(ctx_, s, key ^ (uint64_t(i) * 0x100000001B3ull), sample_keys, a, y, buf_[i].aux.get());
+          dropout_forward(ctx_, s, key, uint64_t(i) * 0x100000001B3ull, sample_keys, a, y, buf_[i].aux.get());
         } else {
           copy(ctx_, y, a, count);
         }
@@ -126,10 +143,11 @@ void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, u
         softmax_xent_forward(ctx_, n, net_.classes(), a, labels, probs_.get(), losses_.get());
         break;
     }
+    if (events_) record_event(events_[4 * i + 1].get(), ctx_.stream());
   }
 }
 
-void GpuNet::backward() {
+void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
   const int n = n_;
   const auto& nodes = net_.nodes();
   for (const Node& nd : nodes)
@@ -147,6 +165,7 @@ void GpuNet::backward() {
     float* dw = grads_.get() + nd.w_off;
     float* db = nd.b_count ? grads_.get() + nd.b_off : nullptr;
     const size_t count = size_t(n) * nd.out.size();
+    if (events_) record_event(events_[4 * idx + 2].get(), ctx_.stream());
     for (size_t k = 0; k < nd.in.size(); ++k) {
       const int from = nd.in[k];
       // The net's input needs no gradient; a node with one consumer takes it in place.
@@ -182,6 +201,12 @@ void GpuNet::backward() {
           }
       }
       if (dx && from >= 0 && nodes[from].consumers > 1) accumulate(ctx_, in_count, dx, buf_[from].dy.get());
+    }
+    if (events_) record_event(events_[4 * idx + 3].get(), ctx_.stream());
+    if (ready && (nd.w_count || nd.b_count)) {
+      const size_t lo = std::min(nd.w_count ? nd.w_off : nd.b_off, nd.b_count ? nd.b_off : nd.w_off);
+      const size_t hi = std::max(nd.w_off + nd.w_count, nd.b_off + nd.b_count);
+      ready(lo, hi);
     }
   }
 }

@@ -1,101 +1,267 @@
-// GpuStep: the CUDA backend's training step. Every buffer is made in the constructor; a step
-// queues copies and kernels on one stream and synchronises once, to bring back the losses.
+// GpuStep: the CUDA backend's training step. Every buffer is made in the constructor. A step's
+// batch lands in one of two slots, so the copy of step k+1 overlaps the compute of step k.
 #include "train/gpu_step.h"
 
-#include <numeric>
+#include <algorithm>
+#include <cstring>
 
 namespace convoy::gpu {
 namespace {
 
-enum Mark { kStart, kH2d, kFwd, kBwd, kComm, kUpdate, kMarks };
+size_t align_up(size_t n) { return (n + 255) & ~size_t(255); }
 
 }  // namespace
 
-GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, int max_batch, int rank, int ranks,
-                 MathMode math)
-    : ctx_(device, size_t(256) << 20, math), net_(ctx_, net, max_batch), host_opt_(opt), ranks_(ranks),
-      x_(size_t(max_batch) * net.input_dims().size()), m_(opt.m.size()), v_(std::max<size_t>(1, opt.v.size())),
-      labels_(max_batch), keys_(max_batch), losses_(max_batch), probs_(size_t(max_batch) * net.classes()) {
+// One batch in flight: the same layout in pinned host memory and on the device, so that one copy
+// moves all of it.
+struct GpuStep::Slot {
+  size_t px = 0, crops = 0, labels = 0, keys = 0, scalars = 0, bytes = 0;  // offsets
+  PinnedBuffer host;
+  DeviceBuffer<unsigned char> dev;  // a place in the step's arena
+  // Recorded inside the step (and so inside its graph): a slot's graph always records these.
+  CudaEvent fwd, bwd, comm;
+  Slot(Arena& arena, size_t sample_bytes, int n) {
+    px = 0;
+    crops = align_up(px + sample_bytes * n);
+    labels = align_up(crops + 3 * sizeof(int32_t) * n);
+    keys = align_up(labels + sizeof(int32_t) * n);
+    scalars = align_up(keys + sizeof(uint64_t) * n);
+    bytes = align_up(scalars + sizeof(StepScalars));
+    host = PinnedBuffer(bytes);
+    arena.request(dev, bytes);
+  }
+  template <typename T>
+  T* d(size_t off) const { return reinterpret_cast<T*>(dev.get() + off); }
+  template <typename T>
+  T* h(size_t off) const { return reinterpret_cast<T*>(host.data() + off); }
+};
+
+// Recorded around the step, outside its graph. ready: the compute stream finished the step
+// before; h2d: this step's batch is on the device; start: the compute stream begins; end: the
+// step's last kernel is done.
+struct GpuStep::StepEvents {
+  CudaEvent ready, h2d, start, end;
+};
+
+GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank,
+                 int ranks, const GpuStepOptions& o)
+    : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch, &arena_), host_opt_(opt),
+      max_batch_(max_batch), ranks_(ranks), o_(o),
+      losses_host_(sizeof(float) * max_batch), probs_host_(sizeof(float) * max_batch * std::max(1, net.classes())),
+      acc_host_(4 * sizeof(double)) {
+  ctx_.set_algo_search(o.algos);
   name_ = "cuda:" + std::to_string(device);
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) name_ += std::string(" (") + prop.name + ")";
+  aug_ = {max_batch, int(aug.stored.channels), int(aug.stored.height), int(aug.stored.width),
+          aug.out_h, aug.out_w, aug.pad};
+  const Dims in = net.input_dims();
+  if (in.c != aug_.c || in.h != aug_.out_h || in.w != aug_.out_w)
+    fail("GpuStep: the net's input differs from the augmented sample shape");
+  arena_.request(x_, size_t(max_batch) * net.input_dims().size());
+  arena_.request(m_, opt.m.size());
+  arena_.request(v_, std::max<size_t>(1, opt.v.size()));
+  arena_.request(scale_shift_, 2 * aug.stored.channels);
+  arena_.request(acc_, 4);
+  for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(arena_, aug.stored.bytes(), max_batch));
+  arena_.commit();
+  std::vector<float> ss(aug.scale);
+  ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
+  scale_shift_.upload(ss.data(), ss.size());
   Net& cpu = const_cast<Net&>(net);  // read-only use: the accessors are not const
   net_.upload(cpu.weights(), cpu.state());
   m_.upload(opt.m.data(), opt.m.size());
   if (!opt.v.empty()) v_.upload(opt.v.data(), opt.v.size());
+  CONVOY_CUDA_CHECK(cudaMemset(acc_.get(), 0, 4 * sizeof(double)));
   if (ranks > 1) nccl_ = std::make_unique<NcclComm>(rank, ranks);
-  events_.resize(kMarks);
-  for (auto& e : events_) CONVOY_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < 4; ++i) events_.push_back(std::make_unique<StepEvents>());
+  if (o.profile) {
+    net_.set_profiling(true);
+    profile_ = std::make_unique<Net>(net);
+  }
+  CONVOY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 GpuStep::~GpuStep() {
-  for (auto e : events_)
-    if (e) cudaEventDestroy(e);
+  // Queued work must not outlive the buffers it reads; errors cannot be thrown from here.
+  if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
 }
 
-void GpuStep::upload(const HostBatch& b) {
-  const size_t xs = size_t(b.n) * (x_.size() / labels_.size());
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(x_.get(), b.x.data(), xs * sizeof(float), cudaMemcpyHostToDevice, ctx_.stream()));
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(labels_.get(), b.labels.data(), b.n * sizeof(int32_t), cudaMemcpyHostToDevice, ctx_.stream()));
-  if (!b.keys.empty())
-    CONVOY_CUDA_CHECK(cudaMemcpyAsync(keys_.get(), b.keys.data(), b.n * sizeof(uint64_t), cudaMemcpyHostToDevice, ctx_.stream()));
+void GpuStep::bucket_ready(size_t lo, size_t hi) {
+  // Ranges arrive from the end of the flat buffer towards its start, each below the last.
+  if (pend_hi_ > pend_lo_ && hi != pend_lo_) flush_bucket();
+  if (pend_hi_ == pend_lo_) pend_hi_ = hi;
+  pend_lo_ = lo;
+  if ((pend_hi_ - pend_lo_) * sizeof(float) >= o_.bucket_bytes) flush_bucket();
 }
 
-double GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
+void GpuStep::flush_bucket() {
+  if (pend_hi_ == pend_lo_) return;
+  // The bucket's gradients are queued on the compute stream: the comm stream starts after them
+  // while the compute stream goes on with the layers below.
+  CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), ctx_.stream()));
+  CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_.get(), fork_.get(), 0));
+  float* g = net_.grads() + pend_lo_;
+  CONVOY_NCCL_CHECK(ncclAllReduce(g, g, pend_hi_ - pend_lo_, ncclFloat, ncclAvg, nccl_->get(), comm_stream_.get()));
+  pend_lo_ = pend_hi_ = 0;
+}
+
+void GpuStep::queue_compute(int slot, int n) {
+  const Slot& sl = *slots_[slot];
   cudaStream_t s = ctx_.stream();
-  CONVOY_CUDA_CHECK(cudaEventRecord(events_[kStart], s));
-  upload(b);
-  CONVOY_CUDA_CHECK(cudaEventRecord(events_[kH2d], s));
-  net_.forward(b.n, x_.get(), labels_.get(), true, key, keys_.get());
-  CONVOY_CUDA_CHECK(cudaEventRecord(events_[kFwd], s));
-  net_.backward();
-  CONVOY_CUDA_CHECK(cudaEventRecord(events_[kBwd], s));
-  const size_t params = net_.param_count();
-  if (nccl_) CONVOY_NCCL_CHECK(ncclAllReduce(net_.grads(), net_.grads(), params, ncclFloat, ncclAvg, nccl_->get(), s));
-  CONVOY_CUDA_CHECK(cudaEventRecord(events_[kComm], s));
+  const StepScalars* scalars = sl.d<StepScalars>(sl.scalars);
+  const int32_t* labels = sl.d<int32_t>(sl.labels);
+  AugmentShape a = aug_;
+  a.n = n;
+  augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(), x_.get());
+  net_.forward(n, x_.get(), labels, true, &scalars->key, sl.d<uint64_t>(sl.keys));
+  record_event(sl.fwd.get(), s);
+  if (nccl_) {
+    net_.backward([this](size_t lo, size_t hi) { bucket_ready(lo, hi); });
+    flush_bucket();
+  } else {
+    net_.backward();
+  }
+  record_event(sl.bwd.get(), s);
+  if (nccl_) {
+    CONVOY_CUDA_CHECK(cudaEventRecord(join_.get(), comm_stream_.get()));
+    CONVOY_CUDA_CHECK(cudaStreamWaitEvent(s, join_.get(), 0));
+  }
+  record_event(sl.comm.get(), s);
   const TrainRecipe& r = host_opt_.recipe;
-  ++host_opt_.t;
+  const size_t params = net_.param_count();
   if (r.optimizer == "sgd")
-    sgd_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), float(lr), float(r.momentum), r.nesterov,
+    sgd_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), scalars, float(r.momentum), r.nesterov,
                float(r.weight_decay));
   else
-    adam_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), v_.get(), float(lr), float(r.beta1),
-                float(r.beta2), float(r.adam_eps), float(r.weight_decay), r.optimizer == "adamw", host_opt_.t);
-  CONVOY_CUDA_CHECK(cudaEventRecord(events_[kUpdate], s));
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(losses_.data(), net_.losses(), b.n * sizeof(float), cudaMemcpyDeviceToHost, s));
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(probs_.data(), net_.probs(), size_t(b.n) * net_.classes() * sizeof(float),
-                                    cudaMemcpyDeviceToHost, s));
+    adam_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), v_.get(), scalars, float(r.beta1),
+                float(r.beta2), float(r.adam_eps), float(r.weight_decay), r.optimizer == "adamw");
+  batch_metrics(ctx_, n, net_.classes(), net_.probs(), labels, net_.losses(), acc_.get());
+}
+
+void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
+  if (b.pixels.empty() || b.n <= 0) fail("GpuStep: the loader must hand over raw batches");
+  if (b.n > max_batch_) fail("GpuStep: batch larger than the one it was built for");
+  const long long k = step_;
+  const int slot = int(k % 2);
+  // The step two before used this slot: its buffers are free once it is done. This is also the
+  // only place the host waits, which keeps it at most two steps ahead of the GPU.
+  while (!pending_.empty() && pending_.front() <= k - 2) {
+    CONVOY_CUDA_CHECK(cudaEventSynchronize(events_[size_t(pending_.front() % 4)]->end.get()));
+    harvest(pending_.front());
+    pending_.pop_front();
+  }
+  Slot& sl = *slots_[slot];
+  ++host_opt_.t;
+  const TrainRecipe& r = host_opt_.recipe;
+  const StepScalars sc = step_scalars(key, lr, r.beta1, r.beta2, host_opt_.t);
+  std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data(), b.pixels.size());
+  std::memcpy(sl.h<int32_t>(sl.crops), b.crops.data(), b.crops.size() * sizeof(int32_t));
+  std::memcpy(sl.h<int32_t>(sl.labels), b.labels.data(), b.labels.size() * sizeof(int32_t));
+  std::memcpy(sl.h<uint64_t>(sl.keys), b.keys.data(), b.keys.size() * sizeof(uint64_t));
+  std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);
+
+  StepEvents& e = *events_[size_t(k % 4)];
+  cudaStream_t s = ctx_.stream(), cs = copy_stream_.get();
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.get(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, cs));
+  CONVOY_CUDA_CHECK(cudaEventRecord(e.h2d.get(), cs));
+  CONVOY_CUDA_CHECK(cudaEventRecord(e.ready.get(), s));
+  CONVOY_CUDA_CHECK(cudaStreamWaitEvent(s, e.h2d.get(), 0));
+  CONVOY_CUDA_CHECK(cudaEventRecord(e.start.get(), s));
+  // The first full step runs op by op (cuDNN and cuBLAS set themselves up on first use, which a
+  // capture forbids); each slot's graph is captured at its first full step after that.
+  if (o_.graph && b.n == max_batch_ && k >= 1) {
+    if (!graph_[slot]) {
+      CONVOY_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      queue_compute(slot, b.n);
+      graph_[slot] = CudaGraphExec::end_capture(s);
+    }
+    graph_[slot].launch(s);
+  } else {
+    queue_compute(slot, b.n);
+  }
+  CONVOY_CUDA_CHECK(cudaEventRecord(e.end.get(), s));
+  pending_.push_back(k);
+  if (gap_from_ < 0) gap_from_ = k + 1;
+  ++step_;
+  if (profile_) {  // the node events are re-recorded by the next step: read them now
+    drain();
+    net_.collect_profile(*profile_);
+  }
+}
+
+void GpuStep::add_profile_to(Net& net) {
+  if (!profile_) return;
+  for (size_t i = 0; i < net.nodes().size(); ++i) {
+    const Node& nd = profile_->nodes()[i];
+    net.add_profile(i, nd.t_fwd, nd.t_bwd);
+    profile_->add_profile(i, -nd.t_fwd, -nd.t_bwd);
+  }
+}
+
+void GpuStep::harvest(long long j) {
+  const StepEvents& e = *events_[size_t(j % 4)];
+  const Slot& sl = *slots_[size_t(j % 2)];
+  times_.h2d += elapsed_seconds(e.ready.get(), e.start.get());
+  if (j >= gap_from_) times_.idle += elapsed_seconds(events_[size_t((j + 3) % 4)]->end.get(), e.ready.get());
+  times_.fwd += elapsed_seconds(e.start.get(), sl.fwd.get());
+  times_.bwd += elapsed_seconds(sl.fwd.get(), sl.bwd.get());
+  times_.comm += elapsed_seconds(sl.bwd.get(), sl.comm.get());
+  times_.update += elapsed_seconds(sl.comm.get(), e.end.get());
+  ++times_.steps;
+}
+
+void GpuStep::drain() {
   ctx_.synchronize();
-  float ms[kMarks] = {0};
-  for (int i = kH2d; i < kMarks; ++i) CONVOY_CUDA_CHECK(cudaEventElapsedTime(&ms[i], events_[i - 1], events_[i]));
-  times_.h2d += ms[kH2d] / 1e3;
-  times_.fwd += ms[kFwd] / 1e3;
-  times_.bwd += ms[kBwd] / 1e3;
-  times_.comm += ms[kComm] / 1e3;
-  times_.update += ms[kUpdate] / 1e3;
-  return std::accumulate(losses_.begin(), losses_.begin() + b.n, 0.0) / b.n;
+  for (long long j : pending_) harvest(j);
+  pending_.clear();
+  // The next step's gap to this one would include whatever the host does before queuing it.
+  gap_from_ = -1;
+}
+
+StepMetrics GpuStep::take_metrics() {
+  drain();
+  double* a = reinterpret_cast<double*>(acc_host_.data());
+  CONVOY_CUDA_CHECK(cudaMemcpy(a, acc_.get(), 4 * sizeof(double), cudaMemcpyDeviceToHost));
+  CONVOY_CUDA_CHECK(cudaMemsetAsync(acc_.get(), 0, 3 * sizeof(double), ctx_.stream()));
+  return {a[0], a[1], a[2], a[3]};
+}
+
+StepTimes GpuStep::take_times() {
+  drain();
+  StepTimes t = times_;
+  times_ = StepTimes{};
+  return t;
 }
 
 void GpuStep::evaluate(const HostBatch& b) {
-  upload(b);
-  net_.forward(b.n, x_.get(), labels_.get(), false, 0, keys_.get());
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(losses_.data(), net_.losses(), b.n * sizeof(float), cudaMemcpyDeviceToHost, ctx_.stream()));
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(probs_.data(), net_.probs(), size_t(b.n) * net_.classes() * sizeof(float),
-                                    cudaMemcpyDeviceToHost, ctx_.stream()));
+  if (b.pixels.empty() || b.n <= 0 || b.n > max_batch_) fail("GpuStep: evaluation needs a raw batch within the built size");
+  drain();
+  Slot& sl = *slots_[0];
+  std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data(), b.pixels.size());
+  std::memcpy(sl.h<int32_t>(sl.crops), b.crops.data(), b.crops.size() * sizeof(int32_t));
+  std::memcpy(sl.h<int32_t>(sl.labels), b.labels.data(), b.labels.size() * sizeof(int32_t));
+  const StepScalars sc{};
+  std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);
+  cudaStream_t s = ctx_.stream();
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.get(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, s));
+  AugmentShape a = aug_;
+  a.n = b.n;
+  augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(), x_.get());
+  net_.forward(b.n, x_.get(), sl.d<int32_t>(sl.labels), false, &sl.d<StepScalars>(sl.scalars)->key,
+               sl.d<uint64_t>(sl.keys));
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(losses_host_.data(), net_.losses(), b.n * sizeof(float), cudaMemcpyDeviceToHost, s));
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(probs_host_.data(), net_.probs(), size_t(b.n) * net_.classes() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, s));
   ctx_.synchronize();
 }
 
 void GpuStep::sync_to(Net& net, Optimizer& opt) {
+  drain();
   net_.download(net.weights(), net.state());
   m_.download(opt.m.data(), opt.m.size());
   if (!opt.v.empty()) v_.download(opt.v.data(), opt.v.size());
   opt.t = host_opt_.t;
-}
-
-StepTimes GpuStep::take_times() {
-  StepTimes t = times_;
-  times_ = StepTimes{};
-  return t;
 }
 
 }  // namespace convoy::gpu

@@ -1,10 +1,15 @@
-// One training or evaluation step on this rank's GPU: the host batch goes up on the context's
-// stream, GpuNet runs forward and backward, gradients are averaged across ranks with NCCL, and
-// the fused optimiser kernel updates the weights. The trainer calls this in place of the CPU net.
+// One training or evaluation step on this rank's GPU: the loader's raw batch goes up from pinned
+// memory on a copy stream; augmentation, forward, backward, the bucketed NCCL all-reduce and the
+// fused optimiser update run on the compute stream, captured once as a CUDA graph and replayed.
 #pragma once
+#include <cstdint>
+#include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "shared/cuda_check.h"
+#include "train/augment.h"
 #include "train/gpu_context.h"
 #include "train/gpu_net.h"
 #include "train/loader.h"
@@ -13,42 +18,89 @@
 
 namespace convoy::gpu {
 
+// Seconds summed over steps, from CUDA events. h2d and idle are time the compute stream had
+// nothing to do: waiting for the batch's copy (unhidden h2d) or for the host to queue the step.
+// comm is the part of the all-reduce not hidden behind the backward pass.
 struct StepTimes {
-  double h2d = 0, fwd = 0, bwd = 0, comm = 0, update = 0;  // seconds, measured with CUDA events
+  double h2d = 0, idle = 0, fwd = 0, bwd = 0, comm = 0, update = 0;
+  long long steps = 0;
+};
+
+// Loss sum, top-1 hits and samples of the training steps since the last take, and the mean loss
+// of the last step.
+struct StepMetrics {
+  double loss_sum = 0, hits = 0, samples = 0, last_loss = 0;
+};
+
+struct GpuStepOptions {
+  MathMode math = MathMode::tf32;
+  bool graph = true;                      // capture the step as a CUDA graph (off: queue it op by op)
+  size_t bucket_bytes = size_t(8) << 20;  // all-reduce bucket size
+  bool profile = false;                   // time every node (waits for each step)
+  AlgoSearch algos = AlgoSearch::heuristic;
+  size_t workspace_bytes = size_t(1) << 30;  // cuDNN workspace (bounds the algorithms it may use)
 };
 
 class GpuStep {
  public:
-  // net: topology and the starting weights/state; opt: the optimiser state to continue from.
-  GpuStep(int device, const Net& net, const Optimizer& opt, int max_batch, int rank, int ranks, MathMode math);
+  // net: topology and the starting weights/state; opt: the optimiser state to continue from;
+  // aug: the stored sample shape, crop and normalisation the loader's raw batches need.
+  GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank,
+          int ranks, const GpuStepOptions& o);
   ~GpuStep();
+  GpuStep(const GpuStep&) = delete;
+  GpuStep& operator=(const GpuStep&) = delete;
 
-  // Forward, backward, all-reduce and update; returns the batch's mean loss. The per-sample losses
-  // and probabilities come back for the metrics (the only values copied to the host each step).
-  double train(const HostBatch& b, uint64_t key, double lr);
-  // Forward in evaluation mode.
+  // Queues one training step on a raw batch (HostBatch::pixels) and returns without waiting for it;
+  // the host waits only when it reuses the buffers of the step two before.
+  void train(const HostBatch& b, uint64_t key, double lr);
+  // Waits for the queued steps; their metrics (and the last step's loss) since the last take.
+  StepMetrics take_metrics();
+  // Forward in evaluation mode; waits, then losses()/probs() hold the batch's figures.
   void evaluate(const HostBatch& b);
-  const float* losses() const { return losses_.data(); }  // host copies after train/evaluate
-  const float* probs() const { return probs_.data(); }
+  const float* losses() const { return reinterpret_cast<const float*>(losses_host_.data()); }
+  const float* probs() const { return reinterpret_cast<const float*>(probs_host_.data()); }
   // Copies weights, running statistics and optimiser state back (checkpoints, the end of training).
   void sync_to(Net& net, Optimizer& opt);
+  // Waits for the queued steps; their phase times since the last take.
   StepTimes take_times();
+  // With GpuStepOptions::profile: adds the per-node times of the steps so far to net's profile.
+  void add_profile_to(Net& net);
   const char* device_name() const { return name_.c_str(); }
+  size_t arena_bytes() const { return arena_.bytes(); }
+  bool graphed() const { return bool(graph_[0]) || bool(graph_[1]); }
 
  private:
-  void upload(const HostBatch& b);
+  struct Slot;        // pinned and device buffers of one batch in flight
+  struct StepEvents;  // the events recorded around one step
+  void queue_compute(int slot, int n);
+  void bucket_ready(size_t lo, size_t hi);
+  void flush_bucket();
+  void harvest(long long step);
+  void drain();
 
   Context ctx_;
+  Arena arena_;  // every tensor of the net and of the step, in one allocation
   GpuNet net_;
   Optimizer host_opt_;  // recipe and step count; its arrays live on the device
-  int ranks_;
+  AugmentShape aug_;
+  int max_batch_, ranks_;
+  GpuStepOptions o_;
   std::unique_ptr<NcclComm> nccl_;
-  DeviceBuffer<float> x_, m_, v_;
-  DeviceBuffer<int32_t> labels_;
-  DeviceBuffer<uint64_t> keys_;
-  std::vector<float> losses_, probs_;
-  std::vector<cudaEvent_t> events_;
+  CudaStream copy_stream_, comm_stream_;
+  CudaEvent fork_, join_;
+  size_t pend_lo_ = 0, pend_hi_ = 0;  // the gradient range ready but not yet all-reduced
+  DeviceBuffer<float> x_, m_, v_, scale_shift_;
+  DeviceBuffer<double> acc_;  // StepMetrics, accumulated on the device
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four steps
+  CudaGraphExec graph_[2];
+  long long step_ = 0;             // training steps queued
+  std::deque<long long> pending_;  // queued steps whose times are not yet harvested
+  long long gap_from_ = -1;        // first step whose idle gap to its predecessor is meaningful
+  PinnedBuffer losses_host_, probs_host_, acc_host_;
   StepTimes times_;
+  std::unique_ptr<Net> profile_;  // per-node times, collected after every step when profiling
   std::string name_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "shared/atomic_file.h"
@@ -142,8 +143,14 @@ void Loader::build(long long k, HostBatch& hb) {
   const size_t lo = size_t(k) * b, hi = std::min(stream_.size(), lo + b);
   const int n = int(hi - lo);
   const size_t per = size_t(meta_.shape.channels) * aug_.out_h * aug_.out_w;
+  const size_t stored = meta_.shape.bytes();
   hb.n = n;
-  hb.x.resize(size_t(n) * per);
+  if (opt_.raw) {
+    hb.pixels.resize(size_t(n) * stored);
+    hb.crops.resize(3 * size_t(n));
+  } else {
+    hb.x.resize(size_t(n) * per);
+  }
   hb.labels.resize(n);
   hb.keys.resize(n);
   const uint64_t key = opt_.seed * 0xD1B54A32D192ED03ull + uint64_t(epoch_) * 0x9E3779B97F4A7C15ull + 7;
@@ -154,7 +161,14 @@ void Loader::build(long long k, HostBatch& hb) {
     if (!f) f = acquire(r.file);
     const int64_t id = f->ids[r.index];
     const CropFlip cf = aug_.choose(opt_.train, key, id);
-    aug_.apply(f->pixels.data() + size_t(r.index) * meta_.shape.bytes(), cf, hb.x.data() + (i - lo) * per);
+    const uint8_t* px = f->pixels.data() + size_t(r.index) * stored;
+    if (opt_.raw) {
+      std::copy(px, px + stored, hb.pixels.data() + (i - lo) * stored);
+      int32_t* c = hb.crops.data() + 3 * (i - lo);
+      c[0] = cf.top, c[1] = cf.left, c[2] = cf.flip;
+    } else {
+      aug_.apply(px, cf, hb.x.data() + (i - lo) * per);
+    }
     const int32_t label = f->labels[r.index];
     if (label < 0 || size_t(label) >= meta_.classes.size())
       fail_file(join_path(opt_.dir, meta_.files[r.file].name),

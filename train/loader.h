@@ -21,7 +21,11 @@ namespace convoy {
 
 struct HostBatch {
   int n = 0;
-  std::vector<float> x;  // [n, C, H, W], normalised
+  std::vector<float> x;  // [n, C, H, W], normalised (CPU backend)
+  // Raw batches (the CUDA backend augments on the GPU): the stored uint8 HWC samples and each
+  // one's crop and flip as int32 triples (top, left, flip); x stays empty.
+  std::vector<uint8_t> pixels;
+  std::vector<int32_t> crops;
   std::vector<int32_t> labels;
   std::vector<uint64_t> keys;  // per-sample keys (dataset ids) for dropout masks
 };
@@ -31,6 +35,7 @@ struct LoaderOptions {
   int local_batch = 128;
   int readers = 2, prefetch = 4;
   bool train = true;           // shuffle and augment; else file order, centre crop, partial last batch
+  bool raw = false;            // leave crop/flip/normalise to the consumer (HostBatch::pixels)
   int window_files = 4;
   uint64_t seed = 0;
   int rank = 0, ranks = 1;
@@ -62,6 +67,7 @@ class Loader {
   int out_height() const { return aug_.out_h; }
   int out_width() const { return aug_.out_w; }
   const DatasetMeta& meta() const { return meta_; }
+  const Augmenter& augmenter() const { return aug_; }
 
  private:
   void stop();

@@ -54,6 +54,14 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   app.add_option("--stop-after", t.stop_after, "stop after this many steps in all (writes the checkpoint)");
   app.add_option("--device", t.device, "cpu | cuda | auto (a GPU when one is visible)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_flag("!--no-cuda-graph", t.cuda_graph, "CUDA backend: queue each step op by op instead of replaying a captured graph");
+  app.add_option("--cudnn-algos", t.cudnn_algos,
+                 "CUDA backend: choose deterministic convolution algorithms by cuDNN's heuristics (runs repeat bit for bit) "
+                 "or by timing them at start (faster; the last bits may differ between runs)")
+      ->check(CLI::IsMember({"heuristic", "measure"}));
+  app.add_option("--cudnn-workspace", t.cudnn_workspace_mb,
+                 "CUDA backend: cuDNN workspace in MiB, allocated once; larger admits faster convolution algorithms")
+      ->check(CLI::Range(16, 65536));
   app.add_option("--precision", t.precision, "CUDA backend: fp32 or tf32 (tensor cores for conv and fc)")
       ->check(CLI::IsMember({"fp32", "tf32"}));
   bool list_gpus = false;

@@ -80,6 +80,8 @@ class Net {
   std::string summary() const;
   // Per-layer forward/backward seconds since profiling was switched on.
   void set_profiling(bool on) { profiling_ = on; }
+  // Adds time measured elsewhere (the CUDA backend's events) to a node's profile.
+  void add_profile(size_t node, double fwd, double bwd) { nodes_[node].t_fwd += fwd, nodes_[node].t_bwd += bwd; }
   std::string profile() const;
   double flops_per_image() const;
 

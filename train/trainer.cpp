@@ -199,6 +199,9 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   lo.rank = rank;
   lo.ranks = ranks;
   lo.augment = cfg.augment;
+  // The CUDA backend takes the stored uint8 samples and crops, flips and normalises on the GPU.
+  const bool on_gpu = use_gpu(o.device);
+  lo.raw = on_gpu;
   Loader train_loader(lo, meta);
   std::unique_ptr<Loader> val_loader;
   if (!o.val.empty()) {
@@ -251,13 +254,21 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   }
 
   GpuStepPtr gpu;
-  if (use_gpu(o.device)) {
+  if (on_gpu) {
 #ifdef CONVOY_HAVE_CUDA
     const int device = local_rank() % gpu_count();
-    gpu = std::make_unique<gpu::GpuStep>(device, net, opt, std::max(local_batch, 1), rank, ranks,
-                                         o.precision == "fp32" ? gpu::MathMode::fp32 : gpu::MathMode::tf32);
-    log_info("CUDA backend on %s (rank 0), %s math%s", gpu->device_name(), o.precision.c_str(),
-             ranks > 1 ? ", gradients averaged with NCCL" : "");
+    gpu::GpuStepOptions go;
+    go.math = o.precision == "fp32" ? gpu::MathMode::fp32 : gpu::MathMode::tf32;
+    go.graph = o.cuda_graph;
+    go.profile = o.profile;
+    go.workspace_bytes = size_t(o.cudnn_workspace_mb) << 20;
+    go.algos = o.cudnn_algos == "measure" ? gpu::AlgoSearch::measure : gpu::AlgoSearch::heuristic;
+    gpu = std::make_unique<gpu::GpuStep>(device, net, opt, train_loader.augmenter(), std::max(local_batch, 1), rank,
+                                         ranks, go);
+    log_info("CUDA backend on %s (rank 0), %.0f MiB of tensors in one arena, %s math, %s convolution algorithms, %s%s",
+             gpu->device_name(), double(gpu->arena_bytes()) / (1 << 20), o.precision.c_str(), o.cudnn_algos.c_str(),
+             o.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
+             ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
 #endif
   }
 
@@ -295,6 +306,21 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     log_info("checkpoint %s at step %lld", o.checkpoint.c_str(), global_step);
   };
 
+  // The CUDA backend keeps the training metrics on the GPU: they join the epoch's sums when the
+  // sums are read (log lines, checkpoints, the end of an epoch). Returns the last step's loss.
+  auto fold_gpu_metrics = [&]([[maybe_unused]] double* sums) -> double {
+#ifdef CONVOY_HAVE_CUDA
+    if (gpu) {
+      const gpu::StepMetrics m = gpu->take_metrics();
+      sums[0] += m.loss_sum;
+      sums[1] += m.hits;
+      sums[2] += m.samples;
+      return m.last_loss;
+    }
+#endif
+    return 0;
+  };
+
   EvalResult last;
   bool have_eval = false;
   HostBatch b;
@@ -303,7 +329,6 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     double sums[3] = {0, 0, 0};
     if (epoch == start_epoch) std::copy(carried, carried + 3, sums);
     double t_io = 0, t_h2d = 0, t_fwd = 0, t_bwd = 0, t_update = 0, t_comm = 0;
-    [[maybe_unused]] double t_gpu_wall = 0;
     Stopwatch epoch_clock, lap;
     train_loader.start_epoch(epoch, first);
     for (long long step = first; step < per_epoch; ++step) {
@@ -312,18 +337,15 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
       t_io += lap.lap();
       const double lr = lr_at(rec, global_step, total, per_epoch);
       double loss = 0;
-      const float* probs = nullptr;
 #ifdef CONVOY_HAVE_CUDA
       if (gpu) {
-        // One call queues the whole step on the GPU; its phases are timed there with events.
-        loss = gpu->train(b, step_key(seed, global_step), lr);
-        probs = gpu->probs();
-        t_gpu_wall += lap.lap();
+        // One call queues the whole step on the GPU and returns; the GPU keeps the metrics, and
+        // the phases are timed there with events.
+        gpu->train(b, step_key(seed, global_step), lr);
       }
 #endif
-      if (!probs) {
+      if (!gpu) {
         loss = net.forward(b.n, b.x.data(), b.labels.data(), true, step_key(seed, global_step), b.keys.data());
-        probs = net.probs();
         t_fwd += lap.lap();
         net.backward();
         t_bwd += lap.lap();
@@ -331,14 +353,15 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
         t_comm += lap.lap();
         opt.step(net.weights(), net.grads(), lr);
         t_update += lap.lap();
+        double top1 = 0, top5 = 0;
+        count_correct(b.n, net.classes(), net.probs(), b.labels.data(), top1, top5);
+        sums[0] += loss * b.n;
+        sums[1] += top1;
+        sums[2] += b.n;
       }
-      double top1 = 0, top5 = 0;
-      count_correct(b.n, net.classes(), probs, b.labels.data(), top1, top5);
-      sums[0] += loss * b.n;
-      sums[1] += top1;
-      sums[2] += b.n;
       ++global_step;
       if (o.log_every > 0 && (step + 1) % o.log_every == 0) {
+        if (gpu) loss = fold_gpu_metrics(sums);
         log_info("epoch %d step %lld/%lld loss %.4f lr %.5f %.0f img/s", epoch + 1, step + 1, per_epoch, loss, lr,
                  double((step + 1 - first) * rec.batch) / epoch_clock.seconds());
         if (metrics)
@@ -349,6 +372,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
       if (ranks > 1) stop = any_rank(stop);
       const bool at_end = step + 1 == per_epoch;
       if (stop || (o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0 && !at_end)) {
+        fold_gpu_metrics(sums);
         double total_sums[3] = {sums[0], sums[1], sums[2]};
         if (ranks > 1) sum_over_ranks(total_sums, 3);
         // Saved per rank share: on resume each rank's sums restart from the global figure / ranks.
@@ -367,14 +391,16 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
         return g_signal ? 128 + int(g_signal) : 0;
       }
     }
+    fold_gpu_metrics(sums);
     if (ranks > 1) sum_over_ranks(sums, 3);
+    [[maybe_unused]] double t_idle = 0;
 #ifdef CONVOY_HAVE_CUDA
     if (gpu) {
-      // GPU phases come from CUDA events; host time in the step beyond them (launches, the
-      // per-step copy of losses back) is counted under t_update.
+      // GPU phases come from CUDA events. t_h2d is the time the GPU waited for a batch's copy,
+      // t_comm the all-reduce not hidden behind the backward pass, t_idle the time it waited for
+      // the host to queue a step.
       const gpu::StepTimes g = gpu->take_times();
-      t_h2d = g.h2d, t_fwd = g.fwd, t_bwd = g.bwd, t_comm = g.comm;
-      t_update = std::max(g.update, t_gpu_wall - (g.h2d + g.fwd + g.bwd + g.comm));
+      t_h2d = g.h2d, t_fwd = g.fwd, t_bwd = g.bwd, t_comm = g.comm, t_update = g.update, t_idle = g.idle;
     }
 #endif
     const double train_s = epoch_clock.seconds();
@@ -390,14 +416,20 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     const double secs = epoch_clock.seconds();
     log_info("epoch %d/%d: loss %.4f train acc %.4f%s | %.1f s (train %.1f s, %.0f img/s)", epoch + 1, rec.epochs,
              train_loss, train_acc, val_text.c_str(), secs, train_s, sums[2] / train_s);
+#ifdef CONVOY_HAVE_CUDA
+    if (gpu) gpu->add_profile_to(net);
+#endif
     if (o.profile && rank == 0) std::fprintf(stderr, "%s", net.profile().c_str());
-    log_info("epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s",
-             epoch + 1, t_io, t_h2d, t_fwd, t_bwd, t_update, t_comm);
+    char idle[48] = "";
+    if (gpu) std::snprintf(idle, sizeof idle, ", t_idle %.2f s", t_idle);
+    log_info("epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s%s",
+             epoch + 1, t_io, t_h2d, t_fwd, t_bwd, t_update, t_comm, idle);
     if (metrics) {
       nlohmann::json j = {{"kind", "epoch"}, {"epoch", epoch + 1}, {"global_step", global_step}, {"train_loss", train_loss},
                           {"train_acc", train_acc}, {"seconds", secs}, {"train_seconds", train_s},
                           {"t_io", t_io}, {"t_h2d", t_h2d}, {"t_fwd", t_fwd}, {"t_bwd", t_bwd},
                           {"t_update", t_update}, {"t_comm", t_comm}};
+    if (gpu) j["t_idle"] = t_idle;
       if (have_eval) {
         j["test_loss"] = last.loss;
         j["test_top1"] = last.top1;

@@ -20,6 +20,9 @@ struct TrainOptions {
   long long stop_after = 0;   // stop (and checkpoint) after this many steps in total
   std::string device = "cpu";      // cpu | cuda | auto
   std::string precision = "tf32";  // CUDA backend: fp32 (exact float) or tf32 (tensor cores)
+  bool cuda_graph = true;          // CUDA backend: replay the step as a captured CUDA graph
+  std::string cudnn_algos = "heuristic";  // CUDA backend: heuristic (repeatable) | measure (fastest)
+  int cudnn_workspace_mb = 1024;           // CUDA backend: cuDNN workspace
   bool print_net = false;
   bool profile = false;       // per-layer forward/backward times after each epoch
 };

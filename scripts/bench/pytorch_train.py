@@ -34,7 +34,7 @@ class TomlNet(nn.Module):
     def __init__(self, layers, in_shape, classes):
         super().__init__()
         self.layers = layers
-        self.mods = nn.ModuleDict()
+        self.mods = nn.ModuleDict()  # keyed by layer name with "." as "_" (ModuleDict refuses dots)
         shapes = {}
         prev = "data"
         shapes["data"] = in_shape
@@ -48,25 +48,25 @@ class TomlNet(nn.Module):
             t = spec["type"]
             if t == "conv":
                 k, s, p, g = spec.get("kernel", 3), spec.get("stride", 1), spec.get("pad", 0), spec.get("groups", 1)
-                self.mods[name] = nn.Conv2d(c, spec["filters"], k, s, p, groups=g, bias=spec.get("bias", True))
+                self.mods[name.replace(".", "_")] = nn.Conv2d(c, spec["filters"], k, s, p, groups=g, bias=spec.get("bias", True))
                 out = (spec["filters"], (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
             elif t in ("max_pool", "avg_pool"):
                 k = spec.get("kernel", 2)
                 s, p = spec.get("stride", k), spec.get("pad", 0)
-                self.mods[name] = (nn.MaxPool2d if t == "max_pool" else nn.AvgPool2d)(k, s, p)
+                self.mods[name.replace(".", "_")] = (nn.MaxPool2d if t == "max_pool" else nn.AvgPool2d)(k, s, p)
                 out = (c, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
             elif t == "global_avg_pool":
-                self.mods[name] = nn.AdaptiveAvgPool2d(1)
+                self.mods[name.replace(".", "_")] = nn.AdaptiveAvgPool2d(1)
                 out = (c, 1, 1)
             elif t == "fc":
                 units = classes if spec["units"] == "classes" else spec["units"]
-                self.mods[name] = nn.Linear(c * h * w, units, bias=spec.get("bias", True))
+                self.mods[name.replace(".", "_")] = nn.Linear(c * h * w, units, bias=spec.get("bias", True))
                 out = (units, 1, 1)
             elif t == "batch_norm":
-                self.mods[name] = nn.BatchNorm2d(c, eps=spec.get("eps", 1e-5), momentum=spec.get("momentum", 0.1))
+                self.mods[name.replace(".", "_")] = nn.BatchNorm2d(c, eps=spec.get("eps", 1e-5), momentum=spec.get("momentum", 0.1))
                 out = (c, h, w)
             elif t == "dropout":
-                self.mods[name] = nn.Dropout(spec.get("p", 0.5))
+                self.mods[name.replace(".", "_")] = nn.Dropout(spec.get("p", 0.5))
                 out = (c, h, w)
             elif t == "flatten":
                 out = (c * h * w, 1, 1)
@@ -91,11 +91,11 @@ class TomlNet(nn.Module):
             elif t == "flatten":
                 out = a.flatten(1)
             elif t == "fc":
-                out = self.mods[name](a.flatten(1))
+                out = self.mods[name.replace(".", "_")](a.flatten(1))
             elif t == "batch_norm" and a.dim() == 2:
-                out = self.mods[name](a[:, :, None, None])[:, :, 0, 0]
+                out = self.mods[name.replace(".", "_")](a[:, :, None, None])[:, :, 0, 0]
             else:
-                out = self.mods[name](a)
+                out = self.mods[name.replace(".", "_")](a)
             vals[name] = out
         return out
 

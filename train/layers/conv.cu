@@ -2,24 +2,50 @@
 // ones only) and run in the context's preallocated workspace.
 #include <vector>
 
+#include "shared/log.h"
 #include "train/layers/gpu_ops.h"
 
 namespace convoy::gpu {
 namespace {
 
-template <typename Perf>
-Perf pick(const std::vector<Perf>& found, int count, size_t workspace, const char* what) {
-  for (int i = 0; i < count; ++i)
-    if (found[i].status == CUDNN_STATUS_SUCCESS && found[i].determinism == CUDNN_DETERMINISTIC &&
-        found[i].memory <= workspace)
-      return found[i];
-  fail(std::string("cuDNN offers no deterministic ") + what + " algorithm within the " +
-       std::to_string(workspace >> 20) + " MiB workspace");
+// The first deterministic algorithm within the workspace, from cuDNN's heuristic ranking or from
+// timing each candidate. Heuristics sometimes rank no deterministic algorithm for a shape; timing
+// reports every one, so it is the fallback.
+template <typename Perf, typename Heuristic, typename Measure>
+Perf choose(bool measure, Heuristic heuristic, Measure timed, int total, size_t workspace, const ConvShape& s,
+            const char* what) {
+  std::vector<Perf> found(total);
+  for (int pass = measure ? 1 : 0; pass < 2; ++pass) {
+    int got = 0;
+    if (pass == 0)
+      heuristic(total, &got, found.data());
+    else
+      timed(total, &got, found.data());
+    for (int i = 0; i < got; ++i)
+      if (found[i].status == CUDNN_STATUS_SUCCESS && found[i].determinism == CUDNN_DETERMINISTIC &&
+          found[i].memory <= workspace)
+        return found[i];
+    if (pass == 1) {
+      // No deterministic algorithm at all (cuDNN 9 has none for some wide-kernel, few-channel
+      // shapes): the fastest other one, said once, since the run is then not repeatable bit for bit.
+      for (int i = 0; i < got; ++i)
+        if (found[i].status == CUDNN_STATUS_SUCCESS && found[i].memory <= workspace) {
+          log_warn("cuDNN has no deterministic %s algorithm for a %dx%d convolution of %dx%dx%d to %d channels; "
+                   "using a non-deterministic one (runs will differ in the last bits)",
+                   what, s.kh, s.kw, s.c_in, s.h_in, s.w_in, s.c_out);
+          return found[i];
+        }
+    }
+  }
+  fail(std::string("cuDNN offers no ") + what + " algorithm within the " + std::to_string(workspace >> 20) +
+       " MiB workspace for a " + std::to_string(s.kh) + "x" + std::to_string(s.kw) + " convolution of " +
+       std::to_string(s.c_in) + "x" + std::to_string(s.h_in) + "x" + std::to_string(s.w_in) + " to " +
+       std::to_string(s.c_out) + " channels");
 }
 
 }  // namespace
 
-ConvPlan::ConvPlan(Context& ctx, const ConvShape& s) : shape_(s) {
+ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx) : shape_(s) {
   if (s.relu) fail("the CUDA convolution runs its ReLU as a separate node (ConvShape::relu must be off)");
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
@@ -40,17 +66,29 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s) : shape_(s) {
   if (n != s.n || c != s.c_out || h != s.h_out() || w != s.w_out())
     fail("cuDNN disagrees with the convolution's output shape");
 
-  const int kMax = 16;
-  int got = 0;
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> f(kMax);
-  CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn(), x_, w_, conv_, y_, kMax, &got, f.data()));
-  fwd_ = pick(f, got, ctx.workspace_bytes(), "forward").algo;
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> d(kMax);
-  CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn(), w_, y_, conv_, x_, kMax, &got, d.data()));
-  bwd_data_ = pick(d, got, ctx.workspace_bytes(), "backward-data").algo;
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> g(kMax);
-  CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn(), x_, y_, conv_, w_, kMax, &got, g.data()));
-  bwd_filter_ = pick(g, got, ctx.workspace_bytes(), "backward-filter").algo;
+  const bool measure = ctx.algo_search() == AlgoSearch::measure;
+  cudnnHandle_t hd = ctx.cudnn();
+  const size_t ws = ctx.workspace_bytes();
+  fwd_ = choose<cudnnConvolutionFwdAlgoPerf_t>(
+             measure,
+             [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, x_, w_, conv_, y_, n, got, out)); },
+             [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_, w_, conv_, y_, n, got, out)); },
+             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, ws, s, "forward")
+             .algo;
+  if (need_dx)
+    bwd_data_ = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+                    measure,
+                    [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(hd, w_, y_, conv_, x_, n, got, out)); },
+                    [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(hd, w_, y_, conv_, x_, n, got, out)); },
+                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, ws, s, "backward-data")
+                    .algo;
+  bwd_filter_ = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+                    measure,
+                    [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(hd, x_, y_, conv_, w_, n, got, out)); },
+                    [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(hd, x_, y_, conv_, w_, n, got, out)); },
+                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, ws, s, "backward-filter")
+                    .algo;
+  has_dx_ = need_dx;
 }
 
 ConvPlan::~ConvPlan() {
@@ -74,6 +112,7 @@ void conv_backward(Context& ctx, const ConvPlan& p, const float* x, const float*
   if (db) CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.cudnn(), &one, p.y_, dy, &zero, p.bias_, db));
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, p.x_, x, p.y_, dy, p.conv_, p.bwd_filter_,
                                                     ctx.workspace(), ctx.workspace_bytes(), &zero, p.w_, dw));
+  if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)
     CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,
                                                     ctx.workspace(), ctx.workspace_bytes(), &zero, p.x_, dx));

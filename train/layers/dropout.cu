@@ -12,8 +12,10 @@ __device__ inline uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-__global__ void drop_fwd(DropoutShape s, size_t total, float keep, uint64_t key, const uint64_t* __restrict__ sample_keys,
-                         const float* __restrict__ x, float* __restrict__ y, float* __restrict__ mask) {
+__global__ void drop_fwd(DropoutShape s, size_t total, float keep, const uint64_t* __restrict__ step_key, uint64_t salt,
+                         const uint64_t* __restrict__ sample_keys, const float* __restrict__ x, float* __restrict__ y,
+                         float* __restrict__ mask) {
+  const uint64_t key = *step_key ^ salt;
   CONVOY_GRID_STRIDE(k, total) {
     const size_t n = k / s.per_sample, i = k % s.per_sample;
     const uint64_t h = mix(mix(mix(key) ^ sample_keys[n]) ^ i);
@@ -29,10 +31,10 @@ __global__ void drop_bwd(size_t total, const float* __restrict__ mask, const flo
 
 }  // namespace
 
-void dropout_forward(Context& ctx, const DropoutShape& s, uint64_t key, const uint64_t* sample_keys,
-                     const float* x, float* y, float* mask) {
+void dropout_forward(Context& ctx, const DropoutShape& s, const uint64_t* key, uint64_t salt,
+                     const uint64_t* sample_keys, const float* x, float* y, float* mask) {
   const size_t total = size_t(s.n) * s.per_sample;
-  drop_fwd<<<grid_for(total), 256, 0, ctx.stream()>>>(s, total, 1.f / (1.f - s.p), key, sample_keys, x, y, mask);
+  drop_fwd<<<grid_for(total), 256, 0, ctx.stream()>>>(s, total, 1.f / (1.f - s.p), key, salt, sample_keys, x, y, mask);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,8 +7,9 @@
 namespace convoy::gpu {
 namespace {
 
-__global__ void sgd(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ buf, float lr,
-                    float momentum, bool nesterov, float weight_decay) {
+__global__ void sgd(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ buf,
+                    const StepScalars* __restrict__ s, float momentum, bool nesterov, float weight_decay) {
+  const float lr = s->lr;
   CONVOY_GRID_STRIDE(i, n) {
     const float d = g[i] + weight_decay * w[i];
     const float b = momentum * buf[i] + d;
@@ -18,8 +19,9 @@ __global__ void sgd(size_t n, float* __restrict__ w, const float* __restrict__ g
 }
 
 __global__ void adam(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m,
-                     float* __restrict__ v, float lr, float beta1, float beta2, float eps, float weight_decay,
-                     bool decoupled, float c1, float c2) {
+                     float* __restrict__ v, const StepScalars* __restrict__ s, float beta1, float beta2, float eps,
+                     float weight_decay, bool decoupled) {
+  const float lr = s->lr, c1 = s->c1, c2 = s->c2;
   CONVOY_GRID_STRIDE(i, n) {
     float d = g[i];
     float wi = w[i];
@@ -37,17 +39,25 @@ __global__ void adam(size_t n, float* __restrict__ w, const float* __restrict__ 
 
 }  // namespace
 
-void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, float lr, float momentum,
+StepScalars step_scalars(uint64_t key, double lr, double beta1, double beta2, long long t) {
+  StepScalars s;
+  s.key = key;
+  s.lr = float(lr);
+  // As optimizer_update.cpp computes them, so both backends take the same steps.
+  s.c1 = 1.f - float(std::pow(beta1, double(t)));
+  s.c2 = 1.f - float(std::pow(beta2, double(t)));
+  return s;
+}
+
+void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, const StepScalars* s, float momentum,
                 bool nesterov, float weight_decay) {
-  sgd<<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, buf, lr, momentum, nesterov, weight_decay);
+  sgd<<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, buf, s, momentum, nesterov, weight_decay);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
-void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1,
-                 float beta2, float eps, float weight_decay, bool decoupled, long long t) {
-  const float c1 = 1.f - float(std::pow(double(beta1), double(t)));
-  const float c2 = 1.f - float(std::pow(double(beta2), double(t)));
-  adam<<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, c1, c2);
+void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, const StepScalars* s,
+                 float beta1, float beta2, float eps, float weight_decay, bool decoupled) {
+  adam<<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,43 @@
+// Decompression of streamed inputs (gzip, bzip2, xz, zstd) ahead of the tar reader. Every byte the
+// decoder can recover from a cut or damaged file is handed on before the error, so the members
+// that lie wholly before the damage are kept.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace convoy::datagen {
+
+class StreamCodec;
+
+class DecompressedFile {
+ public:
+  // nullptr when the file at fd does not start like gzip, bzip2, xz or zstd.
+  static std::unique_ptr<DecompressedFile> open(int fd, uint64_t file_size);
+  ~DecompressedFile();
+  DecompressedFile(const DecompressedFile&) = delete;
+  DecompressedFile& operator=(const DecompressedFile&) = delete;
+
+  // Points *out at the next decompressed bytes and returns their count; 0 at the end of the data;
+  // -1 once nothing more can be recovered, error() then saying why (the bytes before are all out).
+  ptrdiff_t read(const void** out);
+  const std::string& error() const { return error_; }
+  const char* format() const;
+
+ private:
+  DecompressedFile(int fd, uint64_t file_size, std::unique_ptr<StreamCodec> codec);
+  bool refill();
+  bool next_stream();
+
+  int fd_;
+  uint64_t file_size_, file_pos_ = 0;
+  std::unique_ptr<StreamCodec> codec_;
+  // Not zero-filled: every byte handed on was first written by a read or by the decoder.
+  std::unique_ptr<unsigned char[]> in_, out_;
+  size_t in_at_ = 0, in_len_ = 0;  // the unread input is in_[in_at_, in_at_ + in_len_)
+  bool eof_ = false, done_ = false;
+  std::string error_;
+};
+
+}  // namespace convoy::datagen
