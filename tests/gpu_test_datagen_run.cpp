@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#undef CONVOY_TEST_TMP  // the build folder's tmp is not there where GPU tests run (a GPU host)
 #define CONVOY_TEST_TMP "/tmp/convoy_gpu_tests"
 #include "datagen/gpu_lane.h"
 #include "datagen/resize.h"
