@@ -6,8 +6,8 @@ bin=${CONVOY_BIN:?}
 work=$(mktemp -d "${TMPDIR:-/tmp}/convoy_kill_datagen.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fm=/usr/share/datasets/fashion-mnist
-seed=${CONVOY_KILL_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
-echo "kill seed $seed (replay: CONVOY_KILL_SEED=$seed)"
+# shellcheck source=tests/kill_moments.sh
+source "${CONVOY_SRC:?}/tests/kill_moments.sh"
 
 "$bin/datagen" idx2tar --images "$fm/t10k-images-idx3-ubyte.gz" --labels "$fm/t10k-labels-idx1-ubyte.gz" \
   --out "$work/t10k.tar" 2> /dev/null
@@ -22,19 +22,6 @@ start=$(date +%s.%N)
 "$bin/datagen" "${args[@]}" --output "$work/ref" 2> /dev/null
 fixed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
 echo "uninterrupted run: $total batch files in $span s; a rerun with nothing to do: $fixed s"
-
-# Each run is killed at a random fraction (drawn from the seed) of the time it should still take:
-# its fixed cost plus the rest of the uninterrupted run's time scaled by the work left. So the kills
-# fall all along the work (start-up, the middle, the end), not only near its start, and seldom after
-# the end.
-mapfile -t fractions < <(/usr/bin/python3 -c '
-import random, sys
-r = random.Random(int(sys.argv[1]))
-for _ in range(5): print(f"{r.random():.4f}")' "$seed")
-moment() {  # moment <fraction drawn> <fraction of the work left>
-  awk -v u="$1" -v left="$2" -v span="$span" -v fixed="$fixed" \
-    'BEGIN { work = span - fixed; if (work < 0.1) work = 0.1; printf "%.3f", u * (fixed + work * left) }'
-}
 
 # What a kill may leave: whole files under their final names (each the same as the uninterrupted
 # run's), temporaries, and dataset.json only once every batch file is in place.

@@ -5,8 +5,8 @@ set -euo pipefail
 train=${CONVOY_BIN:?}/train
 work=$(mktemp -d "${TMPDIR:-/tmp}/convoy_kill_train.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-seed=${CONVOY_KILL_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
-echo "kill seed $seed (replay: CONVOY_KILL_SEED=$seed)"
+# shellcheck source=tests/kill_moments.sh
+source "${CONVOY_SRC:?}/tests/kill_moments.sh"
 
 config="${CONVOY_SRC:?}/tests/data/small_conv_bn.toml"
 "$train" synth --out "$work/data" --files 40 --per-file 50 --size 16 --classes 4 2> /dev/null
@@ -23,19 +23,6 @@ start=$(date +%s.%N)
 fixed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
 cmp -s "$work/full.ckpt" "$work/again.ckpt" || { echo "resuming a finished run changed its checkpoint"; exit 1; }
 echo "uninterrupted run: $span s; a resume with nothing to do: $fixed s"
-
-# Each run is killed at a random fraction (drawn from the seed) of the time it should still take:
-# its fixed cost plus the rest of the uninterrupted run's time scaled by the work left. So the kills
-# fall all along the work (start-up, the middle, the end), not only near its start, and seldom after
-# the end.
-mapfile -t fractions < <(/usr/bin/python3 -c '
-import random, sys
-r = random.Random(int(sys.argv[1]))
-for _ in range(5): print(f"{r.random():.4f}")' "$seed")
-moment() {  # moment <fraction drawn> <fraction of the work left>
-  awk -v u="$1" -v left="$2" -v span="$span" -v fixed="$fixed" \
-    'BEGIN { work = span - fixed; if (work < 0.1) work = 0.1; printf "%.3f", u * (fixed + work * left) }'
-}
 
 # Each run goes on from the checkpoint the last one left; before the first checkpoint there is
 # none, and the run starts over with the original command.

@@ -55,13 +55,21 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
 
 void GpuNet::set_profiling(bool on) {
   events_.reset(on ? new CudaEvent[4 * net_.nodes().size()] : nullptr);
+  times_.assign(on ? net_.nodes().size() : 0, {0.0, 0.0});
 }
 
-void GpuNet::collect_profile(Net& into) const {
-  if (!events_) return;
-  for (size_t i = 0; i < net_.nodes().size(); ++i)
-    into.add_profile(i, elapsed_seconds(events_[4 * i].get(), events_[4 * i + 1].get()),
-                     elapsed_seconds(events_[4 * i + 2].get(), events_[4 * i + 3].get()));
+void GpuNet::collect_profile() {
+  for (size_t i = 0; i < times_.size(); ++i) {
+    times_[i].first += elapsed_seconds(events_[4 * i].get(), events_[4 * i + 1].get());
+    times_[i].second += elapsed_seconds(events_[4 * i + 2].get(), events_[4 * i + 3].get());
+  }
+}
+
+void GpuNet::move_profile_to(Net& into) {
+  for (size_t i = 0; i < times_.size(); ++i) {
+    into.add_profile(i, times_[i].first, times_[i].second);
+    times_[i] = {0.0, 0.0};
+  }
 }
 
 void GpuNet::upload(const std::vector<float>& weights, const std::vector<float>& state) {

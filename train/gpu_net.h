@@ -37,10 +37,12 @@ class GpuNet {
   // reverse order, so the ranges move from the end of the buffer to its start.
   void backward(const std::function<void(size_t lo, size_t hi)>& ready = nullptr);
 
-  // Per-node forward/backward events (recorded inside a captured graph too); collect_profile adds
-  // their times to the CPU net's profile once the step is complete.
+  // Per-node forward/backward events (recorded inside a captured graph too): collect_profile adds
+  // their times up once the step is complete (the next step records them again), and
+  // move_profile_to hands the sums to the CPU net's profile.
   void set_profiling(bool on);
-  void collect_profile(Net& into) const;
+  void collect_profile();
+  void move_profile_to(Net& into);
 
   float* weights() { return weights_.get(); }
   float* grads() { return grads_.get(); }
@@ -69,6 +71,7 @@ class GpuNet {
   std::vector<NodeBuffers> buf_;
   std::map<std::pair<int, int>, std::unique_ptr<ConvPlan>> plans_;  // (node, batch) -> plan
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end
+  std::vector<std::pair<double, double>> times_;  // per node: forward, backward seconds so far
 };
 
 }  // namespace convoy::gpu

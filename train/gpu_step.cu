@@ -75,10 +75,8 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   CONVOY_CUDA_CHECK(cudaMemset(acc_.get(), 0, 4 * sizeof(double)));
   if (ranks > 1) nccl_ = std::make_unique<NcclComm>(rank, ranks);
   for (int i = 0; i < 4; ++i) events_.push_back(std::make_unique<StepEvents>());
-  if (o.profile) {
-    net_.set_profiling(true);
-    profile_ = std::make_unique<Net>(net);
-  }
+  profile_ = o.profile;
+  net_.set_profiling(o.profile);
   CONVOY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -186,18 +184,11 @@ void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
   ++step_;
   if (profile_) {  // the node events are re-recorded by the next step: read them now
     drain();
-    net_.collect_profile(*profile_);
+    net_.collect_profile();
   }
 }
 
-void GpuStep::add_profile_to(Net& net) {
-  if (!profile_) return;
-  for (size_t i = 0; i < net.nodes().size(); ++i) {
-    const Node& nd = profile_->nodes()[i];
-    net.add_profile(i, nd.t_fwd, nd.t_bwd);
-    profile_->add_profile(i, -nd.t_fwd, -nd.t_bwd);
-  }
-}
+void GpuStep::add_profile_to(Net& net) { net_.move_profile_to(net); }
 
 void GpuStep::harvest(long long j) {
   const StepEvents& e = *events_[size_t(j % 4)];

@@ -100,7 +100,7 @@ class GpuStep {
   long long gap_from_ = -1;        // first step whose idle gap to its predecessor is meaningful
   PinnedBuffer losses_host_, probs_host_, acc_host_;
   StepTimes times_;
-  std::unique_ptr<Net> profile_;  // per-node times, collected after every step when profiling
+  bool profile_ = false;  // per-node times, collected after every step
   std::string name_;
 };
 
