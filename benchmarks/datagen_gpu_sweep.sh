@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Whole datagen runs, CPU resize against --gpu-resize, over thread counts, on synthetic JPEG tars
-# (large 2400x1800 and ImageNet-sized 500x375; made with python3 + Pillow + numpy). Prints CSV.
+# Whole datagen runs, CPU resize against --gpu-resize (routed image by image, the default, and with
+# --gpu-route always), over thread counts, on synthetic JPEG tars (large 2400x1800 and ImageNet-sized
+# 500x375; made with python3 + Pillow + numpy). Prints CSV; wall_s is the whole process.
 # usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]   (threads default: 1 4 8 16)
 # env: LARGE_COUNT (default 256) and IMAGENET_COUNT (default 2048) images in the two tars.
 set -euo pipefail
@@ -41,28 +42,32 @@ make(os.path.join(work, "large.tar"), int(sys.argv[2]), 2400, 1800)
 make(os.path.join(work, "imagenet.tar"), int(sys.argv[3]), 500, 375)
 PY
 
-echo "images,size,threads,gpu_resize,seconds,img_per_s,decode_s,resize_s,gpu_stage_s,gpu_upload_s,gpu_kernel_s,gpu_download_s,gpu_wait_s"
+echo "images,size,threads,gpu_resize,seconds,wall_s,img_per_s,decode_s,resize_s,gpu_stage_s,gpu_upload_s,gpu_kernel_s,gpu_download_s,gpu_wait_s,gpu_images,cpu_images"
 for set in large:256 large:640 imagenet:256; do
   name=${set%%:*} size=${set##*:}
   for t in "${threads[@]}"; do
-    for g in off on; do
+    for g in off on always; do
       out="$work/out_${name}_${size}_${t}_$g"
       rm -rf "$out"
       args=(--input "$work/$name.tar" --output "$out" --size "$size" --threads "$t" --per-file 256)
-      [ "$g" = on ] && args+=(--gpu-resize)
+      [ "$g" = off ] || args+=(--gpu-resize)
+      [ "$g" = always ] && args+=(--gpu-route always)
+      start=$(date +%s%N)
       "$dg" "${args[@]}" 2> "$out.log" || { echo "datagen failed, see $out.log" >&2; exit 1; }
-      if [ "$g" = on ]; then  # the samples must be the CPU run's, byte for byte
-        for f in "${out%_on}_off"/*.cvb; do
+      wall=$(($(date +%s%N) - start))  # ns
+      if [ "$g" != off ]; then  # the samples must be the CPU run's, byte for byte
+        for f in "${out%_$g}_off"/*.cvb; do
           cmp -s "$f" "$out/${f##*/}" || { echo "$out/${f##*/} differs from the CPU run's" >&2; exit 1; }
         done
       fi
-      python3 - "$out/dataset.json" "$name" "$size" "$t" "$g" <<'PY'
+      python3 - "$out/dataset.json" "$name" "$size" "$t" "$g" "$wall" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
 t = m["timings"]; p = t["phases"]; s = t["seconds"]
 g = [p.get(k, 0.0) for k in ("gpu_stage", "gpu_upload", "gpu_kernel", "gpu_download", "gpu_wait")]
-print(",".join(sys.argv[2:6] + [f"{s:.3f}", f"{m['num_samples'] / s:.0f}", f"{p['decode']:.3f}", f"{p['resize']:.3f}"] +
-               [f"{v:.3f}" for v in g]))
+print(",".join(sys.argv[2:6] + [f"{s:.3f}", f"{int(sys.argv[6]) * 1e-9:.3f}", f"{m['num_samples'] / s:.0f}",
+               f"{p['decode']:.3f}", f"{p['resize']:.3f}"] + [f"{v:.3f}" for v in g] +
+               [f"{p.get(k, 0):.0f}" for k in ("gpu_images", "cpu_images")]))
 PY
     done
   done

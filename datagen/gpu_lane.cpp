@@ -13,7 +13,7 @@ namespace {
 constexpr size_t kDropped = std::numeric_limits<size_t>::max();
 }  // namespace
 
-GpuLane::GpuLane(const GpuResizeOptions& options) : channels_(options.channels) {
+GpuLane::GpuLane(const GpuResizeOptions& options, bool always) : channels_(options.channels), always_(always) {
   for (auto& r : resizers_) r = std::make_unique<GpuResizer>(options);
 }
 
@@ -38,7 +38,9 @@ void GpuLane::add(const uint8_t* pixels, size_t row_stride, int width, int heigh
   Stopwatch sw;
   const size_t row = size_t(width) * size_t(channels_);
   for (int y = 0; y < height; ++y) std::memcpy(dst + row * size_t(y), pixels + row_stride * size_t(y), row);
-  stage_s_ += sw.seconds();
+  const double s = sw.seconds();
+  stage_s_ += s;
+  batch_stage_s_[size_t(current_)] += s;
 }
 
 void GpuLane::drain(const Deliver& deliver) {
@@ -51,7 +53,12 @@ void GpuLane::collect(int k, const Deliver& deliver) {
   auto& slots = slots_[size_t(k)];
   if (slots.empty()) return;
   GpuResizer& r = *resizers_[size_t(k)];
+  Stopwatch sw;
   r.wait();
+  // What the batch cost this thread: its staging copies and the wait. Handing the outputs over
+  // is left out, because for JPEG output it includes the encoding, which the CPU path pays too.
+  router_.note_gpu(int(slots.size()), sw.seconds() + batch_stage_s_[size_t(k)]);
+  batch_stage_s_[size_t(k)] = 0;
   for (size_t j = 0; j < slots.size(); ++j)
     if (slots[j] != kDropped) deliver(slots[j], r.output(int(j)));
   slots.clear();

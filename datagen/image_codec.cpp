@@ -100,8 +100,9 @@ cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int
   const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int pf = cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;
-  const bool direct = place != nullptr && !cmyk;
-  cv::Mat out = direct ? cv::Mat(sh, sw, CV_8UC(tjPixelSize[pf]), (*place)(sw, sh)) : cv::Mat(sh, sw, CV_8UC(tjPixelSize[pf]));
+  uint8_t* placed = place != nullptr && !cmyk ? (*place)(sw, sh) : nullptr;
+  const bool direct = placed != nullptr;
+  cv::Mat out = direct ? cv::Mat(sh, sw, CV_8UC(tjPixelSize[pf]), placed) : cv::Mat(sh, sw, CV_8UC(tjPixelSize[pf]));
   if (tjDecompress2(dec_, data, static_cast<unsigned long>(n), out.data, sw, int(out.step[0]), sh, pf, 0) != 0 &&
       tjGetErrorCode(dec_) != TJERR_WARNING)  // warnings (e.g. extraneous bytes) still give a full image
     throw RejectError(std::string("JPEG cannot be decoded: ") + tjGetErrorStr2(dec_));

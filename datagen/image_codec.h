@@ -38,9 +38,10 @@ class ImageCodec {
   cv::Mat decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits);
   // Memory from place(width, height) for a width x height x channels image, rows packed.
   using Placement = std::function<uint8_t*(int width, int height)>;
-  // As decode(), but a JPEG that needs no colour conversion afterwards is decoded straight into
-  // place(...) (GPU staging memory); an empty Mat is returned then. Other images come back as
-  // from decode(). If place was called and a RejectError follows, its memory holds no image.
+  // As decode(), but a JPEG that needs no colour conversion afterwards is offered to
+  // place(...) (GPU staging memory) and decoded straight into it; an empty Mat is returned then.
+  // When place returns nullptr, and for other images, the image comes back as from decode().
+  // If place gave memory and a RejectError follows, that memory holds no image.
   cv::Mat decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
                  const Placement& place);
   // JPEG-encodes an S x S x C image (4:2:0 for colour).

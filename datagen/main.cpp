@@ -37,6 +37,12 @@ int body(int argc, char** argv) {
   app.add_option("--quality", run.quality, "JPEG quality for --encoding jpeg")->default_val(90);
   app.add_flag("--gpu-resize", run.gpu_resize,
                "resize on the GPU (local rank modulo the node's GPUs); same bytes as the CPU path");
+  std::string gpu_route = "auto";
+  app.add_option("--gpu-route", gpu_route,
+                 "with --gpu-resize: auto (each image where it costs less; the CPU until the GPU is ready) or "
+                 "always (wait for the GPU and send it every image)")
+      ->check(CLI::IsMember({"auto", "always"}))
+      ->default_val("auto");
   app.add_option("--max-pixels", run.limits.max_pixels, "refuse images with more pixels (decompression bombs)")
       ->default_val(run.limits.max_pixels);
   app.add_option("--max-aspect", run.limits.max_aspect, "refuse images whose sides differ by more than this factor")
@@ -113,6 +119,7 @@ int body(int argc, char** argv) {
 
   run.resize = parse_resize_policy(resize);
   run.encoding = parse_encoding(encoding);
+  run.gpu_always = gpu_route == "always";
   MpiContext mpi(&argc, &argv);
   log_setup("datagen", mpi.rank(), mpi.size());
   try {

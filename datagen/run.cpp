@@ -18,7 +18,7 @@
 #include <opencv2/core.hpp>
 #include <thread>
 
-#include "datagen/gpu_lane.h"
+#include "datagen/gpu_lanes.h"
 #include "datagen/gpu_resize.h"
 #include "datagen/index.h"
 #include "datagen/plan.h"
@@ -42,14 +42,16 @@ using nlohmann::json;
 // is the host's copying of finished samples into their slots, and the GPU parts are apart:
 // gpu_stage (host: into pinned memory; decoding straight into it is counted as decode),
 // gpu_upload, gpu_kernel, gpu_download (device time from CUDA events) and gpu_wait (host: blocked
-// on the GPU).
+// on the GPU). gpu_images and cpu_images count where the router sent each image.
 struct Phases {
   double read = 0, decode = 0, resize = 0, encode = 0, write = 0, wait = 0;
   double gpu_stage = 0, gpu_upload = 0, gpu_kernel = 0, gpu_download = 0, gpu_wait = 0;
+  double gpu_images = 0, cpu_images = 0;
   Phases& operator+=(const Phases& o) {
     read += o.read, decode += o.decode, resize += o.resize, encode += o.encode, write += o.write, wait += o.wait;
     gpu_stage += o.gpu_stage, gpu_upload += o.gpu_upload, gpu_kernel += o.gpu_kernel;
     gpu_download += o.gpu_download, gpu_wait += o.gpu_wait;
+    gpu_images += o.gpu_images, cpu_images += o.cpu_images;
     return *this;
   }
   json to_json(bool gpu) const {
@@ -57,6 +59,7 @@ struct Phases {
     if (gpu) {
       j["gpu_stage"] = gpu_stage, j["gpu_upload"] = gpu_upload, j["gpu_kernel"] = gpu_kernel;
       j["gpu_download"] = gpu_download, j["gpu_wait"] = gpu_wait;
+      j["gpu_images"] = gpu_images, j["cpu_images"] = cpu_images;
     }
     return j;
   }
@@ -65,6 +68,7 @@ struct Phases {
     t.gpu_stage = p.value("gpu_stage", 0.0), t.gpu_upload = p.value("gpu_upload", 0.0);
     t.gpu_kernel = p.value("gpu_kernel", 0.0), t.gpu_download = p.value("gpu_download", 0.0);
     t.gpu_wait = p.value("gpu_wait", 0.0);
+    t.gpu_images = p.value("gpu_images", 0.0), t.cpu_images = p.value("cpu_images", 0.0);
     return t;
   }
   // Host seconds the decoding threads spent working (not waiting for work).
@@ -189,11 +193,10 @@ void prepare_output(const RunOptions& opt, const std::string& index_text, const 
 
 class Worker {
  public:
-  // gpu_device: the CUDA device for --gpu-resize (ignored without it).
+  // lanes: the threads' GPU lanes with --gpu-resize, else nullptr.
   Worker(const RunOptions& opt, const InputIndex& index, const Plan& plan, const SampleSource& source, int threads,
-         int gpu_device)
-      : opt_(opt), index_(index), plan_(plan), source_(source), threads_(threads), shape_{},
-        gpu_device_(gpu_device), lanes_(size_t(threads)) {
+         GpuLanes* lanes)
+      : opt_(opt), index_(index), plan_(plan), source_(source), threads_(threads), shape_{}, lanes_(lanes) {
     shape_ = {uint32_t(opt.size), uint32_t(opt.size), uint32_t(opt.channels)};
   }
 
@@ -250,17 +253,7 @@ class Worker {
     try {
       cv::Mat img = codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits);
       t.decode += w.lap();
-      if (jpeg) {
-        thread_local std::vector<uint8_t> pixels;
-        pixels.resize(shape_.bytes());
-        resize_to_square(img, opt_.size, opt_.resize, pixels.data());
-        t.resize += w.lap();
-        codec().encode_jpeg(pixels.data(), opt_.size, opt_.size, opt_.channels, opt_.quality, *jpeg);
-        t.encode += w.lap();
-      } else {
-        resize_to_square(img, opt_.size, opt_.resize, raw);
-        t.resize += w.lap();
-      }
+      resize_on_cpu(img, raw, jpeg, t);
       return "";
     } catch (const RejectError& e) {
       return e.what();
@@ -269,44 +262,57 @@ class Worker {
     }
   }
 
-  // This thread's GPU lane, made on first use (pinned memory and streams live as long as the run).
-  GpuLane& lane() {
-    auto& l = lanes_[size_t(omp_get_thread_num())];
-    if (!l) {
-      GpuResizeOptions o;
-      o.device = gpu_device_;
-      o.size = opt_.size;
-      o.policy = opt_.resize;
-      o.channels = opt_.channels;
-      l = std::make_unique<GpuLane>(o);
+  // A decoded image resized (and, for JPEG output, encoded) by this thread into its slot;
+  // returns the resize's seconds.
+  double resize_on_cpu(const cv::Mat& img, uint8_t* raw, std::vector<uint8_t>* jpeg, Phases& t) {
+    Stopwatch w;
+    double resize_s = 0;
+    if (jpeg) {
+      thread_local std::vector<uint8_t> pixels;
+      pixels.resize(shape_.bytes());
+      resize_to_square(img, opt_.size, opt_.resize, pixels.data());
+      t.resize += resize_s = w.lap();
+      codec().encode_jpeg(pixels.data(), opt_.size, opt_.size, opt_.channels, opt_.quality, *jpeg);
+      t.encode += w.lap();
+    } else {
+      resize_to_square(img, opt_.size, opt_.resize, raw);
+      t.resize += resize_s = w.lap();
     }
-    return *l;
+    return resize_s;
   }
 
-  // --gpu-resize: one sample read, decoded (straight into pinned staging memory when the codec
-  // can) and staged; deliver() receives it once resized. Returns "" or the reason it is rejected.
-  std::string stage_sample(uint64_t id, size_t slot, const GpuLane::Deliver& deliver, Phases& t) {
+  // --gpu-resize: one sample read, decoded and, where the lane's router says the GPU is cheaper,
+  // staged (decoded straight into pinned memory when the codec can; deliver() receives it once
+  // resized), else resized here like make_sample. Returns "" or the reason it is rejected.
+  std::string route_sample(uint64_t id, size_t slot, GpuLane& l, const GpuLane::Deliver& deliver, uint8_t* raw,
+                           std::vector<uint8_t>* jpeg, Phases& t) {
     thread_local std::vector<uint8_t> bytes;
-    GpuLane& l = lane();
     Stopwatch w;
     source_.read(id, bytes);
     t.read += w.lap();
-    bool placed = false;
-    const ImageCodec::Placement place = [&](int width, int height) {
+    bool asked = false, placed = false;
+    const ImageCodec::Placement place = [&](int width, int height) -> uint8_t* {
+      asked = true;
+      if (!l.take(width, height)) return nullptr;
       placed = true;
       return l.stage(width, height, slot, deliver);
     };
     try {
       cv::Mat img = codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits, place);
       t.decode += w.lap();
-      if (!placed) l.add(img.data, img.step[0], img.cols, img.rows, slot, deliver);
+      if (placed) return "";
+      if (!asked && l.take(img.cols, img.rows)) {
+        l.add(img.data, img.step[0], img.cols, img.rows, slot, deliver);
+        return "";
+      }
+      l.note_cpu(img.cols, img.rows, resize_on_cpu(img, raw, jpeg, t));
       return "";
     } catch (const RejectError& e) {
       if (placed) l.drop_last();
       return e.what();
     } catch (const cv::Exception& e) {
       if (placed) l.drop_last();
-      return std::string("image cannot be decoded: ") + e.err;
+      return std::string("image cannot be decoded or resized: ") + e.err;
     }
   }
 
@@ -319,6 +325,10 @@ class Worker {
     std::vector<Phases> per_thread(static_cast<size_t>(threads_));
     std::string fatal;
     Stopwatch wall;
+    // Without --gpu-resize, or while the GPU lanes are still being made, the CPU resizes. Decided
+    // once per file, so that every thread of the team runs the same loop.
+    bool gpu = false;
+    if (lanes_) gpu = lanes_->get(0) != nullptr;
 #pragma omp parallel num_threads(threads_)
     {
       Phases& t = per_thread[size_t(omp_get_thread_num())];
@@ -326,54 +336,49 @@ class Worker {
 #pragma omp critical(datagen_fatal)
         if (fatal.empty()) fatal = e.what();
       };
-      if (!opt_.gpu_resize) {
-#pragma omp for schedule(dynamic, 1)
-        for (size_t i = 0; i < n; ++i) {
-          try {
-            reason[i] = make_sample(ids[i], jpeg ? nullptr : pixels.data() + i * bytes, jpeg ? &encoded[i] : nullptr, t);
-          } catch (const std::exception& e) {
-            note_fatal(e);
-          }
+      GpuLane* l = gpu ? lanes_->get(omp_get_thread_num()) : nullptr;
+      // Results from the GPU arrive in whatever order batches finish; each goes to its own slot.
+      const GpuLane::Deliver deliver = [&](size_t slot, const uint8_t* px) {
+        Stopwatch w;
+        if (jpeg) {
+          codec().encode_jpeg(px, opt_.size, opt_.size, opt_.channels, opt_.quality, encoded[slot]);
+          t.encode += w.seconds();
+        } else {
+          std::memcpy(pixels.data() + slot * bytes, px, bytes);
+          t.resize += w.seconds();
         }
-      } else {
-        // Results arrive in whatever order batches finish; each goes to its own slot.
-        const GpuLane::Deliver deliver = [&](size_t slot, const uint8_t* px) {
-          Stopwatch w;
-          if (jpeg) {
-            codec().encode_jpeg(px, opt_.size, opt_.size, opt_.channels, opt_.quality, encoded[slot]);
-            t.encode += w.seconds();
-          } else {
-            std::memcpy(pixels.data() + slot * bytes, px, bytes);
-            t.resize += w.seconds();
-          }
-        };
-        GpuResizeTimes before;
+      };
+      const GpuResizeTimes before = l ? l->times() : GpuResizeTimes{};
+      const uint64_t gpu_before = l ? l->router().gpu_images() : 0, cpu_before = l ? l->router().cpu_images() : 0;
+      bool failed = false;
+#pragma omp for schedule(dynamic, 1)
+      for (size_t i = 0; i < n; ++i) {
+        if (failed) continue;
+        uint8_t* raw = jpeg ? nullptr : pixels.data() + i * bytes;
+        std::vector<uint8_t>* enc = jpeg ? &encoded[i] : nullptr;
         try {
-          before = lane().times();
+          if (l) {
+            reason[i] = route_sample(ids[i], i, *l, deliver, raw, enc, t);
+          } else {
+            reason[i] = make_sample(ids[i], raw, enc, t);
+            if (lanes_ && reason[i].empty()) t.cpu_images += 1;
+          }
         } catch (const std::exception& e) {
           note_fatal(e);
+          failed = true;
         }
-        bool failed = !fatal.empty();
-#pragma omp for schedule(dynamic, 1) nowait
-        for (size_t i = 0; i < n; ++i) {
-          if (failed) continue;
-          try {
-            reason[i] = stage_sample(ids[i], i, deliver, t);
-          } catch (const std::exception& e) {
-            note_fatal(e);
-            failed = true;
-          }
-        }
+      }
+      if (l != nullptr && !failed) {
         try {
-          if (!failed) {
-            lane().drain(deliver);
-            const GpuResizeTimes after = lane().times();
-            t.gpu_stage += after.stage_s - before.stage_s;
-            t.gpu_upload += after.upload_s - before.upload_s;
-            t.gpu_kernel += after.kernel_s - before.kernel_s;
-            t.gpu_download += after.download_s - before.download_s;
-            t.gpu_wait += after.wait_s - before.wait_s;
-          }
+          l->drain(deliver);
+          const GpuResizeTimes after = l->times();
+          t.gpu_stage += after.stage_s - before.stage_s;
+          t.gpu_upload += after.upload_s - before.upload_s;
+          t.gpu_kernel += after.kernel_s - before.kernel_s;
+          t.gpu_download += after.download_s - before.download_s;
+          t.gpu_wait += after.wait_s - before.wait_s;
+          t.gpu_images += double(l->router().gpu_images() - gpu_before);
+          t.cpu_images += double(l->router().cpu_images() - cpu_before);
         } catch (const std::exception& e) {
           note_fatal(e);
         }
@@ -451,8 +456,7 @@ class Worker {
   ImageShape shape_;
   Phases phases_;
   double write_seconds_ = 0;  // kept apart: the writer runs beside the decoding threads
-  int gpu_device_ = 0;
-  std::vector<std::unique_ptr<GpuLane>> lanes_;  // per OpenMP thread, with --gpu-resize
+  GpuLanes* lanes_ = nullptr;  // one GpuLane per OpenMP thread, with --gpu-resize
 };
 
 std::string mean_image_png(const std::vector<uint8_t>& img, int size, int channels) {
@@ -506,6 +510,18 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   Stopwatch total;
   validate_run_options(opt);
   const int rank = mpi.rank(), ranks = mpi.size();
+  int threads = opt.threads;
+  if (threads == 0) threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, mpi.local_size()));
+  std::unique_ptr<GpuLanes> lanes;
+  if (opt.gpu_resize) {
+    GpuResizeOptions o;
+    o.device = gpu_resize_device_for(mpi.local_rank());
+    o.size = opt.size;
+    o.policy = opt.resize;
+    o.channels = opt.channels;
+    log_all("rank %d: --gpu-resize on CUDA device %d", rank, o.device);
+    lanes = std::make_unique<GpuLanes>(o, threads, opt.gpu_always);
+  }
 
   // Scan on rank 0; the index (or the error) goes to everyone.
   std::string text, error;
@@ -558,11 +574,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     if (plan.owner(b, ranks) == rank)
       mine_ids.insert(mine_ids.end(), plan.order.begin() + long(plan.file_begin(b)), plan.order.begin() + long(plan.file_end(b)));
   }
-  const int gpu_device = opt.gpu_resize ? gpu_resize_device_for(mpi.local_rank()) : 0;
-  if (opt.gpu_resize) log_all("rank %d: --gpu-resize on CUDA device %d", rank, gpu_device);
   cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
-  int threads = opt.threads;
-  if (threads == 0) threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, mpi.local_size()));
 
   DatasetSums sums(index.classes.size(), {uint32_t(opt.size), uint32_t(opt.size), uint32_t(opt.channels)});
   json mine = {{"files", json::array()}, {"rejects", json::array()}, {"kept", 0}};
@@ -571,7 +583,8 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     Stopwatch w;
     const SampleSource source(index, mine_ids);
     phases.read += w.seconds();
-    Worker worker(opt, index, plan, source, threads, gpu_device);
+    if (lanes && opt.gpu_always) lanes->wait_ready();
+    Worker worker(opt, index, plan, source, threads, lanes.get());
     Progress progress(mpi, index.entries.size(), files_per_rank);
     std::vector<std::pair<uint64_t, std::string>> rejects;
     // Batch file b is written (and fsync'ed) while the threads decode b + ranks. MPI stays on
@@ -665,8 +678,9 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
            sum.read, sum.decode, sum.resize, sum.encode, sum.write, sum.wait);
   if (opt.gpu_resize)
     log_info("GPU phases, seconds summed over threads and ranks: stage %.2f, upload %.2f, kernel %.2f, download %.2f, "
-             "wait %.2f",
-             sum.gpu_stage, sum.gpu_upload, sum.gpu_kernel, sum.gpu_download, sum.gpu_wait);
+             "wait %.2f; images resized on the GPU %.0f, on the CPU %.0f (rank 0's GPU ready after %.2f s)",
+             sum.gpu_stage, sum.gpu_upload, sum.gpu_kernel, sum.gpu_download, sum.gpu_wait, sum.gpu_images,
+             sum.cpu_images, lanes ? lanes->ready_seconds() : 0.0);
   for (const auto& in : index.inputs)
     if (!in.complete) std::fprintf(stderr, "datagen: error: incomplete input: %s\n", in.error.c_str());
   if (status) log_info("the dataset holds every member that could be read; the run is incomplete (exit status 2)");

@@ -28,6 +28,9 @@ struct RunOptions {
   // Resize on the GPU of this rank's node (local rank modulo the devices there). Not part of the
   // dataset's identity: the samples are byte-identical to the CPU path's.
   bool gpu_resize = false;
+  // With gpu_resize: false sends each image where it costs less (datagen/resize_router.h) and
+  // resizes on the CPU until the GPU is ready; true waits for the GPU and sends it every image.
+  bool gpu_always = false;
 };
 
 // Checks flags and inputs before any work; throws convoy::Error naming the flag or file.

@@ -102,6 +102,7 @@ TEST(GpuDatagen, GpuResizeRunIsByteIdenticalToTheCpuRun) {
     for (int threads : {1, 3}) {
       RunOptions g = o;
       g.gpu_resize = true;
+      g.gpu_always = true;  // every image through the GPU, so the kernels are what is compared
       g.threads = threads;
       g.output = dir + "/" + c.name + "_gpu" + std::to_string(threads);
       ASSERT_EQ(run_datagen(g, mpi()), 0) << c.name;
@@ -125,6 +126,32 @@ TEST(GpuDatagen, GpuResizeRunIsByteIdenticalToTheCpuRun) {
       EXPECT_EQ(a, b) << c.name;
     }
   }
+}
+
+// The default routing mixes the paths image by image (the CPU first, the GPU once it is ready and
+// cheaper); the result is the same bytes, and every sample is counted on exactly one path.
+TEST(GpuDatagen, RoutedRunIsByteIdenticalToTheCpuRun) {
+  const std::string dir = scratch("gpu_routed");
+  write_mixed_archive(dir + "/in.tar");
+  RunOptions o;
+  o.inputs = {dir + "/in.tar"};
+  o.size = 64;
+  o.per_file = 3;
+  o.seed = 5;
+  o.threads = 2;
+  o.output = dir + "/cpu";
+  ASSERT_EQ(run_datagen(o, mpi()), 0);
+  RunOptions g = o;
+  g.gpu_resize = true;
+  g.output = dir + "/gpu";
+  ASSERT_EQ(run_datagen(g, mpi()), 0);
+  const auto names = batch_files(o.output);
+  ASSERT_EQ(names, batch_files(g.output));
+  for (const auto& n : names) EXPECT_EQ(read_file(o.output + "/" + n), read_file(g.output + "/" + n)) << n;
+  const auto meta = to_json(read_dataset_meta(g.output));
+  const auto& phases = meta["timings"]["phases"];
+  EXPECT_EQ(phases["gpu_images"].get<double>() + phases["cpu_images"].get<double>(),
+            meta["num_samples"].get<double>());
 }
 
 // Two images per batch: the lane must switch resizers, and deliver each sample (and not the one
