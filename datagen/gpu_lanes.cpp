@@ -9,16 +9,24 @@
 
 namespace convoy::datagen {
 
-GpuLanes::GpuLanes(GpuResizeOptions options, int count, bool always) : lanes_(size_t(std::max(count, 0))) {
-  // A thread's share of a batch file is per_file / threads images, so small batches suffice; the
-  // staging buffer still grows for a single image larger than it.
+GpuLanes::GpuLanes(GpuResizeOptions options, int count, bool always)
+    : options_(options), always_(always), lanes_(size_t(std::max(count, 0))) {
+  // Batches of a few images keep the GPU as busy as larger ones would (the thread decodes the
+  // next batch meanwhile), and pinning memory is slow and stalls the other threads' page faults,
+  // so each resizer gets little: 4 MiB of staging (grown for a single larger image) and 2 MiB of
+  // output.
   const size_t out_bytes = size_t(options.size) * size_t(options.size) * size_t(options.channels);
-  options.staging_bytes = 16u << 20;
-  options.max_images = int(std::clamp<size_t>((8u << 20) / std::max<size_t>(out_bytes, 1), 4, 64));
-  maker_ = std::thread([this, options, always] {
+  options_.staging_bytes = 4u << 20;
+  options_.max_images = int(std::clamp<size_t>((2u << 20) / std::max<size_t>(out_bytes, 1), 2, 64));
+}
+
+void GpuLanes::start() {
+  if (started_) return;
+  started_ = true;
+  maker_ = std::thread([this] {
     Stopwatch w;
     try {
-      for (auto& l : lanes_) l = std::make_unique<GpuLane>(options, always);
+      for (auto& l : lanes_) l = std::make_unique<GpuLane>(options_, always_);
       ready_s_ = w.seconds();
       state_.store(ready, std::memory_order_release);
     } catch (const std::exception& e) {
@@ -40,6 +48,7 @@ GpuLane* GpuLanes::get(int i) {
 }
 
 void GpuLanes::wait_ready() {
+  start();
   if (maker_.joinable()) maker_.join();
   if (state_.load() == failed) fail(error_);
 }

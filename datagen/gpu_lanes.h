@@ -1,5 +1,5 @@
 // The GPU lanes of one datagen process, one per OpenMP thread, made on a thread of their own so
-// that CUDA's start-up and the pinned allocations overlap the scan and the first images.
+// that CUDA's start-up and the pinned allocations overlap the images that the CPU resizes meanwhile.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -13,24 +13,31 @@ namespace convoy::datagen {
 
 class GpuLanes {
  public:
-  // Starts making `count` lanes for `options` (staging and batch sizes are chosen here, small
-  // enough that many threads' pinned buffers stay cheap to allocate). always: the lanes' routers
-  // send every image to the GPU.
+  // `count` lanes for `options` (staging and batch sizes are chosen here, small enough that many
+  // threads' pinned buffers stay cheap to allocate); always: the lanes' routers send every image
+  // to the GPU. Nothing touches CUDA before start().
   GpuLanes(GpuResizeOptions options, int count, bool always);
   ~GpuLanes();
   GpuLanes(const GpuLanes&) = delete;
   GpuLanes& operator=(const GpuLanes&) = delete;
 
-  // Lane i, or nullptr while the lanes are still being made (the thread resizes on the CPU
-  // meanwhile). Throws convoy::Error if making them failed.
+  // Starts making the lanes (once; later calls do nothing). start, started and wait_ready are
+  // for one thread (the run's); get is for any.
+  void start();
+  bool started() const { return started_; }
+  // Lane i, or nullptr until the lanes are made (the thread resizes on the CPU meanwhile).
+  // Throws convoy::Error if making them failed.
   GpuLane* get(int i);
-  // Blocks until the lanes are made; throws as get() does. From one thread only.
+  // Starts them if need be and blocks until they are made; throws as get() does.
   void wait_ready();
   // Seconds from construction until the lanes were ready (0 while not ready).
   double ready_seconds() const { return ready_s_.load(); }
 
  private:
   enum State { making, ready, failed };
+  GpuResizeOptions options_;
+  bool always_ = false;
+  bool started_ = false;
   std::vector<std::unique_ptr<GpuLane>> lanes_;
   std::atomic<int> state_{making};
   std::atomic<double> ready_s_{0};

@@ -43,6 +43,10 @@ int body(int argc, char** argv) {
                  "always (wait for the GPU and send it every image)")
       ->check(CLI::IsMember({"auto", "always"}))
       ->default_val("auto");
+  app.add_option("--gpu-min-saving", run.gpu_min_saving,
+                 "with --gpu-route auto: start the GPU only once the CPU resize time left per thread is at "
+                 "least this many seconds")
+      ->default_val(run.gpu_min_saving);
   app.add_option("--max-pixels", run.limits.max_pixels, "refuse images with more pixels (decompression bombs)")
       ->default_val(run.limits.max_pixels);
   app.add_option("--max-aspect", run.limits.max_aspect, "refuse images whose sides differ by more than this factor")

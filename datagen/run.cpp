@@ -237,6 +237,9 @@ class Worker {
     return p;
   }
 
+  // The CPU's resize seconds per image so far, summed over threads; < 0 before any was made.
+  double resize_seconds_per_image() const { return images_built_ ? phases_.resize / double(images_built_) : -1; }
+
  private:
   ImageCodec& codec() {
     thread_local std::unique_ptr<ImageCodec> c;
@@ -389,6 +392,7 @@ class Worker {
     for (const auto& t : per_thread) sum += t;
     sum.wait = std::max(0.0, wall.seconds() * threads_ - sum.busy());
     phases_ += sum;
+    images_built_ += n;
 
     Batch batch;
     batch.shape = shape_;
@@ -456,8 +460,30 @@ class Worker {
   ImageShape shape_;
   Phases phases_;
   double write_seconds_ = 0;  // kept apart: the writer runs beside the decoding threads
+  uint64_t images_built_ = 0;
   GpuLanes* lanes_ = nullptr;  // one GpuLane per OpenMP thread, with --gpu-resize
 };
+
+// The GPU can save at most the CPU's resize time, while starting it costs CUDA's start-up and the
+// pinned allocations (tenths of a second, more when many ranks share a GPU), and the process's exit
+// pays again to release them. So the automatic route starts the GPU only once the resize time it
+// could take over, spread over the rank's threads, is at least min_saving seconds. Called before
+// each batch file of a rank whose GPU is not started.
+void consider_gpu(GpuLanes& lanes, const Worker& worker, uint64_t images_left, int threads, int rank,
+                  double min_saving, bool& said) {
+  const double per_image = worker.resize_seconds_per_image();
+  if (per_image < 0) return;  // nothing resized yet (e.g. every file so far kept from an earlier run)
+  const double saving = per_image * double(images_left) / threads;
+  if (saving >= min_saving) {
+    log_all("rank %d: --gpu-resize: starting the GPU (about %.2f s of resize work left per thread)", rank, saving);
+    lanes.start();
+  } else if (!said) {
+    log_all("rank %d: --gpu-resize: resizing the %llu images left would take about %.2f s per thread, less than "
+            "the %.1f s the GPU must save to pay for starting it; the CPU resizes (--gpu-route always overrides)",
+            rank, (unsigned long long)images_left, saving, min_saving);
+    said = true;
+  }
+}
 
 std::string mean_image_png(const std::vector<uint8_t>& img, int size, int channels) {
   return png_encode(img.data(), size, size, channels);
@@ -496,6 +522,7 @@ void validate_run_options(const RunOptions& opt) {
     fail("--quality must be between 1 and 100, not " + std::to_string(opt.quality));
   if (opt.limits.max_pixels < 1) fail("--max-pixels must be at least 1");
   if (opt.limits.max_aspect < 1) fail("--max-aspect must be at least 1");
+  if (!(opt.gpu_min_saving >= 0)) fail("--gpu-min-saving must be 0 or more seconds");
   if (opt.gpu_resize) gpu_resize_device_for(0);  // refuses a build without CUDA, or no device
   for (const auto& in : opt.inputs) {
     if (::access(in.c_str(), R_OK) != 0) fail_file(in, "input cannot be read: " + errno_text());
@@ -599,7 +626,12 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
       mine["files"].push_back({writing_b, e.name, e.count, e.bytes, e.crc32c});
       progress.file_done(plan.file_end(writing_b) - plan.file_begin(writing_b));
     };
+    uint64_t images_left = mine_ids.size();
+    bool said = false;
     for (uint64_t b = uint64_t(rank); b < files; b += uint64_t(ranks)) {
+      if (lanes && !lanes->started())
+        consider_gpu(*lanes, worker, images_left, threads, rank, opt.gpu_min_saving, said);
+      images_left -= plan.file_end(b) - plan.file_begin(b);
       auto made = std::make_shared<Worker::Made>(worker.make(b, rejects));
       kept += made->kept ? 1 : 0;
       if (writing.valid()) collect();

@@ -31,6 +31,9 @@ struct RunOptions {
   // With gpu_resize: false sends each image where it costs less (datagen/resize_router.h) and
   // resizes on the CPU until the GPU is ready; true waits for the GPU and sends it every image.
   bool gpu_always = false;
+  // With gpu_resize and not gpu_always: the GPU is started only once the CPU resize time left,
+  // per thread, is at least this many seconds (it then pays for CUDA's start-up).
+  double gpu_min_saving = 0.5;
 };
 
 // Checks flags and inputs before any work; throws convoy::Error naming the flag or file.

@@ -143,6 +143,7 @@ TEST(GpuDatagen, RoutedRunIsByteIdenticalToTheCpuRun) {
   ASSERT_EQ(run_datagen(o, mpi()), 0);
   RunOptions g = o;
   g.gpu_resize = true;
+  g.gpu_min_saving = 0;  // the GPU starts after the first file, however little it can save
   g.output = dir + "/gpu";
   ASSERT_EQ(run_datagen(g, mpi()), 0);
   const auto names = batch_files(o.output);
@@ -152,6 +153,16 @@ TEST(GpuDatagen, RoutedRunIsByteIdenticalToTheCpuRun) {
   const auto& phases = meta["timings"]["phases"];
   EXPECT_EQ(phases["gpu_images"].get<double>() + phases["cpu_images"].get<double>(),
             meta["num_samples"].get<double>());
+  EXPECT_GE(phases["cpu_images"].get<double>(), 1.0);  // the first file, before the GPU started
+
+  // With the default threshold this small run never starts the GPU: every image on the CPU.
+  g.gpu_min_saving = RunOptions().gpu_min_saving;
+  g.output = dir + "/gpu_default";
+  ASSERT_EQ(run_datagen(g, mpi()), 0);
+  for (const auto& n : names) EXPECT_EQ(read_file(o.output + "/" + n), read_file(g.output + "/" + n)) << n;
+  const auto def = to_json(read_dataset_meta(g.output))["timings"]["phases"];
+  EXPECT_EQ(def["gpu_images"].get<double>(), 0.0);
+  EXPECT_EQ(def["cpu_images"].get<double>(), meta["num_samples"].get<double>());
 }
 
 // Two images per batch: the lane must switch resizers, and deliver each sample (and not the one

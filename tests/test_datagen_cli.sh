@@ -34,6 +34,8 @@ refused "missing.tar: input cannot be read" --input "$work/missing.tar" "${commo
 refused "nope.txt" "${in[@]}" --size 28 --classes "$work/nope.txt"
 refused "--input is required" "${common[@]}" --size 28
 refused "not expected" "${ok[@]}" --bogus
+refused "--gpu-route" "${ok[@]}" --gpu-route sometimes
+refused "--gpu-min-saving must be 0 or more" "${ok[@]}" --gpu-min-saving -1
 # --gpu-resize without CUDA in the build, or without a device, is refused before any work.
 if ! "$dg" --input "$work/t10k.tar" --output "$work/gpu" --size 28 --channels 1 --gpu-resize > "$work/out.txt" 2> "$work/err.txt"; then
   grep -qE -- "--gpu-resize: (this datagen was built without CUDA|no CUDA device)" "$work/err.txt" ||
