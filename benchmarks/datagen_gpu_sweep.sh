@@ -6,7 +6,9 @@
 # usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]   (threads default: 1 4 8 16)
 # env: LARGE_COUNT (default 256), IMAGENET_COUNT (default 2048), THUMB_COUNT (default 8000) images in
 # the tars; REPEATS (default 1) rounds of every point, the three modes interleaved; OUT_ROOT (default
-# WORKDIR) for the outputs, e.g. /dev/shm so that the disk is not what is measured.
+# WORKDIR) for the outputs, e.g. /dev/shm so that the disk is not what is measured; SETS (default
+# "large:256 large:640 imagenet:256 thumbs:256") the image sets and sizes; MODES (default "off on
+# always").
 set -euo pipefail
 dg=${1:?usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]}
 work=${2:?usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]}
@@ -49,11 +51,11 @@ PY
 out_root=${OUT_ROOT:-$work}
 mkdir -p "$out_root"
 echo "images,size,threads,repeat,gpu_resize,seconds,wall_s,img_per_s,decode_s,resize_s,gpu_stage_s,gpu_upload_s,gpu_kernel_s,gpu_download_s,gpu_wait_s,gpu_images,cpu_images"
-for set in large:256 large:640 imagenet:256 thumbs:256; do
+for set in ${SETS:-large:256 large:640 imagenet:256 thumbs:256}; do
   name=${set%%:*} size=${set##*:}
   for t in "${threads[@]}"; do
    for rep in $(seq 1 "${REPEATS:-1}"); do
-    for g in off on always; do
+    for g in ${MODES:-off on always}; do
       out="$out_root/out_${name}_${size}_${t}_$g"
       rm -rf "$out"
       args=(--input "$work/$name.tar" --output "$out" --size "$size" --threads "$t" --per-file 256)
@@ -62,7 +64,7 @@ for set in large:256 large:640 imagenet:256 thumbs:256; do
       start=$(date +%s%N)
       "$dg" "${args[@]}" 2> "$out.log" || { echo "datagen failed, see $out.log" >&2; exit 1; }
       wall=$(($(date +%s%N) - start))  # ns
-      if [ "$g" != off ]; then  # the samples must be the CPU run's, byte for byte
+      if [ "$g" != off ] && [ -d "${out%_$g}_off" ]; then  # the samples must be the CPU run's, byte for byte
         for f in "${out%_$g}_off"/*.cvb; do
           cmp -s "$f" "$out/${f##*/}" || { echo "$out/${f##*/} differs from the CPU run's" >&2; exit 1; }
         done
