@@ -120,7 +120,25 @@ BatchHeader check_header(const std::string& path, const uint8_t* data, size_t si
 
 }  // namespace
 
-Batch decode_batch(const std::string& path, const uint8_t* data, size_t size) {
+int32_t BatchView::label(size_t i) const {
+  int32_t v;
+  std::memcpy(&v, data + header.labels_offset + i * sizeof v, sizeof v);
+  return v;
+}
+
+int64_t BatchView::id(size_t i) const {
+  int64_t v;
+  std::memcpy(&v, data + header.ids_offset + i * sizeof v, sizeof v);
+  return v;
+}
+
+uint64_t BatchView::offset(size_t i) const {
+  uint64_t v;
+  std::memcpy(&v, data + header.index_offset + i * sizeof v, sizeof v);
+  return v;
+}
+
+BatchView verify_batch(const std::string& path, const uint8_t* data, size_t size) {
   const BatchHeader h = check_header(path, data, size);
   struct Section { const char* name; uint64_t begin, end; uint32_t crc; };
   const Section sections[] = {
@@ -135,10 +153,25 @@ Batch decode_batch(const std::string& path, const uint8_t* data, size_t size) {
   // The gap between the header and the labels is padding: it must be zero (it is in no section).
   for (size_t i = sizeof(BatchHeader); i < h.labels_offset; ++i)
     if (data[i] != 0) fail_file(path, "non-zero padding after the header (file is corrupt)");
+  BatchView v;
+  v.header = h;
+  v.data = data;
+  if (h.encoding == static_cast<uint32_t>(Encoding::jpeg)) {
+    const size_t n = h.count;
+    if (v.offset(0) != 0 || v.offset(n) != h.images_bytes)
+      fail_file(path, "JPEG offset index does not span the images section");
+    for (size_t i = 0; i < n; ++i)
+      if (v.offset(i) > v.offset(i + 1)) fail_file(path, "JPEG offset index is not increasing");
+  }
+  return v;
+}
 
+Batch decode_batch(const std::string& path, const uint8_t* data, size_t size) {
+  const BatchView v = verify_batch(path, data, size);
+  const BatchHeader& h = v.header;
   Batch b;
   const size_t n = h.count;
-  b.shape = {h.height, h.width, h.channels};
+  b.shape = v.shape();
   b.encoding = static_cast<Encoding>(h.encoding);
   b.batch_index = h.batch_index;
   b.labels.resize(n);
@@ -150,10 +183,6 @@ Batch decode_batch(const std::string& path, const uint8_t* data, size_t size) {
   if (b.encoding == Encoding::jpeg) {
     b.offsets.resize(n + 1);
     std::memcpy(b.offsets.data(), data + h.index_offset, (n + 1) * 8);
-    if (b.offsets[0] != 0 || b.offsets[n] != h.images_bytes)
-      fail_file(path, "JPEG offset index does not span the images section");
-    for (size_t i = 0; i < n; ++i)
-      if (b.offsets[i] > b.offsets[i + 1]) fail_file(path, "JPEG offset index is not increasing");
   }
   b.images.assign(data + h.images_offset, data + h.file_bytes);
   return b;

@@ -66,8 +66,24 @@ std::vector<uint8_t> encode_batch(const Batch& batch);
 // every section's CRC and so stands for the whole file in dataset.json.
 uint32_t write_batch_file(const std::string& path, const Batch& batch);
 
-// Parses and checks bytes read from `path` (used in messages): magic, version, header CRC, sizes,
-// every section CRC. Throws Error("<path>: <problem>").
+// A batch file checked in place: its header and accessors into the caller's bytes, which must
+// outlive the view. Lets a reader use a file's samples without copying the file.
+struct BatchView {
+  BatchHeader header;
+  const uint8_t* data = nullptr;  // the whole file
+
+  size_t count() const { return header.count; }
+  ImageShape shape() const { return {header.height, header.width, header.channels}; }
+  int32_t label(size_t i) const;
+  int64_t id(size_t i) const;
+  uint64_t offset(size_t i) const;  // JPEG only, i <= count
+  const uint8_t* images() const { return data + header.images_offset; }
+};
+
+// Checks bytes read from `path` (used in messages) without copying them: magic, version, header
+// CRC, sizes, every section CRC. Throws Error("<path>: <problem>").
+BatchView verify_batch(const std::string& path, const uint8_t* data, size_t size);
+// verify_batch, then copies the sections out.
 Batch decode_batch(const std::string& path, const uint8_t* data, size_t size);
 Batch read_batch_file(const std::string& path);
 // The header alone, checked against its CRC and the file's size (no section CRCs).
