@@ -13,6 +13,7 @@ struct LoaderBenchOptions {
   int epochs = 3;             // epoch 0 warms the page cache; the median of the rest is reported
   int crop = 0, pad = 0;
   bool flip = true;
+  bool digest = false;        // a CRC32C of every epoch's batches (slows the consumer)
   uint64_t seed = 1;
 };
 

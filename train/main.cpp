@@ -101,6 +101,7 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)");
   lb->add_option("--pad", lbo.pad, "zero padding before the random crop");
   lb->add_option("--seed", lbo.seed, "seed");
+  lb->add_flag("--digest", lbo.digest, "print a checksum of each epoch's batches (the same for any --readers)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
