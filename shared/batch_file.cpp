@@ -88,10 +88,7 @@ uint32_t write_batch_file(const std::string& path, const Batch& batch) {
   return h.header_crc;
 }
 
-namespace {
-
-// Checks the header against itself and the file's size; returns it.
-BatchHeader check_header(const std::string& path, const uint8_t* data, size_t size) {
+BatchHeader check_batch_header(const std::string& path, const uint8_t* data, size_t size) {
   if (size < sizeof(BatchHeader))
     fail_file(path, "truncated: " + str(size) + " bytes, shorter than the 128-byte header");
   BatchHeader h;
@@ -118,7 +115,12 @@ BatchHeader check_header(const std::string& path, const uint8_t* data, size_t si
   return h;
 }
 
-}  // namespace
+std::array<BatchSection, 4> batch_sections(const BatchHeader& h) {
+  return {{{"labels", h.labels_offset, h.ids_offset, h.labels_crc},
+           {"ids", h.ids_offset, h.index_offset, h.ids_crc},
+           {"index", h.index_offset, h.images_offset, h.index_crc},
+           {"images", h.images_offset, h.file_bytes, h.images_crc}}};
+}
 
 int32_t BatchView::label(size_t i) const {
   int32_t v;
@@ -138,18 +140,14 @@ uint64_t BatchView::offset(size_t i) const {
   return v;
 }
 
-BatchView verify_batch(const std::string& path, const uint8_t* data, size_t size) {
-  const BatchHeader h = check_header(path, data, size);
-  struct Section { const char* name; uint64_t begin, end; uint32_t crc; };
-  const Section sections[] = {
-      {"labels", h.labels_offset, h.ids_offset, h.labels_crc},
-      {"ids", h.ids_offset, h.index_offset, h.ids_crc},
-      {"index", h.index_offset, h.images_offset, h.index_crc},
-      {"images", h.images_offset, h.file_bytes, h.images_crc},
-  };
-  for (const Section& s : sections)
-    if (crc32c(data + s.begin, s.end - s.begin) != s.crc)
-      fail_file(path, std::string("checksum mismatch in the ") + s.name + " section (file is corrupt)");
+BatchView verify_batch(const std::string& path, const uint8_t* data, size_t size, const uint32_t* section_crcs) {
+  const BatchHeader h = check_batch_header(path, data, size);
+  const std::array<BatchSection, 4> sections = batch_sections(h);
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const BatchSection& s = sections[i];
+    const uint32_t crc = section_crcs ? section_crcs[i] : crc32c(data + s.begin, s.end - s.begin);
+    if (crc != s.crc) fail_file(path, std::string("checksum mismatch in the ") + s.name + " section (file is corrupt)");
+  }
   // The gap between the header and the labels is padding: it must be zero (it is in no section).
   for (size_t i = sizeof(BatchHeader); i < h.labels_offset; ++i)
     if (data[i] != 0) fail_file(path, "non-zero padding after the header (file is corrupt)");
@@ -201,8 +199,8 @@ BatchHeader read_batch_header(const std::string& path) {
   ssize_t r = ::fstat(fd, &st) == 0 ? ::pread(fd, buf, sizeof buf, 0) : -1;
   ::close(fd);
   if (r < 0) fail_file(path, "read failed: " + errno_text());
-  // check_header wants the whole size: pass the file's size but only the header's bytes are read.
-  if (static_cast<size_t>(r) < sizeof buf) check_header(path, buf, static_cast<size_t>(r));
+  // check_batch_header wants the whole size: pass the file's size but only the header's bytes are read.
+  if (static_cast<size_t>(r) < sizeof buf) check_batch_header(path, buf, static_cast<size_t>(r));
   BatchHeader h;
   std::memcpy(&h, buf, sizeof h);
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) fail_file(path, "not a convoy batch file (bad magic)");

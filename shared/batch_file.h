@@ -2,6 +2,7 @@
 // ids (int64), an offset index (JPEG only) and the images, each section 64-byte aligned and
 // covered by its own CRC32C; the header carries those CRCs and a CRC of itself.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -80,9 +81,23 @@ struct BatchView {
   const uint8_t* images() const { return data + header.images_offset; }
 };
 
-// Checks bytes read from `path` (used in messages) without copying them: magic, version, header
-// CRC, sizes, every section CRC. Throws Error("<path>: <problem>").
-BatchView verify_batch(const std::string& path, const uint8_t* data, size_t size);
+// The four CRC'd sections in file order (labels, ids, index, images): together they cover every
+// byte after the header.
+struct BatchSection {
+  const char* name;
+  uint64_t begin, end;
+  uint32_t crc;  // as the header records it
+};
+std::array<BatchSection, 4> batch_sections(const BatchHeader& h);
+
+// Checks a header against itself and the file's `size` (magic, version, header CRC, layout, size):
+// `data` holds the file's first min(size, 128) bytes. Throws Error("<path>: <problem>").
+BatchHeader check_batch_header(const std::string& path, const uint8_t* data, size_t size);
+// Checks bytes read from `path` (used in messages) without copying them: the header, every
+// section CRC, the padding and the JPEG index. `section_crcs`, when given, are the sections' CRCs
+// computed by the caller while reading (in batch_sections order); else they are computed here.
+BatchView verify_batch(const std::string& path, const uint8_t* data, size_t size,
+                       const uint32_t* section_crcs = nullptr);
 // verify_batch, then copies the sections out.
 Batch decode_batch(const std::string& path, const uint8_t* data, size_t size);
 Batch read_batch_file(const std::string& path);

@@ -42,7 +42,7 @@ class LoadedFile {
   size_t sample_bytes_ = 0;
 };
 
-// Reads the whole file at `path` into `buf`; returns its size.
-size_t read_file_into(const std::string& path, ByteBuffer& buf);
+// Reads the batch file at `path` into `buf` and verifies it (verify_batch's checks).
+BatchView read_verified(const std::string& path, ByteBuffer& buf);
 
 }  // namespace convoy

@@ -2,6 +2,8 @@
 // and reports samples per second, stored bytes per second and how long the consumer waited.
 #include "train/loader_bench.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -15,8 +17,16 @@
 namespace convoy {
 namespace {
 
+// User and system CPU seconds of the whole process: on a shared machine the cost per sample is
+// steadier than the wall-clock rate.
+double cpu_seconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 struct EpochFigures {
-  double seconds = 0, first_batch = 0;
+  double seconds = 0, first_batch = 0, cpu = 0;
   long long samples = 0;
   uint32_t digest = 0;
 };
@@ -29,6 +39,7 @@ uint32_t extend(uint32_t crc, const std::vector<T>& v) {
 EpochFigures drain(Loader& l, int epoch, bool digest) {
   EpochFigures f;
   Stopwatch clock;
+  const double cpu0 = cpu_seconds();
   l.start_epoch(epoch);
   HostBatch b;
   bool first = true;
@@ -38,6 +49,7 @@ EpochFigures drain(Loader& l, int epoch, bool digest) {
     if (digest) f.digest = extend(extend(extend(extend(extend(f.digest, b.labels), b.keys), b.crops), b.pixels), b.x);
   }
   f.seconds = clock.seconds();
+  f.cpu = cpu_seconds() - cpu0;
   return f;
 }
 
@@ -72,20 +84,23 @@ int run_loader_bench(const LoaderBenchOptions& o) {
     lo.augment.pad = o.pad;
     lo.augment.flip = o.flip;
     Loader l(lo, meta);
-    std::vector<double> rates;
+    std::vector<double> rates, costs;
     const char* name = raw ? "raw" : "float";
     for (int e = 0; e < std::max(1, o.epochs); ++e) {
       const EpochFigures f = drain(l, e, o.digest);
       const double ips = double(f.samples) / f.seconds;
-      std::printf("%s epoch %d: %lld samples in %.3f s (first batch after %.3f s): %.0f img/s, %.0f MB/s\n", name, e,
-                  f.samples, f.seconds, f.first_batch, ips, ips * sample_mb);
+      const double us = 1e6 * f.cpu / double(f.samples);
+      std::printf("%s epoch %d: %lld samples in %.3f s (first batch after %.3f s): %.0f img/s, %.0f MB/s, "
+                  "%.1f CPU us/img\n",
+                  name, e, f.samples, f.seconds, f.first_batch, ips, ips * sample_mb, us);
       if (o.digest) std::printf("%s epoch %d: digest %08x\n", name, e, f.digest);
       std::fflush(stdout);
-      if (e > 0 || o.epochs == 1) rates.push_back(ips);
+      if (e > 0 || o.epochs == 1) rates.push_back(ips), costs.push_back(us);
     }
-    const double m = median(rates);
-    std::printf("%s: median %.0f img/s, %.0f MB/s with %d reader(s) (%.0f img/s per reader)\n", name, m, m * sample_mb,
-                o.readers, m / o.readers);
+    const double m = median(rates), c = median(costs);
+    std::printf("%s: median %.0f img/s, %.0f MB/s with %d reader(s) (%.0f img/s per reader); "
+                "%.1f CPU us/img (%.0f img/s per busy core)\n",
+                name, m, m * sample_mb, o.readers, m / o.readers, c, 1e6 / c);
   }
   return 0;
 }
