@@ -1,15 +1,19 @@
 // The streaming loader: deterministic from the seed (same batches twice, from any start batch),
 // each sample at most once per epoch, all of them in evaluation, ranks dealt disjoint files,
-// JPEG batch files decoded to the raw pixels, damaged files refused with their name.
+// JPEG batch files decoded to the raw pixels, damaged files refused with their name (at the batch
+// that needs them), crops and flips equal to their per-pixel definition.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <set>
 #include <string>
 
 #include "shared/atomic_file.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
+#include "train/augment.h"
 #include "train/epoch_plan.h"
 #include "train/loader.h"
 #include "train/synthetic_data.h"
@@ -142,5 +146,38 @@ TEST(Loader, DamagedFileIsNamed) {
     ADD_FAILURE() << "a damaged batch file was read";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).rfind(victim + ":", 0), 0u) << e.what();
+  }
+}
+
+TEST(Loader, AugmentEqualsThePerPixelDefinition) {
+  // Crops hanging off every edge (pad larger than the image too), flipped and not: bit for bit
+  // what the per-pixel definition gives, padding normalised like a zero pixel.
+  const ImageShape shape{7, 9, 3};
+  std::mt19937 rng(4);
+  std::vector<uint8_t> img(shape.bytes());
+  for (auto& v : img) v = uint8_t(rng());
+  for (int crop : {5, 9, 12}) {
+    for (int pad : {0, 2, 11}) {
+      if (crop > 7 + 2 * pad) continue;
+      const Augmenter aug(shape, crop, pad, true, {10.0, 0.0, 200.0}, {3.0, 1.0, 50.0});
+      std::vector<float> out(size_t(3) * crop * crop);
+      for (int top = 0; top <= 7 + 2 * pad - crop; ++top)
+        for (int left = 0; left <= 9 + 2 * pad - crop; ++left)
+          for (bool flip : {false, true}) {
+            aug.apply(img.data(), CropFlip{top, left, flip}, out.data());
+            for (int c = 0; c < 3; ++c)
+              for (int y = 0; y < crop; ++y)
+                for (int x = 0; x < crop; ++x) {
+                  const int sy = top + y - pad, sx = left + (flip ? crop - 1 - x : x) - pad;
+                  const bool in = sy >= 0 && sy < 7 && sx >= 0 && sx < 9;
+                  const float v = in ? float(img[(size_t(sy) * 9 + sx) * 3 + c]) : 0.f;
+                  const float want = v * aug.scale[c] + aug.shift[c];
+                  const float got = out[(size_t(c) * crop + y) * crop + x];
+                  ASSERT_EQ(std::memcmp(&want, &got, sizeof got), 0)
+                      << "crop " << crop << " pad " << pad << " at " << top << "," << left << " flip " << flip
+                      << " c" << c << " y" << y << " x" << x << ": " << got << " vs " << want;
+                }
+          }
+    }
   }
 }
