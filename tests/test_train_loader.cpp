@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -75,6 +76,19 @@ TEST(Loader, DeterministicFromSeedAndResumableMidEpoch) {
   const auto tail = epoch(b, 1, 4);
   ASSERT_EQ(tail.size(), e1.size() - 4);
   for (size_t k = 0; k < tail.size(); ++k) EXPECT_EQ(tail[k].x, e1[k + 4].x);
+  // Any number of readers and any prefetch depth give the same batches.
+  for (int readers : {1, 5}) {
+    LoaderOptions o = options(dir, true);
+    o.readers = readers;
+    o.prefetch = readers == 1 ? 1 : 6;
+    Loader c(o, meta);
+    const auto same = epoch(c, 1);
+    ASSERT_EQ(same.size(), e1.size());
+    for (size_t k = 0; k < e1.size(); ++k) {
+      EXPECT_EQ(same[k].keys, e1[k].keys) << readers << " readers, batch " << k;
+      EXPECT_EQ(same[k].x, e1[k].x) << readers << " readers, batch " << k;
+    }
+  }
   // Another epoch is another order.
   const auto e2 = epoch(a, 2);
   EXPECT_NE(e1[0].keys, e2[0].keys);
@@ -83,6 +97,43 @@ TEST(Loader, DeterministicFromSeedAndResumableMidEpoch) {
   for (const auto& batch : e1)
     for (uint64_t k : batch.keys) EXPECT_TRUE(seen.insert(k).second) << "sample " << k << " twice";
   EXPECT_EQ(seen.size(), e1.size() * 8);
+}
+
+TEST(Loader, RawBatchesHoldTheStoredSamplesAndTheirCrops) {
+  // The CUDA backend's batches: the stored pixels and each sample's crop/flip, which augmented on
+  // the host give the float batches exactly. Epochs in a row reuse the batch buffers.
+  const std::string dir = make("raw", Encoding::raw);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  LoaderOptions o = options(dir, true);
+  Loader floats(o, meta);
+  o.raw = true;
+  Loader raw(o, meta);
+  std::map<int64_t, std::vector<uint8_t>> stored;
+  for (const auto& f : meta.files) {
+    const Batch b = read_batch_file(join_path(dir, f.name));
+    for (size_t i = 0; i < b.count(); ++i) stored[b.ids[i]].assign(b.raw_image(i), b.raw_image(i) + b.shape.bytes());
+  }
+  const size_t per_in = meta.shape.bytes(), per_out = size_t(3) * 10 * 10;
+  for (int e : {0, 1}) {
+    const auto want = epoch(floats, e), got = epoch(raw, e);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      const HostBatch& b = got[k];
+      ASSERT_EQ(b.keys, want[k].keys);
+      EXPECT_EQ(b.labels, want[k].labels);
+      EXPECT_TRUE(b.x.empty());
+      ASSERT_EQ(b.pixels.size(), size_t(b.n) * per_in);
+      ASSERT_EQ(b.crops.size(), size_t(b.n) * 3);
+      std::vector<float> x(per_out);
+      for (int i = 0; i < b.n; ++i) {
+        const uint8_t* px = b.pixels.data() + size_t(i) * per_in;
+        ASSERT_EQ(std::vector<uint8_t>(px, px + per_in), stored.at(int64_t(b.keys[i]))) << "epoch " << e << " batch " << k;
+        const int32_t* c = b.crops.data() + 3 * i;
+        raw.augmenter().apply(px, CropFlip{c[0], c[1], c[2] != 0}, x.data());
+        ASSERT_EQ(0, std::memcmp(x.data(), want[k].x.data() + size_t(i) * per_out, per_out * sizeof(float)));
+      }
+    }
+  }
 }
 
 TEST(Loader, EvalYieldsEverySampleNormalised) {
@@ -178,6 +229,39 @@ TEST(Loader, AugmentEqualsThePerPixelDefinition) {
                       << " c" << c << " y" << y << " x" << x << ": " << got << " vs " << want;
                 }
           }
+    }
+  }
+}
+
+TEST(Loader, DamagedFileFailsAtTheFirstBatchThatNeedsIt) {
+  // Files are read ahead, but a damaged one stops the epoch only where it is first needed, the
+  // same batch for any number of readers: the batches before it are whole.
+  const std::string dir = make("damaged_late", Encoding::raw, {16, 16, 16, 16, 16, 16, 16, 16});
+  const DatasetMeta meta = read_dataset_meta(dir);
+  const LoaderOptions base = options(dir, true);
+  const std::vector<SampleRef> order = rank_stream(meta, PlanOptions{base.seed, 0, 0, 1, true, base.window_files});
+  const uint32_t victim_file = order.back().file;  // needed late: the loader has read it well before
+  size_t first_use = 0;
+  while (order[first_use].file != victim_file) ++first_use;
+  const long long fails_at = (long long)first_use / base.local_batch;
+  ASSERT_GT(fails_at, 2);
+  const std::string victim = join_path(dir, meta.files[victim_file].name);
+  std::string bytes = read_whole_file(victim);
+  bytes[bytes.size() / 2] ^= 0x10;
+  write_file_atomic(victim, bytes);
+  for (int readers : {1, 4}) {
+    LoaderOptions o = base;
+    o.readers = readers;
+    o.prefetch = 2;
+    Loader l(o, meta);
+    l.start_epoch(0);
+    HostBatch b;
+    for (long long k = 0; k < fails_at; ++k) ASSERT_TRUE(l.next(b)) << "batch " << k;
+    try {
+      l.next(b);
+      ADD_FAILURE() << "batch " << fails_at << " came from a damaged file (" << readers << " readers)";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), victim + ": checksum mismatch in the images section (file is corrupt)");
     }
   }
 }
