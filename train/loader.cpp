@@ -235,7 +235,14 @@ void Loader::worker() {
 
 bool Loader::next(HostBatch& out) {
   std::unique_lock<std::mutex> lk(mu_);
-  if (next_take_ >= end_) return false;
+  if (next_take_ >= end_) {
+    // An evaluation pass runs once per training epoch: its buffers would sit idle in between.
+    if (!opt_.train) {
+      spare_files_.clear();
+      spare_batches_.clear();
+    }
+    return false;
+  }
   ReadySlot& r = ready_[size_t(next_take_ % opt_.prefetch)];
   std::exception_ptr err;
   ready_cv_.wait(lk, [&] { return r.done || (err = file_error(next_take_)); });
