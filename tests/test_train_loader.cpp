@@ -1,11 +1,13 @@
 // The streaming loader: deterministic from the seed (same batches twice, from any start batch),
 // each sample at most once per epoch, all of them in evaluation, ranks dealt disjoint files,
 // JPEG batch files decoded to the raw pixels, damaged files refused with their name (at the batch
-// that needs them), crops and flips equal to their per-pixel definition.
+// that needs them; every flip and cut), crops and flips equal to their per-pixel definition.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -16,6 +18,7 @@
 #include "shared/error.h"
 #include "train/augment.h"
 #include "train/epoch_plan.h"
+#include "train/loaded_file.h"
 #include "train/loader.h"
 #include "train/synthetic_data.h"
 
@@ -58,6 +61,12 @@ std::vector<HostBatch> epoch(Loader& l, int e, long long first = 0) {
   HostBatch b;
   while (l.next(b)) out.push_back(b);
   return out;
+}
+
+void put_byte(const std::string& path, size_t at, char c) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(std::streamoff(at));
+  f.put(c);
 }
 
 }  // namespace
@@ -264,4 +273,73 @@ TEST(Loader, DamagedFileFailsAtTheFirstBatchThatNeedsIt) {
       EXPECT_EQ(std::string(e.what()), victim + ": checksum mismatch in the images section (file is corrupt)");
     }
   }
+}
+
+TEST(Loader, EveryFlipAndTruncationIsRefusedWithTheFileName) {
+  // The loader's reader checksums a file chunk by chunk as it reads it: every flipped byte and
+  // every cut of a small file, raw and JPEG, fails with one line naming the file.
+  for (Encoding enc : {Encoding::raw, Encoding::jpeg}) {
+    SyntheticSpec spec;
+    spec.file_counts = {3};
+    spec.shape = {4, 4, 3};
+    spec.encoding = enc;
+    const std::string dir = kTmp + "/flips_" + encoding_name(enc);
+    write_synthetic_dataset(dir, spec);
+    const DatasetMeta meta = read_dataset_meta(dir);
+    const std::string path = join_path(dir, meta.files[0].name), victim = path + ".victim";
+    const std::string good = read_whole_file(path);
+    LoadedFile f;
+    f.load(path, meta.shape);
+    ASSERT_EQ(f.count(), 3u);
+    auto refused = [&] {
+      try {
+        f.load(victim, meta.shape);
+      } catch (const Error& e) {
+        return std::string(e.what()).rfind(victim + ": ", 0) == 0;
+      }
+      return false;
+    };
+    // Changed in place, byte by byte, then cut shorter and shorter (rewriting the file each time
+    // would make the file system flush it each time).
+    write_file_atomic(victim, good);
+    for (size_t i = 0; i < good.size(); ++i) {
+      put_byte(victim, i, char(good[i] ^ 0x04));
+      ASSERT_TRUE(refused()) << encoding_name(enc) << ": flip at byte " << i << " of " << good.size();
+      put_byte(victim, i, good[i]);
+    }
+    for (size_t n = good.size(); n-- > 0;) {
+      ASSERT_EQ(::truncate(victim.c_str(), off_t(n)), 0);
+      ASSERT_TRUE(refused()) << encoding_name(enc) << ": cut at " << n << " of " << good.size();
+    }
+  }
+}
+
+TEST(Loader, FlipsAtChunkBoundariesAreFound) {
+  // A file of several read chunks: a flip on either side of each chunk boundary is found, and the
+  // intact file reads back sample for sample.
+  SyntheticSpec spec;
+  spec.file_counts = {3};
+  spec.shape = {512, 512, 3};
+  const std::string dir = kTmp + "/chunks";
+  write_synthetic_dataset(dir, spec);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  const std::string path = join_path(dir, meta.files[0].name), victim = path + ".victim";
+  const std::string good = read_whole_file(path);
+  const Batch want = read_batch_file(path);
+  LoadedFile f;
+  f.load(path, meta.shape);
+  ASSERT_EQ(f.count(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(f.label(i), want.labels[i]);
+    EXPECT_EQ(f.id(i), want.ids[i]);
+    EXPECT_EQ(std::memcmp(f.pixels(i), want.raw_image(i), meta.shape.bytes()), 0) << "sample " << i;
+  }
+  const size_t chunk = size_t(512) << 10;
+  for (size_t edge = chunk; edge < good.size(); edge += chunk)
+    for (size_t at : {edge - 1, edge, good.size() - 1}) {
+      std::string bad = good;
+      bad[at] ^= 0x80;
+      write_file_atomic(victim, bad);
+      EXPECT_THROW(f.load(victim, meta.shape), Error) << "flip at " << at;
+    }
 }
