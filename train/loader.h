@@ -94,7 +94,7 @@ class Loader {
   LoaderOptions opt_;
   DatasetMeta meta_;
   Augmenter aug_;
-  int max_files_ = 0;  // files held at once, beyond those the batches in the prefetch window need
+  int max_files_ = 0;  // files held at once (two shuffle windows); the prefetch window's files always get in
   int epoch_ = 0;
   std::vector<SampleRef> stream_;
   // The distinct files of batch k: batch_files_[batch_files_at_[k - first_] ...].
