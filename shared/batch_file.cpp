@@ -88,10 +88,7 @@ uint32_t write_batch_file(const std::string& path, const Batch& batch) {
   return h.header_crc;
 }
 
-namespace {
-
-// Checks the header against itself and the file's size; returns it.
-BatchHeader check_header(const std::string& path, const uint8_t* data, size_t size) {
+BatchHeader check_batch_header(const std::string& path, const uint8_t* data, size_t size) {
   if (size < sizeof(BatchHeader))
     fail_file(path, "truncated: " + str(size) + " bytes, shorter than the 128-byte header");
   BatchHeader h;
@@ -118,27 +115,61 @@ BatchHeader check_header(const std::string& path, const uint8_t* data, size_t si
   return h;
 }
 
-}  // namespace
+std::array<BatchSection, 4> batch_sections(const BatchHeader& h) {
+  return {{{"labels", h.labels_offset, h.ids_offset, h.labels_crc},
+           {"ids", h.ids_offset, h.index_offset, h.ids_crc},
+           {"index", h.index_offset, h.images_offset, h.index_crc},
+           {"images", h.images_offset, h.file_bytes, h.images_crc}}};
+}
 
-Batch decode_batch(const std::string& path, const uint8_t* data, size_t size) {
-  const BatchHeader h = check_header(path, data, size);
-  struct Section { const char* name; uint64_t begin, end; uint32_t crc; };
-  const Section sections[] = {
-      {"labels", h.labels_offset, h.ids_offset, h.labels_crc},
-      {"ids", h.ids_offset, h.index_offset, h.ids_crc},
-      {"index", h.index_offset, h.images_offset, h.index_crc},
-      {"images", h.images_offset, h.file_bytes, h.images_crc},
-  };
-  for (const Section& s : sections)
-    if (crc32c(data + s.begin, s.end - s.begin) != s.crc)
-      fail_file(path, std::string("checksum mismatch in the ") + s.name + " section (file is corrupt)");
+int32_t BatchView::label(size_t i) const {
+  int32_t v;
+  std::memcpy(&v, data + header.labels_offset + i * sizeof v, sizeof v);
+  return v;
+}
+
+int64_t BatchView::id(size_t i) const {
+  int64_t v;
+  std::memcpy(&v, data + header.ids_offset + i * sizeof v, sizeof v);
+  return v;
+}
+
+uint64_t BatchView::offset(size_t i) const {
+  uint64_t v;
+  std::memcpy(&v, data + header.index_offset + i * sizeof v, sizeof v);
+  return v;
+}
+
+BatchView verify_batch(const std::string& path, const uint8_t* data, size_t size, const uint32_t* section_crcs) {
+  const BatchHeader h = check_batch_header(path, data, size);
+  const std::array<BatchSection, 4> sections = batch_sections(h);
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const BatchSection& s = sections[i];
+    const uint32_t crc = section_crcs ? section_crcs[i] : crc32c(data + s.begin, s.end - s.begin);
+    if (crc != s.crc) fail_file(path, std::string("checksum mismatch in the ") + s.name + " section (file is corrupt)");
+  }
   // The gap between the header and the labels is padding: it must be zero (it is in no section).
   for (size_t i = sizeof(BatchHeader); i < h.labels_offset; ++i)
     if (data[i] != 0) fail_file(path, "non-zero padding after the header (file is corrupt)");
+  BatchView v;
+  v.header = h;
+  v.data = data;
+  if (h.encoding == static_cast<uint32_t>(Encoding::jpeg)) {
+    const size_t n = h.count;
+    if (v.offset(0) != 0 || v.offset(n) != h.images_bytes)
+      fail_file(path, "JPEG offset index does not span the images section");
+    for (size_t i = 0; i < n; ++i)
+      if (v.offset(i) > v.offset(i + 1)) fail_file(path, "JPEG offset index is not increasing");
+  }
+  return v;
+}
 
+Batch decode_batch(const std::string& path, const uint8_t* data, size_t size) {
+  const BatchView v = verify_batch(path, data, size);
+  const BatchHeader& h = v.header;
   Batch b;
   const size_t n = h.count;
-  b.shape = {h.height, h.width, h.channels};
+  b.shape = v.shape();
   b.encoding = static_cast<Encoding>(h.encoding);
   b.batch_index = h.batch_index;
   b.labels.resize(n);
@@ -150,10 +181,6 @@ Batch decode_batch(const std::string& path, const uint8_t* data, size_t size) {
   if (b.encoding == Encoding::jpeg) {
     b.offsets.resize(n + 1);
     std::memcpy(b.offsets.data(), data + h.index_offset, (n + 1) * 8);
-    if (b.offsets[0] != 0 || b.offsets[n] != h.images_bytes)
-      fail_file(path, "JPEG offset index does not span the images section");
-    for (size_t i = 0; i < n; ++i)
-      if (b.offsets[i] > b.offsets[i + 1]) fail_file(path, "JPEG offset index is not increasing");
   }
   b.images.assign(data + h.images_offset, data + h.file_bytes);
   return b;
@@ -172,8 +199,8 @@ BatchHeader read_batch_header(const std::string& path) {
   ssize_t r = ::fstat(fd, &st) == 0 ? ::pread(fd, buf, sizeof buf, 0) : -1;
   ::close(fd);
   if (r < 0) fail_file(path, "read failed: " + errno_text());
-  // check_header wants the whole size: pass the file's size but only the header's bytes are read.
-  if (static_cast<size_t>(r) < sizeof buf) check_header(path, buf, static_cast<size_t>(r));
+  // check_batch_header wants the whole size: pass the file's size but only the header's bytes are read.
+  if (static_cast<size_t>(r) < sizeof buf) check_batch_header(path, buf, static_cast<size_t>(r));
   BatchHeader h;
   std::memcpy(&h, buf, sizeof h);
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) fail_file(path, "not a convoy batch file (bad magic)");

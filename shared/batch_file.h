@@ -2,6 +2,7 @@
 // ids (int64), an offset index (JPEG only) and the images, each section 64-byte aligned and
 // covered by its own CRC32C; the header carries those CRCs and a CRC of itself.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -66,8 +67,38 @@ std::vector<uint8_t> encode_batch(const Batch& batch);
 // every section's CRC and so stands for the whole file in dataset.json.
 uint32_t write_batch_file(const std::string& path, const Batch& batch);
 
-// Parses and checks bytes read from `path` (used in messages): magic, version, header CRC, sizes,
-// every section CRC. Throws Error("<path>: <problem>").
+// A batch file checked in place: its header and accessors into the caller's bytes, which must
+// outlive the view. Lets a reader use a file's samples without copying the file.
+struct BatchView {
+  BatchHeader header;
+  const uint8_t* data = nullptr;  // the whole file
+
+  size_t count() const { return header.count; }
+  ImageShape shape() const { return {header.height, header.width, header.channels}; }
+  int32_t label(size_t i) const;
+  int64_t id(size_t i) const;
+  uint64_t offset(size_t i) const;  // JPEG only, i <= count
+  const uint8_t* images() const { return data + header.images_offset; }
+};
+
+// The four CRC'd sections in file order (labels, ids, index, images): together they cover every
+// byte after the header.
+struct BatchSection {
+  const char* name;
+  uint64_t begin, end;
+  uint32_t crc;  // as the header records it
+};
+std::array<BatchSection, 4> batch_sections(const BatchHeader& h);
+
+// Checks a header against itself and the file's `size` (magic, version, header CRC, layout, size):
+// `data` holds the file's first min(size, 128) bytes. Throws Error("<path>: <problem>").
+BatchHeader check_batch_header(const std::string& path, const uint8_t* data, size_t size);
+// Checks bytes read from `path` (used in messages) without copying them: the header, every
+// section CRC, the padding and the JPEG index. `section_crcs`, when given, are the sections' CRCs
+// computed by the caller while reading (in batch_sections order); else they are computed here.
+BatchView verify_batch(const std::string& path, const uint8_t* data, size_t size,
+                       const uint32_t* section_crcs = nullptr);
+// verify_batch, then copies the sections out.
 Batch decode_batch(const std::string& path, const uint8_t* data, size_t size);
 Batch read_batch_file(const std::string& path);
 // The header alone, checked against its CRC and the file's size (no section CRCs).

@@ -85,6 +85,30 @@ TEST(Crc32c, KnownVectors) {
   EXPECT_EQ(whole, parts);
 }
 
+// Bit by bit from the definition, to hold the fast paths to.
+uint32_t crc32c_bitwise(const uint8_t* p, size_t n, uint32_t crc) {
+  uint32_t c = ~crc;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= p[i];
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+
+TEST(Crc32c, LongBuffersMatchTheDefinition) {
+  // Lengths around the interleaved block sizes (3 x 256 and 3 x 8192 bytes), from odd offsets.
+  std::mt19937 rng(5);
+  std::vector<uint8_t> buf(3 * 3 * 8192 + 999);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t n : {767u, 768u, 769u, 1543u, 24575u, 24576u, 24577u, 25351u, 49152u, 60000u, 74727u}) {
+    for (size_t off : {0u, 1u, 7u}) {
+      const uint8_t* p = buf.data() + off;
+      EXPECT_EQ(crc32c(p, n), crc32c_bitwise(p, n, 0)) << n << " bytes at offset " << off;
+      EXPECT_EQ(crc32c(p, n, 0x12345678u), crc32c_bitwise(p, n, 0x12345678u)) << n << " bytes, extended";
+    }
+  }
+}
+
 TEST(BatchFile, RawRoundTrip) {
   const std::string dir = scratch("raw");
   Batch b = random_raw_batch(17, {5, 7, 3}, 42);

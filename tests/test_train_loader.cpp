@@ -1,16 +1,24 @@
 // The streaming loader: deterministic from the seed (same batches twice, from any start batch),
 // each sample at most once per epoch, all of them in evaluation, ranks dealt disjoint files,
-// JPEG batch files decoded to the raw pixels, damaged files refused with their name.
+// JPEG batch files decoded to the raw pixels, damaged files refused with their name (at the batch
+// that needs them; every flip and cut), crops and flips equal to their per-pixel definition.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
 #include <set>
 #include <string>
 
 #include "shared/atomic_file.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
+#include "train/augment.h"
 #include "train/epoch_plan.h"
+#include "train/loaded_file.h"
 #include "train/loader.h"
 #include "train/synthetic_data.h"
 
@@ -55,6 +63,12 @@ std::vector<HostBatch> epoch(Loader& l, int e, long long first = 0) {
   return out;
 }
 
+void put_byte(const std::string& path, size_t at, char c) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(std::streamoff(at));
+  f.put(c);
+}
+
 }  // namespace
 
 TEST(Loader, DeterministicFromSeedAndResumableMidEpoch) {
@@ -71,6 +85,19 @@ TEST(Loader, DeterministicFromSeedAndResumableMidEpoch) {
   const auto tail = epoch(b, 1, 4);
   ASSERT_EQ(tail.size(), e1.size() - 4);
   for (size_t k = 0; k < tail.size(); ++k) EXPECT_EQ(tail[k].x, e1[k + 4].x);
+  // Any number of readers and any prefetch depth give the same batches.
+  for (int readers : {1, 5}) {
+    LoaderOptions o = options(dir, true);
+    o.readers = readers;
+    o.prefetch = readers == 1 ? 1 : 6;
+    Loader c(o, meta);
+    const auto same = epoch(c, 1);
+    ASSERT_EQ(same.size(), e1.size());
+    for (size_t k = 0; k < e1.size(); ++k) {
+      EXPECT_EQ(same[k].keys, e1[k].keys) << readers << " readers, batch " << k;
+      EXPECT_EQ(same[k].x, e1[k].x) << readers << " readers, batch " << k;
+    }
+  }
   // Another epoch is another order.
   const auto e2 = epoch(a, 2);
   EXPECT_NE(e1[0].keys, e2[0].keys);
@@ -79,6 +106,43 @@ TEST(Loader, DeterministicFromSeedAndResumableMidEpoch) {
   for (const auto& batch : e1)
     for (uint64_t k : batch.keys) EXPECT_TRUE(seen.insert(k).second) << "sample " << k << " twice";
   EXPECT_EQ(seen.size(), e1.size() * 8);
+}
+
+TEST(Loader, RawBatchesHoldTheStoredSamplesAndTheirCrops) {
+  // The CUDA backend's batches: the stored pixels and each sample's crop/flip, which augmented on
+  // the host give the float batches exactly. Epochs in a row reuse the batch buffers.
+  const std::string dir = make("raw", Encoding::raw);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  LoaderOptions o = options(dir, true);
+  Loader floats(o, meta);
+  o.raw = true;
+  Loader raw(o, meta);
+  std::map<int64_t, std::vector<uint8_t>> stored;
+  for (const auto& f : meta.files) {
+    const Batch b = read_batch_file(join_path(dir, f.name));
+    for (size_t i = 0; i < b.count(); ++i) stored[b.ids[i]].assign(b.raw_image(i), b.raw_image(i) + b.shape.bytes());
+  }
+  const size_t per_in = meta.shape.bytes(), per_out = size_t(3) * 10 * 10;
+  for (int e : {0, 1}) {
+    const auto want = epoch(floats, e), got = epoch(raw, e);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      const HostBatch& b = got[k];
+      ASSERT_EQ(b.keys, want[k].keys);
+      EXPECT_EQ(b.labels, want[k].labels);
+      EXPECT_TRUE(b.x.empty());
+      ASSERT_EQ(b.pixels.size(), size_t(b.n) * per_in);
+      ASSERT_EQ(b.crops.size(), size_t(b.n) * 3);
+      std::vector<float> x(per_out);
+      for (int i = 0; i < b.n; ++i) {
+        const uint8_t* px = b.pixels.data() + size_t(i) * per_in;
+        ASSERT_EQ(std::vector<uint8_t>(px, px + per_in), stored.at(int64_t(b.keys[i]))) << "epoch " << e << " batch " << k;
+        const int32_t* c = b.crops.data() + 3 * i;
+        raw.augmenter().apply(px, CropFlip{c[0], c[1], c[2] != 0}, x.data());
+        ASSERT_EQ(0, std::memcmp(x.data(), want[k].x.data() + size_t(i) * per_out, per_out * sizeof(float)));
+      }
+    }
+  }
 }
 
 TEST(Loader, EvalYieldsEverySampleNormalised) {
@@ -143,4 +207,139 @@ TEST(Loader, DamagedFileIsNamed) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).rfind(victim + ":", 0), 0u) << e.what();
   }
+}
+
+TEST(Loader, AugmentEqualsThePerPixelDefinition) {
+  // Crops hanging off every edge (pad larger than the image too), flipped and not: bit for bit
+  // what the per-pixel definition gives, padding normalised like a zero pixel.
+  const ImageShape shape{7, 9, 3};
+  std::mt19937 rng(4);
+  std::vector<uint8_t> img(shape.bytes());
+  for (auto& v : img) v = uint8_t(rng());
+  for (int crop : {5, 9, 12}) {
+    for (int pad : {0, 2, 11}) {
+      if (crop > 7 + 2 * pad) continue;
+      const Augmenter aug(shape, crop, pad, true, {10.0, 0.0, 200.0}, {3.0, 1.0, 50.0});
+      std::vector<float> out(size_t(3) * crop * crop);
+      for (int top = 0; top <= 7 + 2 * pad - crop; ++top)
+        for (int left = 0; left <= 9 + 2 * pad - crop; ++left)
+          for (bool flip : {false, true}) {
+            aug.apply(img.data(), CropFlip{top, left, flip}, out.data());
+            for (int c = 0; c < 3; ++c)
+              for (int y = 0; y < crop; ++y)
+                for (int x = 0; x < crop; ++x) {
+                  const int sy = top + y - pad, sx = left + (flip ? crop - 1 - x : x) - pad;
+                  const bool in = sy >= 0 && sy < 7 && sx >= 0 && sx < 9;
+                  const float v = in ? float(img[(size_t(sy) * 9 + sx) * 3 + c]) : 0.f;
+                  const float want = v * aug.scale[c] + aug.shift[c];
+                  const float got = out[(size_t(c) * crop + y) * crop + x];
+                  ASSERT_EQ(std::memcmp(&want, &got, sizeof got), 0)
+                      << "crop " << crop << " pad " << pad << " at " << top << "," << left << " flip " << flip
+                      << " c" << c << " y" << y << " x" << x << ": " << got << " vs " << want;
+                }
+          }
+    }
+  }
+}
+
+TEST(Loader, DamagedFileFailsAtTheFirstBatchThatNeedsIt) {
+  // Files are read ahead, but a damaged one stops the epoch only where it is first needed, the
+  // same batch for any number of readers: the batches before it are whole.
+  const std::string dir = make("damaged_late", Encoding::raw, {16, 16, 16, 16, 16, 16, 16, 16});
+  const DatasetMeta meta = read_dataset_meta(dir);
+  const LoaderOptions base = options(dir, true);
+  const std::vector<SampleRef> order = rank_stream(meta, PlanOptions{base.seed, 0, 0, 1, true, base.window_files});
+  const uint32_t victim_file = order.back().file;  // needed late: the loader has read it well before
+  size_t first_use = 0;
+  while (order[first_use].file != victim_file) ++first_use;
+  const long long fails_at = (long long)first_use / base.local_batch;
+  ASSERT_GT(fails_at, 2);
+  const std::string victim = join_path(dir, meta.files[victim_file].name);
+  std::string bytes = read_whole_file(victim);
+  bytes[bytes.size() / 2] ^= 0x10;
+  write_file_atomic(victim, bytes);
+  for (int readers : {1, 4}) {
+    LoaderOptions o = base;
+    o.readers = readers;
+    o.prefetch = 2;
+    Loader l(o, meta);
+    l.start_epoch(0);
+    HostBatch b;
+    for (long long k = 0; k < fails_at; ++k) ASSERT_TRUE(l.next(b)) << "batch " << k;
+    try {
+      l.next(b);
+      ADD_FAILURE() << "batch " << fails_at << " came from a damaged file (" << readers << " readers)";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), victim + ": checksum mismatch in the images section (file is corrupt)");
+    }
+  }
+}
+
+TEST(Loader, EveryFlipAndTruncationIsRefusedWithTheFileName) {
+  // The loader's reader checksums a file chunk by chunk as it reads it: every flipped byte and
+  // every cut of a small file, raw and JPEG, fails with one line naming the file.
+  for (Encoding enc : {Encoding::raw, Encoding::jpeg}) {
+    SyntheticSpec spec;
+    spec.file_counts = {3};
+    spec.shape = {4, 4, 3};
+    spec.encoding = enc;
+    const std::string dir = kTmp + "/flips_" + encoding_name(enc);
+    write_synthetic_dataset(dir, spec);
+    const DatasetMeta meta = read_dataset_meta(dir);
+    const std::string path = join_path(dir, meta.files[0].name), victim = path + ".victim";
+    const std::string good = read_whole_file(path);
+    LoadedFile f;
+    f.load(path, meta.shape);
+    ASSERT_EQ(f.count(), 3u);
+    auto refused = [&] {
+      try {
+        f.load(victim, meta.shape);
+      } catch (const Error& e) {
+        return std::string(e.what()).rfind(victim + ": ", 0) == 0;
+      }
+      return false;
+    };
+    // Changed in place, byte by byte, then cut shorter and shorter (rewriting the file each time
+    // would make the file system flush it each time).
+    write_file_atomic(victim, good);
+    for (size_t i = 0; i < good.size(); ++i) {
+      put_byte(victim, i, char(good[i] ^ 0x04));
+      ASSERT_TRUE(refused()) << encoding_name(enc) << ": flip at byte " << i << " of " << good.size();
+      put_byte(victim, i, good[i]);
+    }
+    for (size_t n = good.size(); n-- > 0;) {
+      ASSERT_EQ(::truncate(victim.c_str(), off_t(n)), 0);
+      ASSERT_TRUE(refused()) << encoding_name(enc) << ": cut at " << n << " of " << good.size();
+    }
+  }
+}
+
+TEST(Loader, FlipsAtChunkBoundariesAreFound) {
+  // A file of several read chunks: a flip on either side of each chunk boundary is found, and the
+  // intact file reads back sample for sample.
+  SyntheticSpec spec;
+  spec.file_counts = {3};
+  spec.shape = {512, 512, 3};
+  const std::string dir = kTmp + "/chunks";
+  write_synthetic_dataset(dir, spec);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  const std::string path = join_path(dir, meta.files[0].name), victim = path + ".victim";
+  const std::string good = read_whole_file(path);
+  const Batch want = read_batch_file(path);
+  LoadedFile f;
+  f.load(path, meta.shape);
+  ASSERT_EQ(f.count(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(f.label(i), want.labels[i]);
+    EXPECT_EQ(f.id(i), want.ids[i]);
+    EXPECT_EQ(std::memcmp(f.pixels(i), want.raw_image(i), meta.shape.bytes()), 0) << "sample " << i;
+  }
+  const size_t chunk = size_t(512) << 10;
+  for (size_t edge = chunk; edge < good.size(); edge += chunk)
+    for (size_t at : {edge - 1, edge, good.size() - 1}) {
+      std::string bad = good;
+      bad[at] ^= 0x80;
+      write_file_atomic(victim, bad);
+      EXPECT_THROW(f.load(victim, meta.shape), Error) << "flip at " << at;
+    }
 }

@@ -2,6 +2,8 @@
 // from the same CropFlip choices.
 #include "train/augment.h"
 
+#include <algorithm>
+
 #include "shared/error.h"
 #include "train/layers/dropout.h"
 
@@ -41,15 +43,30 @@ CropFlip Augmenter::choose(bool train, uint64_t key, int64_t id) const {
 
 void Augmenter::apply(const uint8_t* hwc, const CropFlip& cf, float* chw) const {
   const int H = int(stored.height), W = int(stored.width), C = int(stored.channels);
+  // Output column x reads source column sx = x + dx, or dx - x when flipped: the columns that
+  // land inside the image form one run [x_lo, x_hi), so the loop over it needs no bounds checks.
+  const int dx = cf.flip ? cf.left + out_w - 1 - pad : cf.left - pad;
+  int x_lo = cf.flip ? dx - W + 1 : -dx, x_hi = cf.flip ? dx + 1 : W - dx;
+  x_lo = std::max(0, std::min(out_w, x_lo));
+  x_hi = std::max(x_lo, std::min(out_w, x_hi));
   for (int c = 0; c < C; ++c) {
     float* plane = chw + size_t(c) * out_h * out_w;
+    const float s = scale[c], t = shift[c];
+    const float outside = 0.f * s + t;  // the padding is a zero pixel, normalised like any other
     for (int y = 0; y < out_h; ++y) {
       const int sy = cf.top + y - pad;
       float* row = plane + size_t(y) * out_w;
-      for (int x = 0; x < out_w; ++x) {
-        const int sx = cf.left + (cf.flip ? out_w - 1 - x : x) - pad;
-        const float v = (sy >= 0 && sy < H && sx >= 0 && sx < W) ? float(hwc[(size_t(sy) * W + sx) * C + c]) : 0.f;
-        row[x] = v * scale[c] + shift[c];
+      if (sy < 0 || sy >= H) {
+        std::fill(row, row + out_w, outside);
+        continue;
+      }
+      std::fill(row, row + x_lo, outside);
+      std::fill(row + x_hi, row + out_w, outside);
+      const uint8_t* src = hwc + size_t(sy) * W * C + c;
+      if (cf.flip) {
+        for (int x = x_lo; x < x_hi; ++x) row[x] = float(src[(dx - x) * C]) * s + t;
+      } else {
+        for (int x = x_lo; x < x_hi; ++x) row[x] = float(src[(x + dx) * C]) * s + t;
       }
     }
   }

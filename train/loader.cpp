@@ -1,9 +1,9 @@
-// Loader threads. Workers claim batch numbers in order, but only within `prefetch` batches of
-// the one the trainer takes next, which bounds memory; batches may finish out of order and are
-// handed out in order.
+// Loader threads. Each reader takes the most urgent job there is: first the next batch in order,
+// once it is inside the prefetch window and its files are verified; else the next file in order
+// of first use, while fewer than `max_files_` are held (the files of the batches in the window are
+// always let in, so the loader cannot stall on its own limit). Batches may finish out of order and
+// are handed out in order; a damaged file surfaces as an error at the first batch that needs it.
 #include "train/loader.h"
-
-#include <turbojpeg.h>
 
 #include <algorithm>
 #include <cstring>
@@ -12,50 +12,14 @@
 #include "shared/error.h"
 
 namespace convoy {
-namespace {
-
-struct TjHandle {
-  tjhandle h = tjInitDecompress();
-  ~TjHandle() {
-    if (h) tjDestroy(h);
-  }
-};
-
-}  // namespace
 
 DecodedFile load_batch_file(const std::string& path, const ImageShape& shape) {
-  Batch b = read_batch_file(path);
-  if (!(b.shape == shape))
-    fail_file(path, "image shape " + std::to_string(b.shape.height) + "x" + std::to_string(b.shape.width) +
-                        "x" + std::to_string(b.shape.channels) + " differs from dataset.json");
+  LoadedFile f;
+  f.load(path, shape);
   DecodedFile d;
-  d.labels = std::move(b.labels);
-  d.ids = std::move(b.ids);
-  const size_t n = d.labels.size();
-  if (b.encoding == Encoding::raw) {
-    d.pixels = std::move(b.images);
-    return d;
-  }
-  thread_local TjHandle tj;
-  if (!tj.h) fail_file(path, "cannot start the JPEG decoder");
-  d.pixels.resize(n * shape.bytes());
-  const int pf = shape.channels == 1 ? TJPF_GRAY : TJPF_RGB;
-  if (shape.channels != 1 && shape.channels != 3)
-    fail_file(path, "JPEG samples need 1 or 3 channels, not " + std::to_string(shape.channels));
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t a = b.offsets[i], e = b.offsets[i + 1];
-    if (e < a || e > b.images.size()) fail_file(path, "sample " + std::to_string(i) + ": bad JPEG offsets");
-    int w = 0, h = 0, sub = 0, cs = 0;
-    if (tjDecompressHeader3(tj.h, b.images.data() + a, (unsigned long)(e - a), &w, &h, &sub, &cs) != 0)
-      fail_file(path, "sample " + std::to_string(i) + ": " + tjGetErrorStr2(tj.h));
-    if (w != int(shape.width) || h != int(shape.height))
-      fail_file(path, "sample " + std::to_string(i) + ": JPEG is " + std::to_string(w) + "x" +
-                          std::to_string(h) + ", dataset.json says " + std::to_string(shape.width) + "x" +
-                          std::to_string(shape.height));
-    if (tjDecompress2(tj.h, b.images.data() + a, (unsigned long)(e - a), d.pixels.data() + i * shape.bytes(),
-                      w, 0, h, pf, TJFLAG_ACCURATEDCT) != 0)
-      fail_file(path, "sample " + std::to_string(i) + ": " + tjGetErrorStr2(tj.h));
-  }
+  const size_t n = f.count();
+  d.pixels.assign(f.pixels(0), f.pixels(0) + n * shape.bytes());
+  for (size_t i = 0; i < n; ++i) d.labels.push_back(f.label(i)), d.ids.push_back(f.id(i));
   return d;
 }
 
@@ -65,6 +29,10 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
   if (meta_.files.empty()) fail_file(join_path(o.dir, kDatasetJson), "lists no batch files");
   opt_.readers = std::max(1, opt_.readers);
   opt_.prefetch = std::max(1, opt_.prefetch);
+  // The shuffle window being built from and the next one being read: while the batches of one
+  // window are assembled, the files of the next are read and verified.
+  max_files_ = 2 * std::max(1, opt_.window_files);
+  ready_.resize(size_t(opt_.prefetch));
 }
 
 Loader::~Loader() { stop(); }
@@ -74,7 +42,8 @@ void Loader::stop() {
     std::lock_guard<std::mutex> lk(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
+  ready_cv_.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
@@ -86,59 +55,64 @@ void Loader::start_epoch(int epoch, long long first) {
   const long long b = opt_.local_batch;
   end_ = opt_.train ? steps_per_epoch(meta_, p, opt_.local_batch) : (long long)(stream_.size() + b - 1) / b;
   epoch_ = epoch;
-  next_build_ = next_take_ = std::min(first, end_);
-  ready_.clear();
-  cache_.clear();
-  uses_left_.clear();
-  error_ = nullptr;
+  first_ = next_build_ = next_take_ = std::min(first, end_);
   stopping_ = false;
-  // How many of the remaining batches use each file, so a file is dropped after its last one.
-  for (long long k = next_build_; k < end_; ++k) {
+
+  // Buffers of the last epoch are kept for this one.
+  if (files_.size() != meta_.files.size()) files_.resize(meta_.files.size());
+  for (FileSlot& f : files_) {
+    if (f.data) spare_files_.push_back(std::move(f.data));
+    f = FileSlot{};
+  }
+  for (ReadySlot& r : ready_) {
+    if (!r.batch.labels.empty()) spare_batches_.push_back(std::move(r.batch));
+    r = ReadySlot{};
+  }
+
+  // Each batch's distinct files (windows mix files, so a file recurs within a batch), how many
+  // batches use each file, and the order in which files are first needed.
+  batch_files_.clear();
+  batch_files_at_.assign(1, 0);
+  load_order_.clear();
+  next_load_ = 0;
+  resident_ = 0;
+  std::vector<uint32_t> distinct;
+  for (long long k = first_; k < end_; ++k) {
     const size_t lo = size_t(k * b), hi = std::min(stream_.size(), size_t((k + 1) * b));
-    uint32_t last = UINT32_MAX;
-    for (size_t i = lo; i < hi; ++i)
-      if (stream_[i].file != last) {
-        // Windows mix files, so a file can recur within a batch; count each batch once.
-        bool seen = false;
-        for (size_t j = lo; j < i && !seen; ++j) seen = stream_[j].file == stream_[i].file;
-        if (!seen) uses_left_[stream_[i].file]++;
-        last = stream_[i].file;
+    distinct.clear();
+    for (size_t i = lo; i < hi; ++i) {
+      const uint32_t f = stream_[i].file;
+      if (std::find(distinct.begin(), distinct.end(), f) != distinct.end()) continue;
+      distinct.push_back(f);
+      FileSlot& s = files_[f];
+      if (s.uses_left++ == 0) {
+        s.first_batch = k;
+        load_order_.push_back(f);
       }
+    }
+    batch_files_.insert(batch_files_.end(), distinct.begin(), distinct.end());
+    batch_files_at_.push_back(batch_files_.size());
   }
   for (int t = 0; t < opt_.readers; ++t) threads_.emplace_back([this] { worker(); });
 }
 
-std::shared_ptr<const DecodedFile> Loader::acquire(uint32_t file) {
-  std::shared_future<std::shared_ptr<const DecodedFile>> fut;
-  std::promise<std::shared_ptr<const DecodedFile>> mine;
-  bool load = false;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = cache_.find(file);
-    if (it == cache_.end()) {
-      fut = mine.get_future().share();
-      cache_[file] = fut;
-      load = true;
-    } else {
-      fut = it->second;
-    }
-  }
-  if (load) {
-    try {
-      const std::string path = join_path(opt_.dir, meta_.files[file].name);
-      auto d = std::make_shared<DecodedFile>(load_batch_file(path, meta_.shape));
-      if (d->labels.size() != meta_.files[file].count)
-        fail_file(path, "holds " + std::to_string(d->labels.size()) + " samples, dataset.json says " +
-                            std::to_string(meta_.files[file].count));
-      mine.set_value(std::move(d));
-    } catch (...) {
-      mine.set_exception(std::current_exception());
-    }
-  }
-  return fut.get();
+bool Loader::files_ready(long long k) const {
+  const size_t j = size_t(k - first_);
+  for (size_t i = batch_files_at_[j]; i < batch_files_at_[j + 1]; ++i)
+    if (files_[batch_files_[i]].state != FileState::ready) return false;
+  return true;
 }
 
-void Loader::build(long long k, HostBatch& hb) {
+std::exception_ptr Loader::file_error(long long k) const {
+  const size_t j = size_t(k - first_);
+  for (size_t i = batch_files_at_[j]; i < batch_files_at_[j + 1]; ++i)
+    if (files_[batch_files_[i]].state == FileState::failed) return files_[batch_files_[i]].error;
+  return nullptr;
+}
+
+// Runs without the lock: the files of batch k stay loaded until release(k), and nothing else
+// writes to their slots meanwhile.
+void Loader::build(long long k, HostBatch& hb) const {
   const size_t b = size_t(opt_.local_batch);
   const size_t lo = size_t(k) * b, hi = std::min(stream_.size(), lo + b);
   const int n = int(hi - lo);
@@ -154,22 +128,20 @@ void Loader::build(long long k, HostBatch& hb) {
   hb.labels.resize(n);
   hb.keys.resize(n);
   const uint64_t key = opt_.seed * 0xD1B54A32D192ED03ull + uint64_t(epoch_) * 0x9E3779B97F4A7C15ull + 7;
-  std::map<uint32_t, std::shared_ptr<const DecodedFile>> files;
   for (size_t i = lo; i < hi; ++i) {
     const SampleRef r = stream_[i];
-    auto& f = files[r.file];
-    if (!f) f = acquire(r.file);
-    const int64_t id = f->ids[r.index];
+    const LoadedFile& f = *files_[r.file].data;
+    const int64_t id = f.id(r.index);
     const CropFlip cf = aug_.choose(opt_.train, key, id);
-    const uint8_t* px = f->pixels.data() + size_t(r.index) * stored;
+    const uint8_t* px = f.pixels(r.index);
     if (opt_.raw) {
-      std::copy(px, px + stored, hb.pixels.data() + (i - lo) * stored);
+      std::memcpy(hb.pixels.data() + (i - lo) * stored, px, stored);
       int32_t* c = hb.crops.data() + 3 * (i - lo);
       c[0] = cf.top, c[1] = cf.left, c[2] = cf.flip;
     } else {
       aug_.apply(px, cf, hb.x.data() + (i - lo) * per);
     }
-    const int32_t label = f->labels[r.index];
+    const int32_t label = f.label(r.index);
     if (label < 0 || size_t(label) >= meta_.classes.size())
       fail_file(join_path(opt_.dir, meta_.files[r.file].name),
                 "sample " + std::to_string(r.index) + " has label " + std::to_string(label) + " outside the " +
@@ -177,49 +149,112 @@ void Loader::build(long long k, HostBatch& hb) {
     hb.labels[i - lo] = label;
     hb.keys[i - lo] = uint64_t(id);
   }
-  std::lock_guard<std::mutex> lk(mu_);
-  for (auto& [file, ptr] : files)
-    if (--uses_left_[file] <= 0) cache_.erase(file);
+}
+
+void Loader::release(long long k) {
+  const size_t j = size_t(k - first_);
+  for (size_t i = batch_files_at_[j]; i < batch_files_at_[j + 1]; ++i) {
+    FileSlot& s = files_[batch_files_[i]];
+    if (--s.uses_left > 0) continue;
+    spare_files_.push_back(std::move(s.data));
+    s.state = FileState::waiting;
+    --resident_;
+  }
 }
 
 void Loader::worker() {
-  for (;;) {
-    long long k;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || next_build_ >= end_ || next_build_ < next_take_ + opt_.prefetch; });
-      if (stopping_ || next_build_ >= end_) return;
-      k = next_build_++;
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stopping_) {
+    if (next_build_ < end_ && next_build_ < next_take_ + opt_.prefetch && files_ready(next_build_)) {
+      const long long k = next_build_++;
+      HostBatch hb;
+      if (!spare_batches_.empty()) {
+        hb = std::move(spare_batches_.back());
+        spare_batches_.pop_back();
+      }
+      std::exception_ptr err;
+      lk.unlock();
+      try {
+        build(k, hb);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      lk.lock();
+      release(k);
+      ReadySlot& r = ready_[size_t(k % opt_.prefetch)];
+      r.done = true;
+      r.batch = std::move(hb);
+      r.error = err;
+      ready_cv_.notify_all();
+      work_cv_.notify_all();  // files released: room for the next ones
+      continue;
     }
-    HostBatch hb;
-    try {
-      build(k, hb);
-    } catch (...) {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!error_) error_ = std::current_exception();
-      stopping_ = true;
-      cv_.notify_all();
-      return;
+    if (next_load_ < load_order_.size()) {
+      const uint32_t f = load_order_[next_load_];
+      FileSlot& s = files_[f];
+      if (s.first_batch < next_take_ + opt_.prefetch || resident_ < max_files_) {
+        ++next_load_;
+        ++resident_;
+        s.state = FileState::loading;
+        std::unique_ptr<LoadedFile> data;
+        if (!spare_files_.empty()) {
+          data = std::move(spare_files_.back());
+          spare_files_.pop_back();
+        } else {
+          data = std::make_unique<LoadedFile>();
+        }
+        std::exception_ptr err;
+        lk.unlock();
+        const std::string path = join_path(opt_.dir, meta_.files[f].name);
+        try {
+          data->load(path, meta_.shape);
+          if (data->count() != meta_.files[f].count)
+            fail_file(path, "holds " + std::to_string(data->count()) + " samples, dataset.json says " +
+                                std::to_string(meta_.files[f].count));
+        } catch (...) {
+          err = std::current_exception();
+        }
+        lk.lock();
+        if (err) {
+          s.state = FileState::failed;
+          s.error = err;
+          spare_files_.push_back(std::move(data));
+          ready_cv_.notify_all();
+        } else {
+          s.state = FileState::ready;
+          s.data = std::move(data);
+          work_cv_.notify_all();
+        }
+        continue;
+      }
     }
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      ready_[k] = std::move(hb);
-    }
-    cv_.notify_all();
+    if (next_build_ >= end_) return;
+    work_cv_.wait(lk);
   }
 }
 
 bool Loader::next(HostBatch& out) {
   std::unique_lock<std::mutex> lk(mu_);
-  if (next_take_ >= end_) return false;
-  cv_.wait(lk, [&] { return error_ || ready_.count(next_take_); });
-  if (error_) std::rethrow_exception(error_);
-  auto it = ready_.find(next_take_);
-  out = std::move(it->second);
-  ready_.erase(it);
+  if (next_take_ >= end_) {
+    // An evaluation pass runs once per training epoch: its buffers would sit idle in between.
+    if (!opt_.train) {
+      spare_files_.clear();
+      spare_batches_.clear();
+    }
+    return false;
+  }
+  ReadySlot& r = ready_[size_t(next_take_ % opt_.prefetch)];
+  std::exception_ptr err;
+  ready_cv_.wait(lk, [&] { return r.done || (err = file_error(next_take_)); });
+  if (!r.done) std::rethrow_exception(err);
+  if (r.error) std::rethrow_exception(r.error);
+  std::swap(out, r.batch);
+  // The buffers the caller handed back are filled again by a later batch.
+  if (!r.batch.labels.empty()) spare_batches_.push_back(std::move(r.batch));
+  r = ReadySlot{};
   ++next_take_;
   lk.unlock();
-  cv_.notify_all();
+  work_cv_.notify_all();
   return true;
 }
 

@@ -1,12 +1,10 @@
-// The streaming loader: reader threads assemble batches ahead of the trainer into a bounded
-// window of `prefetch` batches. A batch file is read (CRC-checked, JPEG decoded) by the first
-// reader that needs it and dropped once the last batch using it is built. Batch k is always
-// built from the same samples with the same augmentation, whichever thread builds it.
+// The streaming loader: reader threads read and verify batch files ahead of use, in the order
+// the epoch first needs them, and assemble batches from them into a bounded window of `prefetch`
+// batches. Batch k is always built from the same samples with the same augmentation, whichever
+// thread builds it.
 #pragma once
 #include <condition_variable>
 #include <exception>
-#include <future>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -15,6 +13,7 @@
 #include "shared/dataset_meta.h"
 #include "train/augment.h"
 #include "train/epoch_plan.h"
+#include "train/loaded_file.h"
 #include "train/net_config.h"
 
 namespace convoy {
@@ -61,7 +60,8 @@ class Loader {
   // batches (steps_per_epoch); in evaluation every sample.
   void start_epoch(int epoch, long long first = 0);
   long long batches_this_epoch() const { return end_; }
-  // The next batch in order; false after the last one of the epoch.
+  // The next batch in order; false after the last one of the epoch. `out`'s previous buffers go
+  // back to the loader to be filled again, so steady state allocates nothing.
   bool next(HostBatch& out);
   int out_channels() const { return int(meta_.shape.channels); }
   int out_height() const { return aug_.out_h; }
@@ -70,24 +70,47 @@ class Loader {
   const Augmenter& augmenter() const { return aug_; }
 
  private:
+  enum class FileState { waiting, loading, ready, failed };
+  struct FileSlot {
+    FileState state = FileState::waiting;
+    long long first_batch = 0;  // the first batch (from the epoch's start point) that uses it
+    long long uses_left = 0;    // batches not yet built that use it
+    std::unique_ptr<LoadedFile> data;
+    std::exception_ptr error;
+  };
+  struct ReadySlot {
+    bool done = false;
+    HostBatch batch;
+    std::exception_ptr error;
+  };
+
   void stop();
   void worker();
-  std::shared_ptr<const DecodedFile> acquire(uint32_t file);
-  void build(long long k, HostBatch& b);
+  bool files_ready(long long k) const;
+  std::exception_ptr file_error(long long k) const;
+  void build(long long k, HostBatch& b) const;
+  void release(long long k);
 
   LoaderOptions opt_;
   DatasetMeta meta_;
   Augmenter aug_;
+  int max_files_ = 0;  // files held at once (two shuffle windows); the prefetch window's files always get in
   int epoch_ = 0;
   std::vector<SampleRef> stream_;
-  long long next_build_ = 0, next_take_ = 0, end_ = 0;
-  std::map<long long, HostBatch> ready_;
-  std::map<uint32_t, std::shared_future<std::shared_ptr<const DecodedFile>>> cache_;
-  std::map<uint32_t, long long> uses_left_;
-  std::exception_ptr error_;
+  // The distinct files of batch k: batch_files_[batch_files_at_[k - first_] ...].
+  std::vector<uint32_t> batch_files_;
+  std::vector<size_t> batch_files_at_;
+  std::vector<uint32_t> load_order_;  // files in the order of their first use
+  size_t next_load_ = 0;
+  int resident_ = 0;                  // files loading or loaded and still to be used
+  std::vector<FileSlot> files_;       // by file number
+  std::vector<std::unique_ptr<LoadedFile>> spare_files_;
+  long long first_ = 0, next_build_ = 0, next_take_ = 0, end_ = 0;
+  std::vector<ReadySlot> ready_;       // batch k in ready_[k % prefetch]
+  std::vector<HostBatch> spare_batches_;
   bool stopping_ = false;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable work_cv_, ready_cv_;
   std::vector<std::thread> threads_;
 };
 

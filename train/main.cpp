@@ -9,6 +9,7 @@
 #include "shared/mpi_context.h"
 #include "train/blas_setup.h"
 #include "train/gpu_info.h"
+#include "train/loader_bench.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 
@@ -87,6 +88,20 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   syn->add_option("--classes", syn_classes, "number of classes");
   syn->add_option("--encoding", syn_encoding, "raw | jpeg")->check(CLI::IsMember({"raw", "jpeg"}));
   syn->add_option("--seed", syn_seed, "seed");
+  CLI::App* lb = app.add_subcommand("bench-loader", "time the loader alone (no net) in raw and float mode");
+  convoy::LoaderBenchOptions lbo;
+  lb->add_option("--data", lbo.data, "dataset folder")->required();
+  lb->add_option("--mode", lbo.mode, "raw (CUDA backend) | float (CPU backend) | both")
+      ->check(CLI::IsMember({"raw", "float", "both"}));
+  lb->add_option("--batch", lbo.batch, "batch size");
+  lb->add_option("--readers", lbo.readers, "loader threads");
+  lb->add_option("--prefetch", lbo.prefetch, "batches the loader keeps ready");
+  lb->add_option("--shuffle-files", lbo.window_files, "shuffle buffer size in batch files");
+  lb->add_option("--epochs", lbo.epochs, "epochs per mode (the first is left out of the median)");
+  lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)");
+  lb->add_option("--pad", lbo.pad, "zero padding before the random crop");
+  lb->add_option("--seed", lbo.seed, "seed");
+  lb->add_flag("--digest", lbo.digest, "print a checksum of each epoch's batches (the same for any --readers)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
@@ -96,6 +111,7 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
     if (mpi.rank() == 0) std::printf("%d\n", convoy::gpu_count());
     return 0;
   }
+  if (*lb) return mpi.rank() == 0 ? convoy::run_loader_bench(lbo) : 0;
   if (*ev) return convoy::run_eval(e, mpi.rank(), mpi.size());
   if (*syn) {
     convoy::SyntheticSpec spec;

@@ -1,0 +1,48 @@
+// One batch file in the loader's memory: read with pread into a buffer that is kept for the next
+// file, every checksum verified in place, JPEG samples decoded into a second kept buffer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/batch_file.h"
+
+namespace convoy {
+
+// Grows, never shrinks, and leaves new bytes uninitialised: a file's bytes overwrite it whole,
+// so zeroing it first would be a wasted pass over memory.
+class ByteBuffer {
+ public:
+  uint8_t* reserve(size_t n);
+  uint8_t* data() const { return p_.get(); }
+
+ private:
+  std::unique_ptr<uint8_t[]> p_;
+  size_t capacity_ = 0;
+};
+
+class LoadedFile {
+ public:
+  // Replaces the contents with the file at `path`, whose samples must have `shape`; throws
+  // Error("<path>: <problem>") for a file that is unreadable, damaged, or not what it should be.
+  void load(const std::string& path, const ImageShape& shape);
+
+  size_t count() const { return labels_.size(); }
+  const uint8_t* pixels(size_t i) const { return pixels_ + i * sample_bytes_; }  // HWC
+  int32_t label(size_t i) const { return labels_[i]; }
+  int64_t id(size_t i) const { return ids_[i]; }
+
+ private:
+  ByteBuffer bytes_, decoded_;
+  std::vector<int32_t> labels_;
+  std::vector<int64_t> ids_;
+  const uint8_t* pixels_ = nullptr;
+  size_t sample_bytes_ = 0;
+};
+
+// Reads the batch file at `path` into `buf` and verifies it (verify_batch's checks).
+BatchView read_verified(const std::string& path, ByteBuffer& buf);
+
+}  // namespace convoy

@@ -1,0 +1,23 @@
+// `train bench-loader`: the loader alone, without a net, in the CUDA backend's raw mode and the CPU
+// backend's float mode, so that input throughput can be measured apart from the step it feeds.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace convoy {
+
+struct LoaderBenchOptions {
+  std::string data;
+  std::string mode = "both";  // raw | float | both
+  int batch = 256, readers = 1, prefetch = 4, window_files = 4;
+  int epochs = 3;             // epoch 0 warms the page cache; the median of the rest is reported
+  int crop = 0, pad = 0;
+  bool flip = true;
+  bool digest = false;        // a CRC32C of every epoch's batches (slows the consumer)
+  uint64_t seed = 1;
+};
+
+// Prints one line per epoch and a summary line per mode; returns the process exit code.
+int run_loader_bench(const LoaderBenchOptions& o);
+
+}  // namespace convoy
