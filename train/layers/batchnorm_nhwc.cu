@@ -71,11 +71,20 @@ struct FinishGrad {
   }
 };
 
-__global__ void normalise(size_t total, int c, const bf16* __restrict__ x, const float2* __restrict__ scale_shift,
+// V channels per access (channels.cuh's with_pack).
+template <int V>
+__global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const float2* __restrict__ scale_shift,
                           bf16* __restrict__ y) {
-  channels::for_each_element(total, c, [&](size_t i, int ch) {
-    const float2 ab = scale_shift[ch];
-    y[i] = store<bf16>(load(x[i]) * ab.x + ab.y);
+  using P = Pack<bf16, V>;
+  channels::for_each_element(packs, c / V, [&](size_t k, int cp) {
+    const P in = reinterpret_cast<const P*>(x)[k];
+    P out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float2 ab = scale_shift[cp * V + j];
+      out.v[j] = store<bf16>(load(in.v[j]) * ab.x + ab.y);
+    }
+    reinterpret_cast<P*>(y)[k] = out;
   });
 }
 
@@ -88,13 +97,30 @@ __global__ void eval_scale_shift(int c, float eps, const float* __restrict__ gam
   scale_shift[ch] = make_float2(a, beta[ch] - running_mean[ch] * a);
 }
 
-__global__ void input_grad(size_t total, int c, const bf16* __restrict__ x, const bf16* __restrict__ dy,
+template <int V>
+__global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, const bf16* __restrict__ dy,
                            const float* __restrict__ mean, const float* __restrict__ invstd,
                            const float4* __restrict__ factors, bf16* __restrict__ dx) {
-  channels::for_each_element(total, c, [&](size_t i, int ch) {
-    const float4 f = factors[ch];
-    dx[i] = store<bf16>(f.x * (load(dy[i]) - f.y - (load(x[i]) - mean[ch]) * invstd[ch] * f.z));
+  using P = Pack<bf16, V>;
+  channels::for_each_element(packs, c / V, [&](size_t k, int cp) {
+    const P px = reinterpret_cast<const P*>(x)[k], pg = reinterpret_cast<const P*>(dy)[k];
+    P out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int ch = cp * V + j;
+      const float4 f = factors[ch];
+      out.v[j] = store<bf16>(f.x * (load(pg.v[j]) - f.y - (load(px.v[j]) - mean[ch]) * invstd[ch] * f.z));
+    }
+    reinterpret_cast<P*>(dx)[k] = out;
   });
+}
+
+void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float2* scale_shift, bf16* y) {
+  channels::with_pack<bf16>(c, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    normalise<V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
+  }, x, y);
+  CONVOY_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -109,9 +135,7 @@ void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float
                  FinishMoments{rows, s.eps, s.momentum, gamma, beta, save_mean, save_invstd, running_mean, running_var,
                                scale_shift},
                  part);
-  const size_t total = size_t(rows) * s.c;
-  normalise<<<grid_for(total), 256, 0, ctx.stream()>>>(total, s.c, x, scale_shift, y);
-  CONVOY_CUDA_CHECK_LAUNCH();
+  normalise_all(ctx, size_t(rows) * s.c, s.c, x, scale_shift, y);
 }
 
 void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
@@ -121,9 +145,7 @@ void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float*
   eval_scale_shift<<<(s.c + 255) / 256, 256, 0, ctx.stream()>>>(s.c, s.eps, gamma, beta, running_mean, running_var,
                                                                  scale_shift);
   CONVOY_CUDA_CHECK_LAUNCH();
-  const size_t total = size_t(s.n) * s.hw * s.c;
-  normalise<<<grid_for(total), 256, 0, ctx.stream()>>>(total, s.c, x, scale_shift, y);
-  CONVOY_CUDA_CHECK_LAUNCH();
+  normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y);
 }
 
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
@@ -136,7 +158,11 @@ void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, 
                  FinishGrad{rows, gamma, save_invstd, dgamma, dbeta, factors}, part);
   if (!dx) return;  // the first layer: only the parameter gradients
   const size_t total = size_t(rows) * s.c;
-  input_grad<<<grid_for(total), 256, 0, ctx.stream()>>>(total, s.c, x, dy, save_mean, save_invstd, factors, dx);
+  channels::with_pack<bf16>(s.c, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    input_grad<V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy, save_mean, save_invstd,
+                                                                  factors, dx);
+  }, x, dy, dx);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "train/layers/gpu_ops.h"
 #include "train/layers/storage.cuh"
@@ -50,7 +51,20 @@ __global__ void partial_sums(long long rows, int c, Terms terms, float2* __restr
   if (ch < c) {
     Terms t = terms;
     t.begin(ch);
-    for (long long r = r0 + threadIdx.y; r < r1; r += kLanes) {
+    long long r = r0 + threadIdx.y;
+    // Four rows' loads in flight at a time; the terms are still added in row order.
+    for (; r + 3 * kLanes < r1; r += 4 * kLanes) {
+      const float2 v0 = t(r, ch), v1 = t(r + kLanes, ch), v2 = t(r + 2 * kLanes, ch), v3 = t(r + 3 * kLanes, ch);
+      s.x += v0.x;
+      s.y += v0.y;
+      s.x += v1.x;
+      s.y += v1.y;
+      s.x += v2.x;
+      s.y += v2.y;
+      s.x += v3.x;
+      s.y += v3.y;
+    }
+    for (; r < r1; r += kLanes) {
       const float2 v = t(r, ch);
       s.x += v.x;
       s.y += v.y;
@@ -102,7 +116,8 @@ void sums(Context& ctx, long long rows, int c, const Terms& terms, const Finish&
 }
 
 // Grid-stride over the `total` elements of a [rows, c] tensor, calling f(i, ch); the channel is
-// carried along rather than divided out for every element.
+// carried along rather than divided out for every element. Over packs of V channels, pass the
+// pack count and c / V: ch is then the pack's first channel / V.
 template <typename F>
 __device__ __forceinline__ void for_each_element(size_t total, int c, F&& f) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
@@ -116,9 +131,26 @@ __device__ __forceinline__ void for_each_element(size_t total, int c, F&& f) {
   }
 }
 
-template <typename T>
-__global__ void add_bias(size_t total, int c, const float* __restrict__ b, T* __restrict__ y) {
-  for_each_element(total, c, [&](size_t i, int ch) { y[i] = store<T>(load(y[i]) + b[ch]); });
+template <typename T, int V>
+__global__ void add_bias(size_t packs, int c, const float* __restrict__ b, T* __restrict__ y) {
+  using P = Pack<T, V>;
+  for_each_element(packs, c / V, [&](size_t k, int cp) {
+    P p = reinterpret_cast<P*>(y)[k];
+#pragma unroll
+    for (int j = 0; j < V; ++j) p.v[j] = store<T>(load(p.v[j]) + b[cp * V + j]);
+    reinterpret_cast<P*>(y)[k] = p;
+  });
+}
+
+// Calls f with the widest pack of T that whole rows of c channels and every pointer allow: 16
+// bytes, or single elements.
+template <typename T, typename F, typename... Ptr>
+void with_pack(int c, F&& f, const Ptr*... p) {
+  constexpr int V = kPack<T>;
+  if (c % V == 0 && pack_aligned<T, V>(p...))
+    f(std::integral_constant<int, V>{});
+  else
+    f(std::integral_constant<int, 1>{});
 }
 
 template <typename T>
@@ -137,8 +169,11 @@ struct Store {
 // y[r][ch] += b[ch] (fp32 bias, y rounded once).
 template <typename T>
 void add_channel_bias(Context& ctx, long long rows, int c, const float* b, T* y) {
-  const size_t total = size_t(rows) * c;
-  add_bias<<<grid_for(total), 256, 0, ctx.stream()>>>(total, c, b, y);
+  with_pack<T>(c, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    const size_t packs = size_t(rows) * c / V;
+    add_bias<T, V><<<grid_for(packs), 256, 0, ctx.stream()>>>(packs, c, b, y);
+  }, y);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

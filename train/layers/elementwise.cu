@@ -1,52 +1,66 @@
 // CUDA twin of elementwise.cpp: ReLU, residual add and gradient accumulation, for fp32 or bf16
-// elements (fp32 arithmetic either way; ReLU is exact in both).
+// elements (fp32 arithmetic either way; ReLU is exact in both), in 16-byte packs where the
+// pointers allow.
 #include "train/layers/gpu_ops.h"
 #include "train/layers/storage.cuh"
 
 namespace convoy::gpu {
 namespace {
 
-template <typename T>
-__global__ void relu_fwd(size_t n, const T* __restrict__ x, T* __restrict__ y) {
-  CONVOY_GRID_STRIDE(i, n) {
-    const float v = load(x[i]);
-    y[i] = store<T>(v > 0.f ? v : 0.f);
+struct Relu {
+  __device__ float operator()(float x, float) const { return x > 0.f ? x : 0.f; }
+};
+struct ReluGrad {  // (y, dy)
+  __device__ float operator()(float y, float dy) const { return y > 0.f ? dy : 0.f; }
+};
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// y = f(a, b) elementwise (b unused by unary f), V elements per access, the last n % V one by
+// one. y may be a (accumulation in place).
+template <typename T, int V, typename F>
+__global__ void map(size_t n, F f, const T* a, const T* b, T* y) {
+  using P = Pack<T, V>;
+  const size_t packs = n / V;
+  CONVOY_GRID_STRIDE(k, packs) {
+    const P pa = reinterpret_cast<const P*>(a)[k], pb = reinterpret_cast<const P*>(b)[k];
+    P r;
+#pragma unroll
+    for (int j = 0; j < V; ++j) r.v[j] = store<T>(f(load(pa.v[j]), load(pb.v[j])));
+    reinterpret_cast<P*>(y)[k] = r;
   }
+  const size_t t = packs * V + blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (t < n) y[t] = store<T>(f(load(a[t]), load(b[t])));
 }
-template <typename T>
-__global__ void relu_bwd(size_t n, const T* __restrict__ y, const T* __restrict__ dy, T* __restrict__ dx) {
-  CONVOY_GRID_STRIDE(i, n) dx[i] = store<T>(load(y[i]) > 0.f ? load(dy[i]) : 0.f);
-}
-template <typename T>
-__global__ void add(size_t n, const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y) {
-  CONVOY_GRID_STRIDE(i, n) y[i] = store<T>(load(a[i]) + load(b[i]));
-}
-template <typename T>
-__global__ void acc(size_t n, const T* __restrict__ src, T* __restrict__ dst) {
-  CONVOY_GRID_STRIDE(i, n) dst[i] = store<T>(load(dst[i]) + load(src[i]));
+
+template <typename T, typename F>
+void launch(Context& ctx, size_t n, F f, const T* a, const T* b, T* y) {
+  constexpr int V = kPack<T>;
+  if (pack_aligned<T, V>(a, b, y))
+    map<T, V><<<grid_for(n / V), 256, 0, ctx.stream()>>>(n, f, a, b, y);
+  else
+    map<T, 1><<<grid_for(n), 256, 0, ctx.stream()>>>(n, f, a, b, y);
+  CONVOY_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 template <typename T>
 void relu_forward(Context& ctx, size_t count, const T* x, T* y) {
-  relu_fwd<<<grid_for(count), 256, 0, ctx.stream()>>>(count, x, y);
-  CONVOY_CUDA_CHECK_LAUNCH();
+  launch(ctx, count, Relu{}, x, x, y);
 }
 template <typename T>
 void relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* dx) {
-  relu_bwd<<<grid_for(count), 256, 0, ctx.stream()>>>(count, y, dy, dx);
-  CONVOY_CUDA_CHECK_LAUNCH();
+  launch(ctx, count, ReluGrad{}, y, dy, dx);
 }
 template <typename T>
 void add_forward(Context& ctx, size_t count, const T* a, const T* b, T* y) {
-  add<<<grid_for(count), 256, 0, ctx.stream()>>>(count, a, b, y);
-  CONVOY_CUDA_CHECK_LAUNCH();
+  launch(ctx, count, Sum{}, a, b, y);
 }
 template <typename T>
 void accumulate(Context& ctx, size_t count, const T* src, T* dst) {
-  acc<<<grid_for(count), 256, 0, ctx.stream()>>>(count, src, dst);
-  CONVOY_CUDA_CHECK_LAUNCH();
+  launch(ctx, count, Sum{}, const_cast<const T*>(dst), src, dst);
 }
 
 #define CONVOY_ELEMENTWISE_INSTANTIATE(T)                                        \
