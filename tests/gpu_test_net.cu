@@ -150,18 +150,18 @@ TEST(GpuNet, FmnistStepsMatchCpu) { steps_match("fmnist.toml", {1, 28, 28}, 32, 
 
 TEST(GpuNet, Resnet18StepsMatchCpu) { steps_match("resnet18.toml", {3, 32, 32}, 4, 3); }
 
-// bf16: the bounds are about twice what a CPU run that rounds every activation, activation
-// gradient, weight copy and conv weight gradient to bf16 (as the GPU stores them) shows against
-// the plain fp32 CPU run on these nets, inputs and steps (seeds 3 to 5): fmnist loss 1e-3,
+// bf16: the bounds are two to four times what a CPU run that rounds every activation, activation
+// gradient, weight copy and conv weight gradient to bf16 (as the GPU stores them) shows against the
+// plain fp32 CPU run on these nets, inputs and steps (seeds 3 to 5, worst step): fmnist loss 1e-3,
 // gradients 0.10 (conv1 the worst block, 0.2: a max-pool window whose two largest values round to
-// one sends its gradient elsewhere), last fc 6e-3, weights 1.5e-4; ResNet-18 at 64x64, batch 16
-// (at 32x32 and batch 4 the deep BN stack amplifies the roundings past 0.9): loss 2.4e-3, gradients
-// 0.34, fc 1.9e-2, running statistics 8.5e-4, weights 6.6e-6. A mistake in a layout, a reordering or
-// the weight copy puts the gradient error near or above 1.
+// one sends its gradient elsewhere), last fc 9.5e-3, weights 1.5e-4; ResNet-18 at 64x64, batch 16
+// (at 32x32 and batch 4 the deep batch-norm stack amplifies the roundings past 0.9): loss 2.4e-3,
+// gradients 0.34, fc 2.9e-2, running statistics 8.5e-4, weights 6.6e-6. A mistake in a layout, a
+// reordering or the weight copy puts the gradient error near or above 1.
 TEST(GpuNet, Bf16FmnistStepsMatchCpu) {
-  steps_match("fmnist.toml", {1, 28, 28}, 32, 5, gpu::MathMode::bf16, {5e-3, 0.25, 2e-2, 1e-4, 1e-3});
+  steps_match("fmnist.toml", {1, 28, 28}, 32, 5, gpu::MathMode::bf16, {5e-3, 0.25, 3e-2, 1e-4, 1e-3});
 }
 
 TEST(GpuNet, Bf16Resnet18StepsMatchCpu) {
-  steps_match("resnet18.toml", {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.05, 5e-3, 1e-4});
+  steps_match("resnet18.toml", {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.08, 5e-3, 1e-4});
 }
