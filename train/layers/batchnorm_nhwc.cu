@@ -1,7 +1,9 @@
 // bf16 NHWC batch normalisation with own kernels: per-channel statistics summed in fp32 and
 // finished in double (channels.cuh, a fixed order), normalisation in fp32, one rounding per
 // stored value. The saved statistics (mean, 1/sqrt(var + eps)) and the unbiased running-variance
-// update are batchnorm.cpp's.
+// update are batchnorm.cpp's. Own kernels rather than cuDNN's batch-norm calls (deprecated in cuDNN
+// 9; PyTorch keeps bf16 batch norm off them too): every sum has a fixed order, so the step's graph
+// replays bit for bit, and the passes move 16-byte packs of channels.
 #include <cmath>
 
 #include "train/layers/channels.cuh"

@@ -17,14 +17,15 @@ struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 
-// y = f(a, b) elementwise (b unused by unary f), V elements per access, the last n % V one by
-// one. y may be a (accumulation in place).
+// y = f(a, b) elementwise (unary f get b = a, read once), V elements per access, the last n % V
+// one by one. y may be a (accumulation in place).
 template <typename T, int V, typename F>
 __global__ void map(size_t n, F f, const T* a, const T* b, T* y) {
   using P = Pack<T, V>;
   const size_t packs = n / V;
   CONVOY_GRID_STRIDE(k, packs) {
-    const P pa = reinterpret_cast<const P*>(a)[k], pb = reinterpret_cast<const P*>(b)[k];
+    const P pa = reinterpret_cast<const P*>(a)[k];
+    const P pb = b == a ? pa : reinterpret_cast<const P*>(b)[k];
     P r;
 #pragma unroll
     for (int j = 0; j < V; ++j) r.v[j] = store<T>(f(load(pa.v[j]), load(pb.v[j])));
