@@ -17,7 +17,7 @@ struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 
-// y = f(a, b) elementwise (unary f get b = a, read once), V elements per access, the last n % V
+// y = f(a, b) elementwise (a unary f gets b = a, read once), V elements per access, the last n % V
 // one by one. y may be a (accumulation in place).
 template <typename T, int V, typename F>
 __global__ void map(size_t n, F f, const T* a, const T* b, T* y) {

@@ -1,6 +1,7 @@
 // The CUDA twins of the CPU reference ops in train/layers/*.h: same shape structs, same
 // semantics, device pointers, work queued on the context's stream. Each lives in <op>.cu beside
-// its <op>.cpp, and tests/gpu_test_layers.cu checks every one against its CPU reference.
+// its <op>.cpp (what only bf16 nets need has no CPU twin: batchnorm_nhwc.cu, layout_convert.cu,
+// weight_copy.cu), and tests/gpu_test_layers.cu checks every one against its CPU reference.
 #pragma once
 #include <cuda_bf16.h>
 #include <cudnn.h>
