@@ -9,7 +9,8 @@
 #   scripts/bench-vs-pytorch.sh CONFIG TRAIN_DIR VAL_DIR [EPOCHS] [BATCH]
 #   e.g. scripts/bench-vs-pytorch.sh configs/fmnist.toml data/fmnist-train data/fmnist-t10k 15 128
 # Environment: TRAIN (default build/train), PYTHON (default python3), CONVOY_ARGS (extra train flags),
-# TORCH_MODES (default "eager compile"), LOG_DIR (keep convoy's log and metrics there).
+# TORCH_MODES (default "eager compile"; also bf16, compile-bf16, and bf16-cl, compile-bf16-cl with
+# channels_last, the layout convoy's --precision bf16 uses), LOG_DIR (keep convoy's log and metrics there).
 set -euo pipefail
 config=$1 train_dir=$2 val_dir=$3 epochs=${4:-} batch=${5:-}
 train=${TRAIN:-build/train}
@@ -46,6 +47,8 @@ for mode in ${TORCH_MODES:-eager compile}; do
   [ "$mode" = compile ] && extra+=(--compile)
   [ "$mode" = bf16 ] && extra+=(--bf16)
   [ "$mode" = compile-bf16 ] && extra+=(--compile --bf16)
+  [ "$mode" = bf16-cl ] && extra+=(--bf16 --channels-last)
+  [ "$mode" = compile-bf16-cl ] && extra+=(--compile --bf16 --channels-last)
   "$python" "$here/bench/pytorch_train.py" "${args[@]}" "${extra[@]}" >>"$work/rows.jsonl"
 done
 

@@ -1,6 +1,11 @@
 // Every CUDA op against its CPU reference on random inputs. Tolerances (fp32 mode): relative
 // max-norm error 1e-5 for elementwise ops and pooling (same arithmetic), 1e-4 for reductions and
 // matrix products (different summation order); masks and argmax indices must match exactly.
+// bf16 mode (NHWC, the GpuBf16 tests): the CPU reference gets the same inputs rounded to bf16, so
+// only the GPU's storage of its results differs; a bf16 tensor must be within 1e-2 relative L2
+// error (one rounding is at most 2^-9 relative, about 1e-3 in L2 over many values), fp32 results
+// (statistics, parameter gradients, probabilities) within 1e-4, and ops that round once from the
+// same float arithmetic (ReLU, add, dropout, augmentation, reordering) bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +13,8 @@
 #include <random>
 #include <vector>
 
+#include "bf16_host.h"
+#include "rel_l2.h"
 #include "train/augment.h"
 #include "train/layers/elementwise.h"
 #include "train/layers/gpu_ops.h"
@@ -59,6 +66,30 @@ gpu::DeviceBuffer<float> poisoned(size_t n) { return up(std::vector<float>(n, NA
 struct Gpu : ::testing::Test {
   gpu::Context ctx{0};
 };
+
+struct GpuBf16 : ::testing::Test {
+  gpu::Context ctx{0, size_t(256) << 20, gpu::MathMode::bf16};
+};
+
+constexpr double kBf16 = 1e-2;  // relative L2 error of a bf16 tensor against the CPU's fp32 one
+
+using test::down_bf16;
+using test::poisoned_bf16;
+using test::rel_l2;
+using test::round_bf16;
+using test::to_nchw;
+using test::to_nhwc;
+using test::up_bf16;
+
+// The conv weights [c_out, c, kh, kw] in cuDNN's NHWC filter order [c_out, kh, kw, c], written out
+// independently of the library's index arithmetic.
+std::vector<float> krsc(const std::vector<float>& w, int k, int c, int rs) {
+  std::vector<float> out(w.size());
+  for (int o = 0; o < k; ++o)
+    for (int i = 0; i < c; ++i)
+      for (int p = 0; p < rs; ++p) out[(size_t(o) * rs + p) * c + i] = w[(size_t(o) * c + i) * rs + p];
+  return out;
+}
 
 }  // namespace
 
@@ -303,4 +334,289 @@ TEST_F(Gpu, BatchMetricsCountAsTheTrainer) {
   EXPECT_NEAR(a[3], loss_sum / n, 1e-9);
   EXPECT_GT(hits, 0);
   EXPECT_LT(hits, n);
+}
+
+TEST_F(GpuBf16, ConvForwardBackward) {
+  for (ConvShape s : {ConvShape{4, 3, 28, 28, 32, 3, 3, 1, 1, 1}, ConvShape{2, 16, 15, 13, 8, 3, 3, 2, 1, 1},
+                      ConvShape{3, 8, 9, 9, 8, 1, 1, 1, 0, 1}, ConvShape{2, 8, 10, 10, 8, 3, 3, 1, 1, 4},
+                      ConvShape{2, 3, 32, 32, 16, 7, 7, 2, 3, 1}, ConvShape{4, 1, 28, 28, 32, 3, 3, 1, 1, 1},
+                      ConvShape{2, 64, 8, 8, 64, 3, 3, 1, 1, 1}}) {
+    const int c = s.c_in / s.groups, rs = s.kh * s.kw, hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
+    auto x = round_bf16(randn(s.in_count(), 1)), dy = round_bf16(randn(s.out_count(), 4));
+    auto w = randn(s.weight_count(), 2, 0.2f), b = randn(s.c_out, 3);
+    std::vector<float> y(s.out_count()), dx(s.in_count()), dw(s.weight_count()), db(s.c_out);
+    const auto wr = round_bf16(w);  // the GPU multiplies with the rounded copy
+    convoy::conv_forward(s, x.data(), wr.data(), b.data(), y.data());
+    convoy::conv_backward(s, x.data(), wr.data(), y.data(), dy.data(), dx.data(), dw.data(), db.data());
+
+    // The weight copy, as GpuNet keeps it: refreshed from the fp32 weights on the device.
+    gpu::ConvPlan plan(ctx, s);
+    auto gw32 = up(w);
+    std::vector<gpu::WeightSegment> seg;
+    if (c > 1 && rs > 1) seg.push_back({0, w.size(), c, rs});
+    gpu::DeviceBuffer<gpu::WeightSegment> gseg(std::max<size_t>(1, seg.size()));
+    if (!seg.empty()) gseg.upload(seg.data(), seg.size());
+    auto gw = poisoned_bf16(w.size());
+    gpu::refresh_weight_copy(ctx, w.size(), gw32.get(), {gw.get(), gseg.get(), int(seg.size())});
+    EXPECT_EQ(down_bf16(ctx, gw), krsc(wr, s.c_out, c, rs)) << "weight copy";
+
+    auto gx = up_bf16(to_nhwc(x, s.n, s.c_in, hw_in)), gdy = up_bf16(to_nhwc(dy, s.n, s.c_out, hw_out));
+    auto gb = up(b);
+    auto gy = poisoned_bf16(y.size()), gdx = poisoned_bf16(dx.size()), gscratch = poisoned_bf16(dw.size());
+    auto gdw = poisoned(dw.size()), gdb = poisoned(db.size());
+    gpu::conv_forward(ctx, plan, gx.get(), gw.get(), gb.get(), gy.get());
+    gpu::conv_backward(ctx, plan, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), gdb.get(), gscratch.get());
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gy), s.n, s.c_out, hw_out), y), kBf16) << "groups " << s.groups << " c_in " << s.c_in;
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gdx), s.n, s.c_in, hw_in), dx), kBf16);
+    EXPECT_LT(rel_l2(down(ctx, gdw), dw), kBf16);
+    EXPECT_LT(rel_l2(down(ctx, gdb), db), 1e-4);
+  }
+}
+
+TEST_F(GpuBf16, FcForwardBackward) {
+  FcShape s{37, 300, 10};
+  auto x = round_bf16(randn(size_t(s.n) * s.in, 5)), w = randn(s.weight_count(), 6, 0.1f), b = randn(s.out, 7);
+  auto dy = randn(size_t(s.n) * s.out, 8);
+  const auto wr = round_bf16(w), dyr = round_bf16(dy);
+  std::vector<float> y(size_t(s.n) * s.out), dx(x.size()), dw(w.size()), db(s.out), dbr(s.out);
+  convoy::fc_forward(s, x.data(), wr.data(), b.data(), y.data());
+  // The products take dy rounded; the bias gradient takes it as it comes (fp32 for the logits).
+  convoy::fc_backward(s, x.data(), wr.data(), dyr.data(), dx.data(), dw.data(), dbr.data());
+  for (int o = 0; o < s.out; ++o)
+    for (int i = 0; i < s.n; ++i) db[o] += dy[size_t(i) * s.out + o];
+  auto gx = up_bf16(x), gw = up_bf16(w), gdy = up_bf16(dy);
+  auto gb = up(b), gdy32 = up(dy);
+  auto gscratch = poisoned_bf16(dy.size());
+  // bf16 output, bf16 gradient: a hidden layer.
+  auto gy = poisoned_bf16(y.size()), gdx = poisoned_bf16(dx.size());
+  auto gdw = poisoned(dw.size()), gdb = poisoned(db.size());
+  gpu::fc_forward(ctx, s, gx.get(), gw.get(), gb.get(), gy.get());
+  gpu::fc_backward(ctx, s, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), gdb.get(), gscratch.get());
+  EXPECT_LT(rel_l2(down_bf16(ctx, gy), y), kBf16);
+  EXPECT_LT(rel_l2(down_bf16(ctx, gdx), dx), kBf16);
+  EXPECT_LT(rel_l2(down(ctx, gdw), dw), 1e-4);
+  EXPECT_LT(rel_l2(down(ctx, gdb), dbr), 1e-4);
+  // fp32 output and gradient: the logits.
+  auto gy32 = poisoned(y.size());
+  auto gdx2 = poisoned_bf16(dx.size());
+  auto gdw2 = poisoned(dw.size()), gdb2 = poisoned(db.size());
+  gpu::fc_forward(ctx, s, gx.get(), gw.get(), gb.get(), gy32.get());
+  gpu::fc_backward(ctx, s, gx.get(), gw.get(), gdy32.get(), gdx2.get(), gdw2.get(), gdb2.get(), gscratch.get());
+  EXPECT_LT(rel_l2(down(ctx, gy32), y), 1e-4);
+  EXPECT_LT(rel_l2(down_bf16(ctx, gdx2), dx), kBf16);
+  EXPECT_LT(rel_l2(down(ctx, gdw2), dw), 1e-4);
+  EXPECT_LT(rel_l2(down(ctx, gdb2), db), 1e-4);
+  EXPECT_EQ(down_bf16(ctx, gscratch), dyr);
+}
+
+TEST_F(GpuBf16, Pooling) {
+  for (PoolShape s : {PoolShape{3, 5, 28, 28, 2, 2, 2, 0}, PoolShape{2, 4, 15, 17, 3, 3, 2, 1},
+                      PoolShape{2, 3, 9, 9, 3, 3, 1, 1}}) {
+    const int hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
+    auto x = round_bf16(randn(s.in_count(), 9)), dy = round_bf16(randn(s.out_count(), 10));
+    std::vector<float> y(s.out_count()), dx(s.in_count()), ya(s.out_count()), dxa(s.in_count());
+    std::vector<int32_t> am(s.out_count());
+    convoy::max_pool_forward(s, x.data(), y.data(), am.data());
+    convoy::max_pool_backward(s, dy.data(), am.data(), dx.data());
+    convoy::avg_pool_forward(s, x.data(), ya.data());
+    convoy::avg_pool_backward(s, dy.data(), dxa.data());
+    auto gx = up_bf16(to_nhwc(x, s.n, s.c, hw_in)), gdy = up_bf16(to_nhwc(dy, s.n, s.c, hw_out));
+    auto gy = poisoned_bf16(y.size()), gdx = poisoned_bf16(dx.size()), gya = poisoned_bf16(y.size()),
+         gdxa = poisoned_bf16(dx.size());
+    gpu::DeviceBuffer<int32_t> gam(am.size());
+    const auto nhwc = gpu::Layout::nhwc;
+    gpu::max_pool_forward(ctx, s, gx.get(), gy.get(), gam.get(), nhwc);
+    gpu::max_pool_backward(ctx, s, gdy.get(), gam.get(), gdx.get(), nhwc);
+    gpu::avg_pool_forward(ctx, s, gx.get(), gya.get(), nhwc);
+    gpu::avg_pool_backward(ctx, s, gdy.get(), gdxa.get(), nhwc);
+    EXPECT_EQ(to_nchw(down(ctx, gam), s.n, s.c, hw_out), am);
+    // The maximum is one of the inputs, and each input's gradient one sum: both exact.
+    EXPECT_EQ(to_nchw(down_bf16(ctx, gy), s.n, s.c, hw_out), y);
+    EXPECT_EQ(to_nchw(down_bf16(ctx, gdx), s.n, s.c, hw_in), round_bf16(dx));
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gya), s.n, s.c, hw_out), ya), kBf16);
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gdxa), s.n, s.c, hw_in), dxa), kBf16);
+  }
+  const int n = 3, c = 7, hw = 49;
+  auto x = round_bf16(randn(size_t(n) * c * hw, 11)), dy = round_bf16(randn(size_t(n) * c, 12));
+  std::vector<float> y(n * c), dx(x.size());
+  convoy::global_avg_pool_forward(n, c, hw, x.data(), y.data());
+  convoy::global_avg_pool_backward(n, c, hw, dy.data(), dx.data());
+  auto gx = up_bf16(to_nhwc(x, n, c, hw)), gdy = up_bf16(dy), gy = poisoned_bf16(y.size()),
+       gdx = poisoned_bf16(dx.size());
+  gpu::global_avg_pool_forward(ctx, n, c, hw, gx.get(), gy.get(), gpu::Layout::nhwc);
+  gpu::global_avg_pool_backward(ctx, n, c, hw, gdy.get(), gdx.get(), gpu::Layout::nhwc);
+  EXPECT_LT(rel_l2(down_bf16(ctx, gy), y), kBf16);
+  EXPECT_EQ(to_nchw(down_bf16(ctx, gdx), n, c, hw), round_bf16(dx));
+}
+
+TEST_F(GpuBf16, ElementwiseOps) {
+  const size_t n = 100003;
+  auto a = round_bf16(randn(n, 13)), b = round_bf16(randn(n, 14)), dy = round_bf16(randn(n, 15));
+  std::vector<float> y(n), dx(n), s(n), acc = b;
+  convoy::relu_forward(n, a.data(), y.data());
+  convoy::relu_backward(n, y.data(), dy.data(), dx.data());
+  convoy::add_forward(n, a.data(), b.data(), s.data());
+  convoy::accumulate(n, a.data(), acc.data());
+  auto ga = up_bf16(a), gb = up_bf16(b), gdy = up_bf16(dy), gacc = up_bf16(b);
+  auto gy = poisoned_bf16(n), gdx = poisoned_bf16(n), gs = poisoned_bf16(n);
+  gpu::relu_forward(ctx, n, ga.get(), gy.get());
+  gpu::relu_backward(ctx, n, gy.get(), gdy.get(), gdx.get());
+  gpu::add_forward(ctx, n, ga.get(), gb.get(), gs.get());
+  gpu::accumulate(ctx, n, ga.get(), gacc.get());
+  EXPECT_EQ(down_bf16(ctx, gy), y);
+  EXPECT_EQ(down_bf16(ctx, gdx), dx);
+  EXPECT_EQ(down_bf16(ctx, gs), round_bf16(s));
+  EXPECT_EQ(down_bf16(ctx, gacc), round_bf16(acc));
+}
+
+TEST_F(GpuBf16, DropoutMaskEqualsCpu) {
+  DropoutShape s{16, 257, 0.3f};
+  std::vector<uint64_t> keys(s.n);
+  for (int i = 0; i < s.n; ++i) keys[i] = 1000003ull * i + 17;
+  auto x = round_bf16(randn(size_t(s.n) * s.per_sample, 16)), dy = round_bf16(randn(x.size(), 17));
+  std::vector<float> y(x.size()), mask(x.size()), dx(x.size());
+  convoy::dropout_forward(s, 42, keys.data(), x.data(), y.data(), mask.data());
+  convoy::dropout_backward(s, mask.data(), dy.data(), dx.data());
+  auto gkeys = up(keys);
+  auto gx = up_bf16(x), gdy = up_bf16(dy), gy = poisoned_bf16(x.size()), gmask = poisoned_bf16(x.size()),
+       gdx = poisoned_bf16(x.size());
+  auto gkey = up(std::vector<uint64_t>{40});
+  gpu::dropout_forward(ctx, s, gkey.get(), 2, gkeys.get(), gx.get(), gy.get(), gmask.get());
+  gpu::dropout_backward(ctx, s, gmask.get(), gdy.get(), gdx.get());
+  EXPECT_EQ(down_bf16(ctx, gmask), round_bf16(mask));
+  EXPECT_EQ(down_bf16(ctx, gy), round_bf16(y));
+  EXPECT_EQ(down_bf16(ctx, gdx), round_bf16(dx));
+}
+
+TEST_F(GpuBf16, SoftmaxCrossEntropy) {
+  const int n = 50, classes = 10;
+  auto logits = round_bf16(randn(size_t(n) * classes, 18, 3.f));
+  std::vector<int> labels(n);
+  for (int i = 0; i < n; ++i) labels[i] = (i * 7) % classes;
+  std::vector<float> probs(logits.size()), loss(n), dl(logits.size());
+  convoy::softmax_xent_forward(n, classes, logits.data(), labels.data(), probs.data(), loss.data());
+  convoy::softmax_xent_backward(n, classes, probs.data(), labels.data(), 1.f / n, dl.data());
+  auto glab = up(labels);
+  auto gl = up_bf16(logits), gdl = poisoned_bf16(dl.size());
+  auto gp = poisoned(probs.size()), gloss = poisoned(n);
+  gpu::softmax_xent_forward(ctx, n, classes, gl.get(), glab.get(), gp.get(), gloss.get());
+  gpu::softmax_xent_backward(ctx, n, classes, gp.get(), glab.get(), 1.f / n, gdl.get());
+  EXPECT_LT(rel_err(down(ctx, gp), probs), 1e-5);
+  EXPECT_LT(rel_err(down(ctx, gloss), loss), 1e-5);
+  EXPECT_LT(rel_l2(down_bf16(ctx, gdl), dl), kBf16);
+}
+
+TEST_F(GpuBf16, BatchNorm) {
+  // The last shape splits its sums over many row ranges and a partial channel tile.
+  for (BnShape s : {BnShape{8, 6, 25}, BnShape{32, 20, 1}, BnShape{64, 40, 100}}) {
+    const size_t count = size_t(s.n) * s.c * s.hw;
+    auto x = round_bf16(randn(count, 19, 2.f)), dy = round_bf16(randn(count, 20));
+    for (size_t i = 0; i < count; ++i) x[i] = round_bf16(x[i] + 3.f);  // an offset mean, as after a ReLU
+    auto gamma = randn(s.c, 21), beta = randn(s.c, 22);
+    std::vector<float> y(count), ye(count), dx(count), dg(s.c), dbeta(s.c), mean(s.c), invstd(s.c);
+    std::vector<float> rmean(s.c, 0.1f), rvar(s.c, 0.9f);
+    convoy::bn_forward_train(s, x.data(), gamma.data(), beta.data(), y.data(), mean.data(), invstd.data(),
+                             rmean.data(), rvar.data());
+    convoy::bn_forward_eval(s, x.data(), gamma.data(), beta.data(), rmean.data(), rvar.data(), ye.data());
+    convoy::bn_backward(s, x.data(), dy.data(), gamma.data(), mean.data(), invstd.data(), dx.data(), dg.data(),
+                        dbeta.data());
+    auto gx = up_bf16(to_nhwc(x, s.n, s.c, s.hw)), gdy = up_bf16(to_nhwc(dy, s.n, s.c, s.hw));
+    auto gg = up(gamma), gbeta = up(beta);
+    auto grm = up(std::vector<float>(s.c, 0.1f)), grv = up(std::vector<float>(s.c, 0.9f));
+    auto gy = poisoned_bf16(count), gye = poisoned_bf16(count), gdx = poisoned_bf16(count);
+    auto gdg = poisoned(s.c), gdb = poisoned(s.c), gmean = poisoned(s.c), ginv = poisoned(s.c);
+    gpu::bn_forward_train(ctx, s, gx.get(), gg.get(), gbeta.get(), gy.get(), gmean.get(), ginv.get(), grm.get(),
+                          grv.get());
+    gpu::bn_forward_eval(ctx, s, gx.get(), gg.get(), gbeta.get(), grm.get(), grv.get(), gye.get());
+    gpu::bn_backward(ctx, s, gx.get(), gdy.get(), gg.get(), gmean.get(), ginv.get(), gdx.get(), gdg.get(), gdb.get());
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gy), s.n, s.c, s.hw), y), kBf16) << s.n << "x" << s.c << "x" << s.hw;
+    EXPECT_LT(rel_err(down(ctx, gmean), mean), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, ginv), invstd), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, grm), rmean), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, grv), rvar), 1e-4);
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gye), s.n, s.c, s.hw), ye), kBf16);
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gdx), s.n, s.c, s.hw), dx), kBf16);
+    EXPECT_LT(rel_err(down(ctx, gdg), dg), 1e-4);
+    EXPECT_LT(rel_err(down(ctx, gdb), dbeta), 1e-4);
+    // The first layer asks for no input gradient.
+    auto gdg2 = poisoned(s.c), gdb2 = poisoned(s.c);
+    gpu::bn_backward(ctx, s, gx.get(), gdy.get(), gg.get(), gmean.get(), ginv.get(), nullptr, gdg2.get(), gdb2.get());
+    EXPECT_EQ(down(ctx, gdg2), down(ctx, gdg));
+    EXPECT_EQ(down(ctx, gdb2), down(ctx, gdb));
+  }
+}
+
+TEST_F(GpuBf16, AugmentEqualsCpuRounded) {
+  ImageShape stored{10, 12, 3};
+  Augmenter aug(stored, 8, 2, true, {120.0, 110.0, 100.0}, {60.0, 50.0, 0.0});
+  const int n = 37, hw = aug.out_h * aug.out_w;
+  std::mt19937 rng(5);
+  std::vector<uint8_t> px(size_t(n) * stored.bytes());
+  for (auto& p : px) p = uint8_t(rng());
+  std::vector<int32_t> crops(3 * n);
+  const size_t per = size_t(3) * hw;
+  std::vector<float> want(n * per);
+  for (int i = 0; i < n; ++i) {
+    const CropFlip cf = aug.choose(i % 5 != 0, 99, i);
+    crops[3 * i] = cf.top, crops[3 * i + 1] = cf.left, crops[3 * i + 2] = cf.flip;
+    aug.apply(px.data() + i * stored.bytes(), cf, want.data() + i * per);
+  }
+  std::vector<float> ss(aug.scale);
+  ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
+  auto gpx = up(px);
+  auto gcrops = up(crops);
+  auto gss = up(ss);
+  auto gy = poisoned_bf16(want.size());
+  gpu::AugmentShape s{n, 3, int(stored.height), int(stored.width), aug.out_h, aug.out_w, aug.pad};
+  gpu::augment_forward(ctx, s, gpx.get(), gcrops.get(), gss.get(), gy.get(), gpu::Layout::nhwc);
+  EXPECT_EQ(down_bf16(ctx, gy), to_nhwc(round_bf16(want), n, 3, hw));
+}
+
+TEST_F(GpuBf16, ReorderRoundTrips) {
+  const int n = 5, c = 7, hw = 11;
+  auto x = round_bf16(randn(size_t(n) * c * hw, 23));
+  auto gx = up_bf16(x), gnhwc = poisoned_bf16(x.size()), gback = poisoned_bf16(x.size());
+  gpu::nchw_to_nhwc(ctx, n, c, hw, gx.get(), gnhwc.get());
+  gpu::nhwc_to_nchw(ctx, n, c, hw, gnhwc.get(), gback.get());
+  EXPECT_EQ(down_bf16(ctx, gnhwc), to_nhwc(x, n, c, hw));
+  EXPECT_EQ(down_bf16(ctx, gback), x);
+  auto g32 = up(randn(1000, 24));
+  auto g16 = poisoned_bf16(1000);
+  gpu::round_to_bf16(ctx, 1000, g32.get(), g16.get());
+  EXPECT_EQ(down_bf16(ctx, g16), round_bf16(down(ctx, g32)));
+}
+
+TEST_F(GpuBf16, UpdateRefreshesTheWeightCopy) {
+  // Two conv segments with plain weights around them: [0, 5) plain, [5, 5 + 4*3*9) conv 4x3x3x3,
+  // then 7 plain, then a 2x5x2x2 conv, then 3 plain.
+  const int k1 = 4, c1 = 3, rs1 = 9, k2 = 2, c2 = 5, rs2 = 4;
+  const size_t a = 5, b = a + size_t(k1) * c1 * rs1, d = b + 7, e = d + size_t(k2) * c2 * rs2, n = e + 3;
+  std::vector<gpu::WeightSegment> seg{{a, b, c1, rs1}, {d, e, c2, rs2}};
+  gpu::DeviceBuffer<gpu::WeightSegment> gseg(seg.size());
+  gseg.upload(seg.data(), seg.size());
+  const auto w0 = randn(n, 25), g = randn(n, 26);
+  std::vector<float> w = w0, buf(n, 0.1f);
+  convoy::sgd_update(n, w.data(), g.data(), buf.data(), 0.05f, 0.9f, true, 5e-4f);
+  auto expect = [&](const std::vector<float>& v) {
+    std::vector<float> r = round_bf16(v), out = r;
+    const auto s1 = krsc(std::vector<float>(r.begin() + a, r.begin() + b), k1, c1, rs1);
+    const auto s2 = krsc(std::vector<float>(r.begin() + d, r.begin() + e), k2, c2, rs2);
+    std::copy(s1.begin(), s1.end(), out.begin() + a);
+    std::copy(s2.begin(), s2.end(), out.begin() + d);
+    return out;
+  };
+  auto gw = up(w0), gg = up(g), gbuf = up(std::vector<float>(n, 0.1f));
+  auto gcopy = poisoned_bf16(n);
+  const gpu::WeightCopy copy{gcopy.get(), gseg.get(), int(seg.size())};
+  gpu::refresh_weight_copy(ctx, n, gw.get(), copy);
+  EXPECT_EQ(down_bf16(ctx, gcopy), expect(w0));
+  auto sc = up(std::vector<gpu::StepScalars>{gpu::step_scalars(0, 0.05, 0.9, 0.999, 1)});
+  gpu::sgd_update(ctx, n, gw.get(), gg.get(), gbuf.get(), sc.get(), 0.9f, true, 5e-4f, copy);
+  const auto w1 = down(ctx, gw);
+  EXPECT_LT(rel_err(w1, w), 1e-6);
+  EXPECT_EQ(down_bf16(ctx, gcopy), expect(w1));
+  // Adam refreshes it the same way.
+  auto gm = up(std::vector<float>(n, 0.f)), gv = up(std::vector<float>(n, 0.f));
+  gpu::adam_update(ctx, n, gw.get(), gg.get(), gm.get(), gv.get(), sc.get(), 0.9f, 0.999f, 1e-8f, 0.01f, true, copy);
+  EXPECT_EQ(down_bf16(ctx, gcopy), expect(down(ctx, gw)));
 }

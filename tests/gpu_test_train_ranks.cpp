@@ -1,7 +1,9 @@
 // The CUDA backend through mpirun and the real binary: with the same global batch, 2 GPUs (one
 // rank each, gradients all-reduced by NCCL in buckets during the backward pass) end with the
-// weights of 1 GPU after 20 steps in fp32 mode, and both follow the CPU backend (needs 2 GPUs);
-// on one GPU, a run stopped at step 10 and resumed ends bit for bit where an uninterrupted run does.
+// weights of 1 GPU after 20 steps in fp32 mode, and both follow the CPU backend (needs 2 GPUs; in
+// bf16 mode the 2-GPU graph replays the op-by-op run exactly); on one GPU, a run stopped at step 10
+// and resumed ends bit for bit where an uninterrupted run does, in fp32 and in bf16 (whose bf16
+// weight copy is rebuilt from the checkpoint's fp32 weights).
 #include <gtest/gtest.h>
 
 #include "shared/atomic_file.h"
@@ -45,6 +47,22 @@ TEST(GpuTrain, ResumeOnOneGpuIsExact) {
   EXPECT_EQ(whole.state, resumed.state);
 }
 
+TEST(GpuTrain, ResumeOnOneGpuIsExactBf16) {
+  const std::string tmp = prepare();
+  const std::string common = " --config " + tmp + "/net.toml --data " + tmp + "/data --batch 12 --epochs 1" +
+                             " --threads 1 --log-every 0 --seed 5 --device cuda --precision bf16";
+  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --checkpoint " + tmp + "/whole16.ckpt"), 0);
+  ASSERT_EQ(run(kTrain + common + " --stop-after 10 --checkpoint " + tmp + "/part16.ckpt"), 0);
+  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --resume " + tmp + "/part16.ckpt --checkpoint " + tmp +
+                "/resumed16.ckpt"),
+            0);
+  const Checkpoint whole = read_checkpoint(tmp + "/whole16.ckpt"), resumed = read_checkpoint(tmp + "/resumed16.ckpt");
+  EXPECT_EQ(resumed.info.at("global_step").get<long long>(), 20);
+  EXPECT_EQ(whole.weights, resumed.weights);
+  EXPECT_EQ(whole.m, resumed.m);
+  EXPECT_EQ(whole.state, resumed.state);
+}
+
 TEST(GpuDataParallel, TwoGpusAgreeWithOneAndWithTheCpu) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
   const std::string tmp = prepare();
@@ -65,4 +83,21 @@ TEST(GpuDataParallel, TwoGpusAgreeWithOneAndWithTheCpu) {
   EXPECT_LT(max_diff(one.m, two.m), 1e-4);
   EXPECT_EQ(two.weights, eager.weights);  // the graph replays the op-by-op step exactly
   EXPECT_LT(max_diff(cpu.weights, one.weights), 1e-4);
+}
+
+TEST(GpuDataParallel, TwoGpusBf16GraphReplaysTheOpByOpRun) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
+  const std::string tmp = prepare();
+  const std::string common = " --config " + tmp + "/net.toml --data " + tmp + "/data --batch 12 --epochs 1" +
+                             " --stop-after 20 --shuffle-files 1 --threads 1 --log-every 0 --seed 3" +
+                             " --device cuda --precision bf16";
+  auto train = [&](const std::string& flags, const std::string& name) {
+    const std::string ckpt = tmp + "/" + name + ".ckpt";
+    EXPECT_EQ(run("mpirun -np 2 " + kTrain + common + flags + " --checkpoint " + ckpt), 0) << name;
+    return read_checkpoint(ckpt);
+  };
+  const Checkpoint graph = train("", "gpu2bf16"), eager = train(" --no-cuda-graph", "gpu2bf16eager");
+  EXPECT_EQ(graph.info.at("ranks").get<int>(), 2);
+  EXPECT_EQ(graph.weights, eager.weights);
+  EXPECT_EQ(graph.m, eager.m);
 }

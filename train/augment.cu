@@ -1,35 +1,54 @@
 // CUDA twin of augment.cpp: the stored uint8 samples go to the GPU and are cropped, flipped and
-// normalised there, from the crop/flip choices the loader drew on the CPU.
+// normalised there, from the crop/flip choices the loader drew on the CPU, into the layout and
+// element type the net reads (fp32 NCHW, or bf16 NHWC for a bf16 net).
 #include "train/layers/gpu_ops.h"
+#include "train/layers/storage.cuh"
 
 namespace convoy::gpu {
 namespace {
 
-// One thread per output value, in CHW order, so the writes coalesce; the same arithmetic as
-// Augmenter::apply (v * scale + shift in float), hence bit-identical output.
+// One thread per output value, in output order, so the writes coalesce; the same arithmetic as
+// Augmenter::apply (v * scale + shift in float), hence bit-identical float output.
+template <typename T, Layout L>
 __global__ void augment(AugmentShape s, const uint8_t* __restrict__ hwc, const int32_t* __restrict__ crops,
-                        const float* __restrict__ scale_shift, float* __restrict__ chw) {
+                        const float* __restrict__ scale_shift, T* __restrict__ out) {
   const size_t plane = size_t(s.out_h) * s.out_w, per = plane * s.c;
   CONVOY_GRID_STRIDE(k, size_t(s.n) * per) {
     const size_t n = k / per, r = k % per;
-    const int c = int(r / plane), y = int(r % plane) / s.out_w, x = int(r % plane) % s.out_w;
+    int c, y, x;
+    if (L == Layout::nchw) {
+      c = int(r / plane), y = int(r % plane) / s.out_w, x = int(r % plane) % s.out_w;
+    } else {
+      c = int(r % s.c);
+      const int p = int(r / s.c);
+      y = p / s.out_w, x = p % s.out_w;
+    }
     const int32_t* cf = crops + 3 * n;
     const int sy = cf[0] + y - s.pad, sx = cf[1] + (cf[2] ? s.out_w - 1 - x : x) - s.pad;
     const float v = (sy >= 0 && sy < s.h && sx >= 0 && sx < s.w)
                         ? float(hwc[n * size_t(s.h) * s.w * s.c + (size_t(sy) * s.w + sx) * s.c + c])
                         : 0.f;
     // No fused multiply-add: the CPU rounds the product, then the sum.
-    chw[k] = __fadd_rn(__fmul_rn(v, scale_shift[c]), scale_shift[s.c + c]);
+    out[k] = store<T>(__fadd_rn(__fmul_rn(v, scale_shift[c]), scale_shift[s.c + c]));
   }
 }
 
 }  // namespace
 
+template <typename T>
 void augment_forward(Context& ctx, const AugmentShape& s, const uint8_t* hwc, const int32_t* crops,
-                     const float* scale_shift, float* chw) {
+                     const float* scale_shift, T* out, Layout layout) {
   const size_t total = size_t(s.n) * s.c * s.out_h * s.out_w;
-  augment<<<grid_for(total), 256, 0, ctx.stream()>>>(s, hwc, crops, scale_shift, chw);
+  if (layout == Layout::nchw)
+    augment<T, Layout::nchw><<<grid_for(total), 256, 0, ctx.stream()>>>(s, hwc, crops, scale_shift, out);
+  else
+    augment<T, Layout::nhwc><<<grid_for(total), 256, 0, ctx.stream()>>>(s, hwc, crops, scale_shift, out);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
+
+template void augment_forward<float>(Context&, const AugmentShape&, const uint8_t*, const int32_t*, const float*,
+                                     float*, Layout);
+template void augment_forward<bf16>(Context&, const AugmentShape&, const uint8_t*, const int32_t*, const float*,
+                                    bf16*, Layout);
 
 }  // namespace convoy::gpu

@@ -36,8 +36,10 @@
 
 namespace convoy::gpu {
 
-// fp32: exact float arithmetic (no tensor cores); tf32: cuDNN/cuBLAS may use TF32 tensor cores.
-enum class MathMode { fp32, tf32 };
+// fp32: exact float arithmetic (no tensor cores); tf32: cuDNN/cuBLAS may use TF32 tensor cores;
+// bf16: activations and their gradients stored as bf16 in NHWC (what cuDNN's tensor-core kernels
+// read), with fp32 accumulation, fp32 master weights, gradients and optimiser state.
+enum class MathMode { fp32, tf32, bf16 };
 // How cuDNN convolution algorithms are chosen (deterministic ones only, either way): by cuDNN's
 // heuristics (the same choice on every run, so runs repeat bit for bit) or by timing each one once
 // at set-up (faster steps; the choice, and so the last bits of the weights, can vary between runs).
@@ -57,6 +59,7 @@ class Context {
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
   MathMode math() const { return math_; }
+  bool bf16() const { return math_ == MathMode::bf16; }
   AlgoSearch algo_search() const { return algo_search_; }
   void set_algo_search(AlgoSearch a) { algo_search_ = a; }
   void synchronize() const { CONVOY_CUDA_CHECK(cudaStreamSynchronize(stream_)); }

@@ -1,8 +1,10 @@
-// GpuNet: net.cpp's forward and backward, node for node, with device buffers and the CUDA ops.
-// Gradients reaching a node from several consumers are summed in its dy, as on the CPU.
+// GpuNet: net.cpp's forward and backward, node for node, with device buffers and the CUDA ops; one
+// body for both storages (fp32 NCHW, bf16 NHWC), instantiated per element type. Gradients reaching
+// a node from several consumers are summed in its dy, as on the CPU.
 #include "train/gpu_net.h"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace convoy::gpu {
 namespace {
@@ -20,8 +22,23 @@ size_t flat_state_count(const Net& net) {
   return n;
 }
 
-void copy(Context& ctx, float* dst, const float* src, size_t count) {
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
+// Whether node i's only consumer is the loss: its output is the logits, kept in fp32.
+bool feeds_only_loss(const Net& net, int i) {
+  const auto& nodes = net.nodes();
+  if (nodes[i].consumers != 1) return false;
+  for (const Node& nd : nodes)
+    for (int k : nd.in)
+      if (k == i) return nd.spec.kind == LayerKind::softmax_xent;
+  return false;
+}
+
+void copy(Context& ctx, void* dst, const void* src, size_t bytes) {
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.stream()));
+}
+
+template <typename T>
+T* as(const DeviceBuffer<unsigned char>& b) {
+  return reinterpret_cast<T*>(b.get());
 }
 
 }  // namespace
@@ -29,25 +46,49 @@ void copy(Context& ctx, float* dst, const float* src, size_t count) {
 GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
     : ctx_(ctx), net_(net), max_batch_(max_batch) {
   Arena& a = arena ? *arena : own_arena_;
-  a.request(weights_, flat_param_count(net));
-  a.request(grads_, flat_param_count(net));
+  const bool half = ctx.bf16();
+  const size_t act = half ? sizeof(bf16) : sizeof(float);
+  const size_t params = flat_param_count(net);
+  a.request(weights_, params);
+  a.request(grads_, params);
   a.request(state_, std::max<size_t>(1, flat_state_count(net)));
   a.request(probs_, size_t(max_batch) * std::max(1, net.classes()));
   a.request(losses_, max_batch);
   const auto& nodes = net.nodes();
-  size_t scratch = 0;
+  size_t scratch = 0, dw16 = 0, dy16 = 0;
   buf_.resize(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& nd = nodes[i];
+    NodeBuffers& b = buf_[i];
     const size_t count = size_t(max_batch) * nd.out.size();
     const Dims in = nd.in[0] < 0 ? net.input_dims() : nodes[nd.in[0]].out;
-    a.request(buf_[i].y, count);
-    a.request(buf_[i].dy, count);
-    if (nd.spec.kind == LayerKind::dropout) a.request(buf_[i].aux, count);
-    if (nd.spec.kind == LayerKind::batch_norm) a.request(buf_[i].aux, 2 * size_t(in.c));
-    if (nd.spec.kind == LayerKind::max_pool) a.request(buf_[i].argmax, count);
+    b.fp32 = !half || (nd.spec.kind == LayerKind::fc && feeds_only_loss(net, int(i)));
+    const size_t elem = b.fp32 ? sizeof(float) : sizeof(bf16);
+    a.request(b.y, count * elem);
+    a.request(b.dy, count * elem);
+    if (nd.spec.kind == LayerKind::dropout) a.request(b.aux, count * elem);
+    if (nd.spec.kind == LayerKind::batch_norm) a.request(b.aux, 2 * size_t(in.c) * sizeof(float));
+    if (nd.spec.kind == LayerKind::max_pool) a.request(b.argmax, count);
+    if (half && nd.spec.kind == LayerKind::fc && in.h * in.w > 1 && in.c > 1) {
+      b.reorder = true;
+      a.request(b.aux, size_t(max_batch) * in.size() * sizeof(bf16));
+      a.request(b.aux2, size_t(max_batch) * in.size() * sizeof(bf16));
+    }
+    if (half && nd.spec.kind == LayerKind::conv) {
+      dw16 = std::max(dw16, nd.w_count);
+      const int c = in.c / nd.spec.groups, rs = nd.spec.kernel * nd.spec.kernel;
+      if (nd.w_count >= (size_t(1) << 32)) fail("GpuNet: a convolution with 2^32 weights or more");
+      if (c > 1 && rs > 1) host_segments_.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs});
+    }
+    if (half && b.fp32) dy16 = std::max(dy16, count);
     for (int k : nd.in)
-      if (k < 0 || nodes[k].consumers > 1) scratch = std::max(scratch, size_t(max_batch) * in.size());
+      if (k < 0 || nodes[k].consumers > 1) scratch = std::max(scratch, size_t(max_batch) * in.size() * act);
+  }
+  if (half) {
+    a.request(weights16_, std::max<size_t>(1, params));
+    a.request(dw16_, std::max<size_t>(1, dw16));
+    a.request(dy16_, std::max<size_t>(1, dy16));
+    a.request(segments_, std::max<size_t>(1, host_segments_.size()));
   }
   a.request(scratch_, std::max<size_t>(scratch, 1));
   if (!arena) own_arena_.commit();
@@ -77,7 +118,16 @@ void GpuNet::upload(const std::vector<float>& weights, const std::vector<float>&
   weights_.upload(weights.data(), weights.size());
   CONVOY_CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.size() * sizeof(float)));
   if (!state.empty()) state_.upload(state.data(), state.size());
+  if (stores_bf16()) {
+    if (!host_segments_.empty()) segments_.upload(host_segments_.data(), host_segments_.size());
+    copy_ = {weights16_.get(), segments_.get(), int(host_segments_.size())};
+    // The copies above ran on the legacy stream, which the context's stream does not wait for.
+    CONVOY_CUDA_CHECK(cudaDeviceSynchronize());
+    refresh_weight_copy();
+  }
 }
+
+void GpuNet::refresh_weight_copy() { gpu::refresh_weight_copy(ctx_, weights_.size(), weights_.get(), copy_); }
 
 void GpuNet::download(std::vector<float>& weights, std::vector<float>& state) const {
   ctx_.synchronize();
@@ -97,79 +147,141 @@ const ConvPlan& GpuNet::plan(int node, int n) {
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
-const float* GpuNet::input_of(int node, int k) const {
+template <typename T>
+const T* GpuNet::input_of(int node, int k) const {
   const int from = net_.nodes()[node].in[k];
-  return from < 0 ? x_ : buf_[from].y.get();
+  return from < 0 ? static_cast<const T*>(x_) : as<const T>(buf_[from].y);
 }
 
-void GpuNet::forward(int n, const float* x, const int32_t* labels, bool train, const uint64_t* key,
+void GpuNet::forward(int n, const void* x, const int32_t* labels, bool train, const uint64_t* key,
                      const uint64_t* sample_keys) {
   if (n > max_batch_) fail("GpuNet: batch of " + std::to_string(n) + " exceeds the " + std::to_string(max_batch_) + " it was built for");
   n_ = n;
   x_ = x;
   labels_ = labels;
   train_ = train;
+  key_ = key;
+  sample_keys_ = sample_keys;
+  if (stores_bf16())
+    forward_as<bf16>();
+  else
+    forward_as<float>();
+}
+
+void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
+  if (stores_bf16())
+    backward_as<bf16>(ready);
+  else
+    backward_as<float>(ready);
+}
+
+// T is the activations' element type: float (NCHW, the fp32 master weights) or bf16 (NHWC, the
+// weight copy). Batch norm's parameters and every bias are read from the fp32 master weights.
+template <typename T>
+void GpuNet::forward_as() {
+  constexpr bool half = std::is_same_v<T, bf16>;
+  constexpr Layout layout = half ? Layout::nhwc : Layout::nchw;
+  const T* weights = nullptr;
+  if constexpr (half)
+    weights = weights16_.get();
+  else
+    weights = weights_.get();
+  const int n = n_;
   const auto& nodes = net_.nodes();
   for (int i = 0; i < int(nodes.size()); ++i) {
     const Node& nd = nodes[i];
+    NodeBuffers& bf = buf_[i];
     const Dims in = nd.in[0] < 0 ? net_.input_dims() : nodes[nd.in[0]].out;
-    const float* a = input_of(i, 0);
-    float* y = buf_[i].y.get();
-    const float* w = weights_.get() + nd.w_off;
+    const int hw = in.h * in.w;
+    const T* a = input_of<T>(i, 0);
+    T* y = as<T>(bf.y);
+    const T* w = weights + nd.w_off;
+    const float* w32 = weights_.get() + nd.w_off;
     const float* b = nd.b_count ? weights_.get() + nd.b_off : nullptr;
     const size_t count = size_t(n) * nd.out.size();
     if (events_) record_event(events_[4 * i].get(), ctx_.stream());
     switch (nd.spec.kind) {
       case LayerKind::conv: conv_forward(ctx_, plan(i, n), a, w, b, y); break;
-      case LayerKind::max_pool: max_pool_forward(ctx_, pool_shape(nd, in, n), a, y, buf_[i].argmax.get()); break;
-      case LayerKind::avg_pool: avg_pool_forward(ctx_, pool_shape(nd, in, n), a, y); break;
-      case LayerKind::global_avg_pool: global_avg_pool_forward(ctx_, n, in.c, in.h * in.w, a, y); break;
-      case LayerKind::fc: fc_forward(ctx_, {n, int(in.size()), nd.spec.units}, a, w, b, y); break;
+      case LayerKind::max_pool: max_pool_forward(ctx_, pool_shape(nd, in, n), a, y, bf.argmax.get(), layout); break;
+      case LayerKind::avg_pool: avg_pool_forward(ctx_, pool_shape(nd, in, n), a, y, layout); break;
+      case LayerKind::global_avg_pool: global_avg_pool_forward(ctx_, n, in.c, hw, a, y, layout); break;
+      case LayerKind::fc: {
+        const FcShape s{n, int(in.size()), nd.spec.units};
+        const T* x = a;
+        if (bf.reorder) {  // the weights expect the CPU's NCHW flatten order
+          nhwc_to_nchw(ctx_, n, in.c, hw, a, as<T>(bf.aux));
+          x = as<T>(bf.aux);
+        }
+        if (bf.fp32)
+          fc_forward(ctx_, s, x, w, b, as<float>(bf.y));
+        else
+          fc_forward(ctx_, s, x, w, b, y);
+        break;
+      }
       case LayerKind::relu: relu_forward(ctx_, count, a, y); break;
-      case LayerKind::add: add_forward(ctx_, count, a, input_of(i, 1), y); break;
-      case LayerKind::flatten: copy(ctx_, y, a, count); break;
+      case LayerKind::add: add_forward(ctx_, count, a, input_of<T>(i, 1), y); break;
+      case LayerKind::flatten:
+        if (half && hw > 1 && in.c > 1)
+          nhwc_to_nchw(ctx_, n, in.c, hw, a, y);
+        else
+          copy(ctx_, y, a, count * sizeof(T));
+        break;
       case LayerKind::dropout:
-        if (train && nd.spec.p > 0) {
+        if (train_ && nd.spec.p > 0) {
           DropoutShape s{n, nd.out.size(), nd.spec.p};
           // The same per-layer key as the CPU net, so both drop the same elements.
-          dropout_forward(ctx_, s, key, uint64_t(i) * 0x100000001B3ull, sample_keys, a, y, buf_[i].aux.get());
+          dropout_forward(ctx_, s, key_, uint64_t(i) * 0x100000001B3ull, sample_keys_, a, y, as<T>(bf.aux));
         } else {
-          copy(ctx_, y, a, count);
+          copy(ctx_, y, a, count * sizeof(T));
         }
         break;
       case LayerKind::batch_norm: {
-        BnShape s{n, in.c, in.h * in.w, nd.spec.eps, nd.spec.momentum};
+        BnShape s{n, in.c, hw, nd.spec.eps, nd.spec.momentum};
         float* run = state_.get() + nd.s_off;
-        float* aux = buf_[i].aux.get();
-        if (train)
-          bn_forward_train(ctx_, s, a, w, b, y, aux, aux + in.c, run, run + in.c);
+        float* aux = as<float>(bf.aux);
+        if (train_)
+          bn_forward_train(ctx_, s, a, w32, b, y, aux, aux + in.c, run, run + in.c);
         else
-          bn_forward_eval(ctx_, s, a, w, b, run, run + in.c, y);
+          bn_forward_eval(ctx_, s, a, w32, b, run, run + in.c, y);
         break;
       }
       case LayerKind::softmax_xent:
-        softmax_xent_forward(ctx_, n, net_.classes(), a, labels, probs_.get(), losses_.get());
+        if (nd.in[0] >= 0 && buf_[nd.in[0]].fp32)
+          softmax_xent_forward(ctx_, n, net_.classes(), input_of<float>(i, 0), labels_, probs_.get(), losses_.get());
+        else
+          softmax_xent_forward(ctx_, n, net_.classes(), a, labels_, probs_.get(), losses_.get());
         break;
     }
     if (events_) record_event(events_[4 * i + 1].get(), ctx_.stream());
   }
 }
 
-void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
+template <typename T>
+void GpuNet::backward_as(const std::function<void(size_t lo, size_t hi)>& ready) {
+  constexpr bool half = std::is_same_v<T, bf16>;
+  constexpr Layout layout = half ? Layout::nhwc : Layout::nchw;
+  const T* weights = nullptr;
+  if constexpr (half)
+    weights = weights16_.get();
+  else
+    weights = weights_.get();
   const int n = n_;
   const auto& nodes = net_.nodes();
   for (const Node& nd : nodes)
     for (int i : nd.in)
       if (i >= 0 && nodes[i].consumers > 1)
-        CONVOY_CUDA_CHECK(cudaMemsetAsync(buf_[i].dy.get(), 0, size_t(n) * nodes[i].out.size() * sizeof(float), ctx_.stream()));
+        CONVOY_CUDA_CHECK(cudaMemsetAsync(buf_[i].dy.get(), 0, size_t(n) * nodes[i].out.size() * sizeof(T), ctx_.stream()));
 
   for (int idx = int(nodes.size()) - 1; idx >= 0; --idx) {
     const Node& nd = nodes[idx];
+    NodeBuffers& bf = buf_[idx];
     const Dims in = nd.in[0] < 0 ? net_.input_dims() : nodes[nd.in[0]].out;
+    const int hw = in.h * in.w;
     const size_t in_count = size_t(n) * in.size();
-    const float* a = input_of(idx, 0);
-    const float* dy = buf_[idx].dy.get();
-    const float* w = weights_.get() + nd.w_off;
+    const T* a = input_of<T>(idx, 0);
+    const T* dy = as<T>(bf.dy);
+    const T* w = weights + nd.w_off;
+    const float* w32 = weights_.get() + nd.w_off;
     float* dw = grads_.get() + nd.w_off;
     float* db = nd.b_count ? grads_.get() + nd.b_off : nullptr;
     const size_t count = size_t(n) * nd.out.size();
@@ -177,38 +289,69 @@ void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
     for (size_t k = 0; k < nd.in.size(); ++k) {
       const int from = nd.in[k];
       // The net's input needs no gradient; a node with one consumer takes it in place.
-      float* dx = from < 0 ? nullptr : nodes[from].consumers == 1 ? buf_[from].dy.get() : scratch_.get();
+      void* to = from < 0 ? nullptr : nodes[from].consumers == 1 ? buf_[from].dy.get() : scratch_.get();
+      T* dx = static_cast<T*>(to);
       switch (nd.spec.kind) {
-        case LayerKind::conv: conv_backward(ctx_, plan(idx, n), a, w, dy, dx, dw, db); break;
-        case LayerKind::fc: fc_backward(ctx_, {n, int(in.size()), nd.spec.units}, a, w, dy, dx, dw, db); break;
+        case LayerKind::conv:
+          if constexpr (half)
+            conv_backward(ctx_, plan(idx, n), a, w, dy, dx, dw, db, dw16_.get());
+          else
+            conv_backward(ctx_, plan(idx, n), a, w, dy, dx, dw, db);
+          break;
+        case LayerKind::fc: {
+          const FcShape s{n, int(in.size()), nd.spec.units};
+          if constexpr (half) {
+            const bf16* x = bf.reorder ? as<bf16>(bf.aux) : a;
+            bf16* fdx = bf.reorder && dx ? as<bf16>(bf.aux2) : dx;
+            if (bf.fp32)
+              fc_backward(ctx_, s, x, w, as<float>(bf.dy), fdx, dw, db, dy16_.get());
+            else
+              fc_backward(ctx_, s, x, w, dy, fdx, dw, db, dy16_.get());
+            if (fdx != dx) nchw_to_nhwc(ctx_, n, in.c, hw, fdx, dx);
+          } else {
+            fc_backward(ctx_, s, a, w, dy, dx, dw, db);
+          }
+          break;
+        }
         case LayerKind::batch_norm: {
-          BnShape s{n, in.c, in.h * in.w, nd.spec.eps, nd.spec.momentum};
-          const float* aux = buf_[idx].aux.get();
-          bn_backward(ctx_, s, a, dy, w, aux, aux + in.c, dx, dw, db);
+          BnShape s{n, in.c, hw, nd.spec.eps, nd.spec.momentum};
+          const float* aux = as<float>(bf.aux);
+          bn_backward(ctx_, s, a, dy, w32, aux, aux + in.c, dx, dw, db);
           break;
         }
         default:
           if (!dx) break;
           switch (nd.spec.kind) {
-            case LayerKind::max_pool: max_pool_backward(ctx_, pool_shape(nd, in, n), dy, buf_[idx].argmax.get(), dx); break;
-            case LayerKind::avg_pool: avg_pool_backward(ctx_, pool_shape(nd, in, n), dy, dx); break;
-            case LayerKind::global_avg_pool: global_avg_pool_backward(ctx_, n, in.c, in.h * in.w, dy, dx); break;
-            case LayerKind::relu: relu_backward(ctx_, count, buf_[idx].y.get(), dy, dx); break;
-            case LayerKind::add:
-            case LayerKind::flatten: copy(ctx_, dx, dy, count); break;
+            case LayerKind::max_pool:
+              max_pool_backward(ctx_, pool_shape(nd, in, n), dy, bf.argmax.get(), dx, layout);
+              break;
+            case LayerKind::avg_pool: avg_pool_backward(ctx_, pool_shape(nd, in, n), dy, dx, layout); break;
+            case LayerKind::global_avg_pool: global_avg_pool_backward(ctx_, n, in.c, hw, dy, dx, layout); break;
+            case LayerKind::relu: relu_backward(ctx_, count, as<T>(bf.y), dy, dx); break;
+            case LayerKind::add: copy(ctx_, dx, dy, count * sizeof(T)); break;
+            case LayerKind::flatten:
+              if (half && hw > 1 && in.c > 1)
+                nchw_to_nhwc(ctx_, n, in.c, hw, dy, dx);
+              else
+                copy(ctx_, dx, dy, count * sizeof(T));
+              break;
             case LayerKind::dropout:
               if (train_ && nd.spec.p > 0)
-                dropout_backward(ctx_, {n, nd.out.size(), nd.spec.p}, buf_[idx].aux.get(), dy, dx);
+                dropout_backward(ctx_, {n, nd.out.size(), nd.spec.p}, as<T>(bf.aux), dy, dx);
               else
-                copy(ctx_, dx, dy, count);
+                copy(ctx_, dx, dy, count * sizeof(T));
               break;
             case LayerKind::softmax_xent:
-              softmax_xent_backward(ctx_, n, net_.classes(), probs_.get(), labels_, 1.f / float(n), dx);
+              if (buf_[from].fp32)
+                softmax_xent_backward(ctx_, n, net_.classes(), probs_.get(), labels_, 1.f / float(n),
+                                      static_cast<float*>(to));
+              else
+                softmax_xent_backward(ctx_, n, net_.classes(), probs_.get(), labels_, 1.f / float(n), dx);
               break;
             default: break;
           }
       }
-      if (dx && from >= 0 && nodes[from].consumers > 1) accumulate(ctx_, in_count, dx, buf_[from].dy.get());
+      if (dx && from >= 0 && nodes[from].consumers > 1) accumulate(ctx_, in_count, static_cast<const T*>(dx), as<T>(buf_[from].dy));
     }
     if (events_) record_event(events_[4 * idx + 3].get(), ctx_.stream());
     if (ready && (nd.w_count || nd.b_count)) {

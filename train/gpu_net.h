@@ -19,23 +19,32 @@ class GpuNet {
  public:
   // `net` gives the topology and the parameter layout; it must outlive this object. With an
   // arena, the buffers are requested from it and usable once its owner commits it; without one,
-  // the net makes and commits its own.
+  // the net makes and commits its own. The context's math mode fixes how activations are stored:
+  // fp32 NCHW, or (MathMode::bf16) bf16 NHWC with fp32 logits.
   GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena = nullptr);
 
-  // Weights and running statistics in the CPU Net's flat layout.
+  // Weights and running statistics in the CPU Net's flat layout (fp32 whatever the math mode).
   void upload(const std::vector<float>& weights, const std::vector<float>& state);
   void download(std::vector<float>& weights, std::vector<float>& state) const;
 
-  // x: device [n, input dims] floats; labels: device int32 [n]; key: device pointer to the step's
-  // key and sample_keys: device [n] (dropout). Queues the forward pass on the context's stream;
-  // per-sample losses stay on the device. Reads no host value that changes from step to step, so
-  // the queued work can be captured once as a CUDA graph.
-  void forward(int n, const float* x, const int32_t* labels, bool train, const uint64_t* key,
+  // x: device [n, input dims] in the net's storage (see stores_bf16()); labels: device int32 [n]; key:
+  // device pointer to the step's key and sample_keys: device [n] (dropout). Queues the forward pass
+  // on the context's stream; per-sample losses stay on the device. Reads no host value that
+  // changes from step to step, so the queued work can be captured once as a CUDA graph.
+  void forward(int n, const void* x, const int32_t* labels, bool train, const uint64_t* key,
                const uint64_t* sample_keys);
-  // Gradients of the mean loss of the last forward into grads(). After each node's gradients are
-  // queued, `ready(lo, hi)` (if set) is told their range [lo, hi) of the flat buffer; nodes come in
-  // reverse order, so the ranges move from the end of the buffer to its start.
+  // Gradients of the mean loss of the last forward into grads() (fp32). After each node's
+  // gradients are queued, `ready(lo, hi)` (if set) is told their range [lo, hi) of the flat
+  // buffer; nodes come in reverse order, so the ranges move from the end of the buffer to its start.
   void backward(const std::function<void(size_t lo, size_t hi)>& ready = nullptr);
+
+  // Whether activations, and so forward()'s input, are bf16 NHWC rather than fp32 NCHW.
+  bool stores_bf16() const { return ctx_.bf16(); }
+  // A bf16 net multiplies with a bf16 copy of the weights. Pass weight_copy() to the fused
+  // optimiser updates, which refresh it; after any other change of weights(), call
+  // refresh_weight_copy(). Empty (and the call a no-op) for fp32 nets.
+  const WeightCopy& weight_copy() const { return copy_; }
+  void refresh_weight_copy();
 
   // Per-node forward/backward events (recorded inside a captured graph too): collect_profile adds
   // their times up once the step is complete (the next step records them again), and
@@ -54,20 +63,35 @@ class GpuNet {
 
  private:
   struct NodeBuffers {
-    DeviceBuffer<float> y, dy, aux;
+    DeviceBuffer<unsigned char> y, dy, aux, aux2;  // aux: dropout mask, batch-norm statistics, NCHW fc input
     DeviceBuffer<int32_t> argmax;
+    bool fp32 = true;      // y and dy hold fp32: every node of an fp32 net, the logits of a bf16 one
+    bool reorder = false;  // a bf16 fc on a spatial input: aux/aux2 hold its input/gradient in NCHW
   };
   const ConvPlan& plan(int node, int n);
-  const float* input_of(int node, int k) const;
+  template <typename T>
+  const T* input_of(int node, int k) const;
+  template <typename T>
+  void forward_as();
+  template <typename T>
+  void backward_as(const std::function<void(size_t lo, size_t hi)>& ready);
 
   Context& ctx_;
   const Net& net_;
   int max_batch_, n_ = 0;
   bool train_ = false;
-  const float* x_ = nullptr;
+  const void* x_ = nullptr;
   const int32_t* labels_ = nullptr;
+  const uint64_t *key_ = nullptr, *sample_keys_ = nullptr;
   Arena own_arena_;
-  DeviceBuffer<float> weights_, grads_, state_, probs_, losses_, scratch_;
+  DeviceBuffer<float> weights_, grads_, state_, probs_, losses_;
+  DeviceBuffer<unsigned char> scratch_;
+  // bf16 nets: the weight copy and its reordered segments, cuDNN's bf16 filter gradient before it
+  // is widened, and the logits' gradient rounded for the fc products.
+  DeviceBuffer<bf16> weights16_, dw16_, dy16_;
+  DeviceBuffer<WeightSegment> segments_;
+  std::vector<WeightSegment> host_segments_;
+  WeightCopy copy_;
   std::vector<NodeBuffers> buf_;
   std::map<std::pair<int, int>, std::unique_ptr<ConvPlan>> plans_;  // (node, batch) -> plan
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end

@@ -58,7 +58,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   const Dims in = net.input_dims();
   if (in.c != aug_.c || in.h != aug_.out_h || in.w != aug_.out_w)
     fail("GpuStep: the net's input differs from the augmented sample shape");
-  arena_.request(x_, size_t(max_batch) * net.input_dims().size());
+  arena_.request(x_, size_t(max_batch) * net.input_dims().size() * (ctx_.bf16() ? sizeof(bf16) : sizeof(float)));
   arena_.request(m_, opt.m.size());
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));
   arena_.request(scale_shift_, 2 * aug.stored.channels);
@@ -104,14 +104,24 @@ void GpuStep::flush_bucket() {
   pend_lo_ = pend_hi_ = 0;
 }
 
+// The slot's raw batch to the net's input: fp32 NCHW, or bf16 NHWC for a bf16 net.
+void GpuStep::queue_augment(const Slot& sl, int n) {
+  AugmentShape a = aug_;
+  a.n = n;
+  if (net_.stores_bf16())
+    augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(),
+                    reinterpret_cast<bf16*>(x_.get()), Layout::nhwc);
+  else
+    augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(),
+                    reinterpret_cast<float*>(x_.get()), Layout::nchw);
+}
+
 void GpuStep::queue_compute(int slot, int n) {
   const Slot& sl = *slots_[slot];
   cudaStream_t s = ctx_.stream();
   const StepScalars* scalars = sl.d<StepScalars>(sl.scalars);
   const int32_t* labels = sl.d<int32_t>(sl.labels);
-  AugmentShape a = aug_;
-  a.n = n;
-  augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(), x_.get());
+  queue_augment(sl, n);
   net_.forward(n, x_.get(), labels, true, &scalars->key, sl.d<uint64_t>(sl.keys));
   record_event(sl.fwd.get(), s);
   if (nccl_) {
@@ -130,10 +140,11 @@ void GpuStep::queue_compute(int slot, int n) {
   const size_t params = net_.param_count();
   if (r.optimizer == "sgd")
     sgd_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), scalars, float(r.momentum), r.nesterov,
-               float(r.weight_decay));
+               float(r.weight_decay), net_.weight_copy());
   else
     adam_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), v_.get(), scalars, float(r.beta1),
-                float(r.beta2), float(r.adam_eps), float(r.weight_decay), r.optimizer == "adamw");
+                float(r.beta2), float(r.adam_eps), float(r.weight_decay), r.optimizer == "adamw",
+                net_.weight_copy());
   batch_metrics(ctx_, n, net_.classes(), net_.probs(), labels, net_.losses(), acc_.get());
 }
 
@@ -236,9 +247,7 @@ void GpuStep::evaluate(const HostBatch& b) {
   std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);
   cudaStream_t s = ctx_.stream();
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.get(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, s));
-  AugmentShape a = aug_;
-  a.n = b.n;
-  augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(), x_.get());
+  queue_augment(sl, b.n);
   net_.forward(b.n, x_.get(), sl.d<int32_t>(sl.labels), false, &sl.d<StepScalars>(sl.scalars)->key,
                sl.d<uint64_t>(sl.keys));
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(losses_host_.data(), net_.losses(), b.n * sizeof(float), cudaMemcpyDeviceToHost, s));

@@ -33,7 +33,7 @@ struct StepMetrics {
 };
 
 struct GpuStepOptions {
-  MathMode math = MathMode::tf32;
+  MathMode math = MathMode::tf32;         // bf16: bf16 NHWC activations, fp32 weights and optimiser state
   bool graph = true;                      // capture the step as a CUDA graph (off: queue it op by op)
   size_t bucket_bytes = size_t(8) << 20;  // all-reduce bucket size
   bool profile = false;                   // time every node (waits for each step)
@@ -73,6 +73,7 @@ class GpuStep {
  private:
   struct Slot;        // pinned and device buffers of one batch in flight
   struct StepEvents;  // the events recorded around one step
+  void queue_augment(const Slot& sl, int n);
   void queue_compute(int slot, int n);
   void bucket_ready(size_t lo, size_t hi);
   void flush_bucket();
@@ -90,7 +91,8 @@ class GpuStep {
   CudaStream copy_stream_, comm_stream_;
   CudaEvent fork_, join_;
   size_t pend_lo_ = 0, pend_hi_ = 0;  // the gradient range ready but not yet all-reduced
-  DeviceBuffer<float> x_, m_, v_, scale_shift_;
+  DeviceBuffer<unsigned char> x_;  // the augmented batch, in the net's storage (GpuNet::stores_bf16())
+  DeviceBuffer<float> m_, v_, scale_shift_;
   DeviceBuffer<double> acc_;  // StepMetrics, accumulated on the device
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four steps

@@ -63,8 +63,10 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   app.add_option("--cudnn-workspace", t.cudnn_workspace_mb,
                  "CUDA backend: cuDNN workspace in MiB, allocated once; larger admits faster convolution algorithms")
       ->check(CLI::Range(16, 65536));
-  app.add_option("--precision", t.precision, "CUDA backend: fp32 or tf32 (tensor cores for conv and fc)")
-      ->check(CLI::IsMember({"fp32", "tf32"}));
+  app.add_option("--precision", t.precision,
+                 "CUDA backend: fp32, tf32 (tensor cores for conv and fc) or bf16 (bf16 NHWC activations and "
+                 "gradients on the tensor cores, fp32 master weights, gradients and optimiser state)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   bool list_gpus = false;
   app.add_flag("--gpus", list_gpus, "print the number of GPUs this build can use, then exit");
   app.add_flag("--profile", t.profile, "print per-layer forward/backward seconds after each epoch");

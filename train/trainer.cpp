@@ -258,7 +258,9 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
 #ifdef CONVOY_HAVE_CUDA
     const int device = local_rank() % gpu_count();
     gpu::GpuStepOptions go;
-    go.math = o.precision == "fp32" ? gpu::MathMode::fp32 : gpu::MathMode::tf32;
+    go.math = o.precision == "fp32"   ? gpu::MathMode::fp32
+              : o.precision == "bf16" ? gpu::MathMode::bf16
+                                      : gpu::MathMode::tf32;
     go.graph = o.cuda_graph;
     go.profile = o.profile;
     go.workspace_bytes = size_t(o.cudnn_workspace_mb) << 20;

@@ -19,7 +19,7 @@ struct TrainOptions {
   std::string resume;
   long long stop_after = 0;   // stop (and checkpoint) after this many steps in total
   std::string device = "cpu";      // cpu | cuda | auto
-  std::string precision = "tf32";  // CUDA backend: fp32 (exact float) or tf32 (tensor cores)
+  std::string precision = "tf32";  // CUDA backend: fp32 (exact float), tf32 (tensor cores) or bf16 (bf16 NHWC activations)
   bool cuda_graph = true;          // CUDA backend: replay the step as a captured CUDA graph
   std::string cudnn_algos = "heuristic";  // CUDA backend: heuristic (repeatable) | measure (fastest)
   int cudnn_workspace_mb = 1024;           // CUDA backend: cuDNN workspace

@@ -206,7 +206,8 @@ def main():
     seconds = time.perf_counter() - t0
     acc = evaluate()
     mode = "torch.compile" if args.compile else "eager"
-    print(json.dumps({"impl": f"pytorch {torch.__version__} {mode}" + (" bf16" if args.bf16 else ""),
+    print(json.dumps({"impl": f"pytorch {torch.__version__} {mode}" + (" bf16" if args.bf16 else "")
+                      + (" channels_last" if args.channels_last else ""),
                       "config": os.path.basename(args.config), "epochs": epochs, "batch": batch,
                       "images_per_s": round(epochs * len(ytr) / seconds, 1), "seconds": round(seconds, 2),
                       "test_accuracy": round(acc, 4), "gpu": torch.cuda.get_device_name()}))

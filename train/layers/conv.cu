@@ -1,12 +1,21 @@
 // CUDA twin of conv.cpp: cuDNN convolution with algorithms chosen once per shape (deterministic
-// ones only) and run in the context's preallocated workspace.
+// ones only) and run in the context's preallocated workspace; fp32 NCHW, or bf16 NHWC with fp32
+// accumulation on the tensor cores.
 #include <vector>
 
 #include "shared/log.h"
+#include "train/layers/channels.cuh"
 #include "train/layers/gpu_ops.h"
+#include "train/layers/weight_copy.cuh"
 
 namespace convoy::gpu {
 namespace {
+
+// dw (fp32, [c_out, c, kh, kw]) from cuDNN's bf16 filter gradient in [c_out, kh, kw, c].
+__global__ void widen_filter_grad(unsigned count, unsigned c, unsigned rs, const bf16* __restrict__ krsc,
+                                  float* __restrict__ dw) {
+  CONVOY_GRID_STRIDE(j, count) dw[j] = __bfloat162float(krsc[krsc_index(unsigned(j), c, rs)]);
+}
 
 // The first deterministic algorithm within the workspace, from cuDNN's heuristic ranking or from
 // timing each candidate. Heuristics sometimes rank no deterministic algorithm for a shape; timing
@@ -45,22 +54,26 @@ Perf choose(bool measure, Heuristic heuristic, Measure timed, int total, size_t 
 
 }  // namespace
 
-ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx) : shape_(s) {
+ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx) : shape_(s), bf16_(ctx.bf16()) {
   if (s.relu) fail("the CUDA convolution runs its ReLU as a separate node (ConvShape::relu must be off)");
+  const cudnnTensorFormat_t format = bf16_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  const cudnnDataType_t type = bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_));
   CONVOY_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
   CONVOY_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
-  CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c_in, s.h_in, s.w_in));
-  CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c_out, s.h_out(), s.w_out()));
+  CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, format, type, s.n, s.c_in, s.h_in, s.w_in));
+  CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, format, type, s.n, s.c_out, s.h_out(), s.w_out()));
   CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s.c_out, 1, 1));
-  CONVOY_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.c_out, s.c_in / s.groups, s.kh, s.kw));
+  CONVOY_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, type, format, s.c_out, s.c_in / s.groups, s.kh, s.kw));
+  // The compute type is fp32 in every mode: bf16 tensors are multiplied on the tensor cores and
+  // summed in fp32.
   CONVOY_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, s.pad, s.pad, s.stride, s.stride, 1, 1,
                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CONVOY_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, s.groups));
   CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      conv_, ctx.math() == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+      conv_, bf16_ ? CUDNN_TENSOR_OP_MATH : ctx.math() == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, w = 0;
   CONVOY_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_, x_, w_, &n, &c, &h, &w));
   if (n != s.n || c != s.c_out || h != s.h_out() || w != s.w_out())
@@ -100,6 +113,7 @@ ConvPlan::~ConvPlan() {
 }
 
 void conv_forward(Context& ctx, const ConvPlan& p, const float* x, const float* w, const float* b, float* y) {
+  if (p.bf16_) fail("ConvPlan: a bf16 plan run on fp32 tensors");
   const float one = 1.f, zero = 0.f;
   CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_,
                                              ctx.workspace(), ctx.workspace_bytes(), &zero, p.y_, y));
@@ -108,10 +122,40 @@ void conv_forward(Context& ctx, const ConvPlan& p, const float* x, const float* 
 
 void conv_backward(Context& ctx, const ConvPlan& p, const float* x, const float* w, const float* dy,
                    float* dx, float* dw, float* db) {
+  if (p.bf16_) fail("ConvPlan: a bf16 plan run on fp32 tensors");
   const float one = 1.f, zero = 0.f;
   if (db) CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.cudnn(), &one, p.y_, dy, &zero, p.bias_, db));
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, p.x_, x, p.y_, dy, p.conv_, p.bwd_filter_,
                                                     ctx.workspace(), ctx.workspace_bytes(), &zero, p.w_, dw));
+  if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
+  if (dx)
+    CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,
+                                                    ctx.workspace(), ctx.workspace_bytes(), &zero, p.x_, dx));
+}
+
+// bf16: cuDNN's NHWC bias addition is slow, so an own pass adds the fp32 bias to the rounded output,
+// and another sums its gradient in fp32.
+void conv_forward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w, const float* b, bf16* y) {
+  if (!p.bf16_) fail("ConvPlan: an fp32 plan run on bf16 tensors");
+  const ConvShape& s = p.shape_;
+  const float one = 1.f, zero = 0.f;
+  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_,
+                                             ctx.workspace(), ctx.workspace_bytes(), &zero, p.y_, y));
+  if (b) channels::add_channel_bias(ctx, (long long)s.n * s.h_out() * s.w_out(), s.c_out, b, y);
+}
+
+void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w, const bf16* dy, bf16* dx,
+                   float* dw, float* db, bf16* dw_scratch) {
+  if (!p.bf16_) fail("ConvPlan: an fp32 plan run on bf16 tensors");
+  const ConvShape& s = p.shape_;
+  const float one = 1.f, zero = 0.f;
+  if (db) channels::channel_bias_grad(ctx, (long long)s.n * s.h_out() * s.w_out(), s.c_out, dy, db);
+  CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, p.x_, x, p.y_, dy, p.conv_, p.bwd_filter_,
+                                                    ctx.workspace(), ctx.workspace_bytes(), &zero, p.w_, dw_scratch));
+  const size_t count = s.weight_count();
+  widen_filter_grad<<<grid_for(count), 256, 0, ctx.stream()>>>(unsigned(count), unsigned(s.c_in / s.groups),
+                                                               unsigned(s.kh * s.kw), dw_scratch, dw);
+  CONVOY_CUDA_CHECK_LAUNCH();
   if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)
     CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,

@@ -1,6 +1,7 @@
 // CUDA twin of dropout.cpp: the same counter-based mask (splitmix64 of key, sample key and element
-// index), so CPU and GPU drop the same elements.
+// index), so CPU and GPU drop the same elements, for fp32 or bf16 activations.
 #include "train/layers/gpu_ops.h"
+#include "train/layers/storage.cuh"
 
 namespace convoy::gpu {
 namespace {
@@ -12,36 +13,51 @@ __device__ inline uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-__global__ void drop_fwd(DropoutShape s, size_t total, float keep, const uint64_t* __restrict__ step_key, uint64_t salt,
-                         const uint64_t* __restrict__ sample_keys, const float* __restrict__ x, float* __restrict__ y,
-                         float* __restrict__ mask) {
+// Products take the kept scale unrounded (the mask only says which elements stay), so a bf16 y is
+// the CPU's x * mask rounded once.
+template <typename T>
+__global__ void drop_fwd(DropoutShape s, size_t total, float keep, const uint64_t* __restrict__ step_key,
+                         uint64_t salt, const uint64_t* __restrict__ sample_keys, const T* __restrict__ x,
+                         T* __restrict__ y, T* __restrict__ mask) {
   const uint64_t key = *step_key ^ salt;
   CONVOY_GRID_STRIDE(k, total) {
     const size_t n = k / s.per_sample, i = k % s.per_sample;
     const uint64_t h = mix(mix(mix(key) ^ sample_keys[n]) ^ i);
     const float u = float(h >> 40) * (1.0f / 16777216.0f);
-    mask[k] = u < s.p ? 0.f : keep;
-    y[k] = x[k] * mask[k];
+    const float m = u < s.p ? 0.f : keep;
+    mask[k] = store<T>(m);
+    y[k] = store<T>(load(x[k]) * m);
   }
 }
 
-__global__ void drop_bwd(size_t total, const float* __restrict__ mask, const float* __restrict__ dy, float* __restrict__ dx) {
-  CONVOY_GRID_STRIDE(k, total) dx[k] = dy[k] * mask[k];
+template <typename T>
+__global__ void drop_bwd(size_t total, float keep, const T* __restrict__ mask, const T* __restrict__ dy,
+                         T* __restrict__ dx) {
+  CONVOY_GRID_STRIDE(k, total) dx[k] = store<T>(load(dy[k]) * (load(mask[k]) != 0.f ? keep : 0.f));
 }
 
 }  // namespace
 
+template <typename T>
 void dropout_forward(Context& ctx, const DropoutShape& s, const uint64_t* key, uint64_t salt,
-                     const uint64_t* sample_keys, const float* x, float* y, float* mask) {
+                     const uint64_t* sample_keys, const T* x, T* y, T* mask) {
   const size_t total = size_t(s.n) * s.per_sample;
   drop_fwd<<<grid_for(total), 256, 0, ctx.stream()>>>(s, total, 1.f / (1.f - s.p), key, salt, sample_keys, x, y, mask);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
-void dropout_backward(Context& ctx, const DropoutShape& s, const float* mask, const float* dy, float* dx) {
+template <typename T>
+void dropout_backward(Context& ctx, const DropoutShape& s, const T* mask, const T* dy, T* dx) {
   const size_t total = size_t(s.n) * s.per_sample;
-  drop_bwd<<<grid_for(total), 256, 0, ctx.stream()>>>(total, mask, dy, dx);
+  drop_bwd<<<grid_for(total), 256, 0, ctx.stream()>>>(total, 1.f / (1.f - s.p), mask, dy, dx);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
+
+#define CONVOY_DROPOUT_INSTANTIATE(T)                                                                          \
+  template void dropout_forward<T>(Context&, const DropoutShape&, const uint64_t*, uint64_t, const uint64_t*, \
+                                   const T*, T*, T*);                                                          \
+  template void dropout_backward<T>(Context&, const DropoutShape&, const T*, const T*, T*);
+CONVOY_DROPOUT_INSTANTIATE(float)
+CONVOY_DROPOUT_INSTANTIATE(bf16)
 
 }  // namespace convoy::gpu

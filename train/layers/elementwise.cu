@@ -1,39 +1,75 @@
-// CUDA twin of elementwise.cpp: ReLU, residual add and gradient accumulation.
+// CUDA twin of elementwise.cpp: ReLU, residual add and gradient accumulation, for fp32 or bf16
+// elements (fp32 arithmetic either way; ReLU is exact in both), in 16-byte packs where the
+// pointers allow.
 #include "train/layers/gpu_ops.h"
+#include "train/layers/storage.cuh"
 
 namespace convoy::gpu {
 namespace {
 
-__global__ void relu_fwd(size_t n, const float* __restrict__ x, float* __restrict__ y) {
-  CONVOY_GRID_STRIDE(i, n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+struct Relu {
+  __device__ float operator()(float x, float) const { return x > 0.f ? x : 0.f; }
+};
+struct ReluGrad {  // (y, dy)
+  __device__ float operator()(float y, float dy) const { return y > 0.f ? dy : 0.f; }
+};
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// y = f(a, b) elementwise (a unary f gets b = a, read once), V elements per access, the last n % V
+// one by one. y may be a (accumulation in place).
+template <typename T, int V, typename F>
+__global__ void map(size_t n, F f, const T* a, const T* b, T* y) {
+  using P = Pack<T, V>;
+  const size_t packs = n / V;
+  CONVOY_GRID_STRIDE(k, packs) {
+    const P pa = reinterpret_cast<const P*>(a)[k];
+    const P pb = b == a ? pa : reinterpret_cast<const P*>(b)[k];
+    P r;
+#pragma unroll
+    for (int j = 0; j < V; ++j) r.v[j] = store<T>(f(load(pa.v[j]), load(pb.v[j])));
+    reinterpret_cast<P*>(y)[k] = r;
+  }
+  const size_t t = packs * V + blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (t < n) y[t] = store<T>(f(load(a[t]), load(b[t])));
 }
-__global__ void relu_bwd(size_t n, const float* __restrict__ y, const float* __restrict__ dy, float* __restrict__ dx) {
-  CONVOY_GRID_STRIDE(i, n) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
-}
-__global__ void add(size_t n, const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y) {
-  CONVOY_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
-}
-__global__ void acc(size_t n, const float* __restrict__ src, float* __restrict__ dst) {
-  CONVOY_GRID_STRIDE(i, n) dst[i] += src[i];
+
+template <typename T, typename F>
+void launch(Context& ctx, size_t n, F f, const T* a, const T* b, T* y) {
+  constexpr int V = kPack<T>;
+  if (pack_aligned<T, V>(a, b, y))
+    map<T, V><<<grid_for(n / V), 256, 0, ctx.stream()>>>(n, f, a, b, y);
+  else
+    map<T, 1><<<grid_for(n), 256, 0, ctx.stream()>>>(n, f, a, b, y);
+  CONVOY_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void relu_forward(Context& ctx, size_t count, const float* x, float* y) {
-  relu_fwd<<<grid_for(count), 256, 0, ctx.stream()>>>(count, x, y);
-  CONVOY_CUDA_CHECK_LAUNCH();
+template <typename T>
+void relu_forward(Context& ctx, size_t count, const T* x, T* y) {
+  launch(ctx, count, Relu{}, x, x, y);
 }
-void relu_backward(Context& ctx, size_t count, const float* y, const float* dy, float* dx) {
-  relu_bwd<<<grid_for(count), 256, 0, ctx.stream()>>>(count, y, dy, dx);
-  CONVOY_CUDA_CHECK_LAUNCH();
+template <typename T>
+void relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* dx) {
+  launch(ctx, count, ReluGrad{}, y, dy, dx);
 }
-void add_forward(Context& ctx, size_t count, const float* a, const float* b, float* y) {
-  add<<<grid_for(count), 256, 0, ctx.stream()>>>(count, a, b, y);
-  CONVOY_CUDA_CHECK_LAUNCH();
+template <typename T>
+void add_forward(Context& ctx, size_t count, const T* a, const T* b, T* y) {
+  launch(ctx, count, Sum{}, a, b, y);
 }
-void accumulate(Context& ctx, size_t count, const float* src, float* dst) {
-  acc<<<grid_for(count), 256, 0, ctx.stream()>>>(count, src, dst);
-  CONVOY_CUDA_CHECK_LAUNCH();
+template <typename T>
+void accumulate(Context& ctx, size_t count, const T* src, T* dst) {
+  launch(ctx, count, Sum{}, const_cast<const T*>(dst), src, dst);
 }
+
+#define CONVOY_ELEMENTWISE_INSTANTIATE(T)                                        \
+  template void relu_forward<T>(Context&, size_t, const T*, T*);                 \
+  template void relu_backward<T>(Context&, size_t, const T*, const T*, T*);      \
+  template void add_forward<T>(Context&, size_t, const T*, const T*, T*);        \
+  template void accumulate<T>(Context&, size_t, const T*, T*);
+CONVOY_ELEMENTWISE_INSTANTIATE(float)
+CONVOY_ELEMENTWISE_INSTANTIATE(bf16)
 
 }  // namespace convoy::gpu

@@ -1,13 +1,13 @@
-// CUDA twin of fc.cpp: cuBLAS sgemm on row-major buffers (read by cuBLAS as their column-major
-// transposes), with small kernels for the bias and its gradient.
+// CUDA twin of fc.cpp: cuBLAS products on row-major buffers (read by cuBLAS as their column-major
+// transposes), with small kernels for the bias and its gradient. fp32 nets multiply with sgemm;
+// bf16 nets with cublasGemmEx on bf16 inputs, summed in fp32, the weight gradient stored in fp32.
+#include <type_traits>
+
+#include "train/layers/channels.cuh"
 #include "train/layers/gpu_ops.h"
 
 namespace convoy::gpu {
 namespace {
-
-__global__ void add_bias(int n, int out, const float* __restrict__ b, float* __restrict__ y) {
-  CONVOY_GRID_STRIDE(i, size_t(n) * out) y[i] += b[i % out];
-}
 
 // db[o] = sum over samples of dy[s][o]; one thread per output, summed in sample order.
 __global__ void bias_grad(int n, int out, const float* __restrict__ dy, float* __restrict__ db) {
@@ -18,6 +18,11 @@ __global__ void bias_grad(int n, int out, const float* __restrict__ dy, float* _
   db[o] = sum;
 }
 
+template <typename T>
+constexpr cudaDataType_t cuda_type() {
+  return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+}
+
 }  // namespace
 
 void fc_forward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* b, float* y) {
@@ -25,10 +30,7 @@ void fc_forward(Context& ctx, const FcShape& s, const float* x, const float* w, 
   // y^T (out x n) = w (out x in) . x^T (in x n), in cuBLAS's column-major view.
   CONVOY_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.n, s.in, &one, w, s.in,
                                   x, s.in, &zero, y, s.out));
-  if (b) {
-    add_bias<<<grid_for(size_t(s.n) * s.out), 256, 0, ctx.stream()>>>(s.n, s.out, b, y);
-    CONVOY_CUDA_CHECK_LAUNCH();
-  }
+  if (b) channels::add_channel_bias(ctx, s.n, s.out, b, y);
 }
 
 void fc_backward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* dy, float* dx,
@@ -46,5 +48,42 @@ void fc_backward(Context& ctx, const FcShape& s, const float* x, const float* w,
     CONVOY_CUDA_CHECK_LAUNCH();
   }
 }
+
+template <typename Out>
+void fc_forward(Context& ctx, const FcShape& s, const bf16* x, const bf16* w, const float* b, Out* y) {
+  const float one = 1.f, zero = 0.f;
+  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.n, s.in, &one, w, CUDA_R_16BF,
+                                   s.in, x, CUDA_R_16BF, s.in, &zero, y, cuda_type<Out>(), s.out, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+  if (b) channels::add_channel_bias(ctx, s.n, s.out, b, y);
+}
+
+template <typename G>
+void fc_backward(Context& ctx, const FcShape& s, const bf16* x, const bf16* w, const G* dy, bf16* dx, float* dw,
+                 float* db, bf16* dy_scratch) {
+  const float one = 1.f, zero = 0.f;
+  const bf16* g = nullptr;
+  if constexpr (std::is_same_v<G, float>) {
+    round_to_bf16(ctx, size_t(s.n) * s.out, dy, dy_scratch);
+    g = dy_scratch;
+  } else {
+    g = dy;
+  }
+  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.n, &one, x, CUDA_R_16BF,
+                                   s.in, g, CUDA_R_16BF, s.out, &zero, dw, CUDA_R_32F, s.in, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+  if (dx)
+    CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, s.in, s.n, s.out, &one, w, CUDA_R_16BF,
+                                     s.in, g, CUDA_R_16BF, s.out, &zero, dx, CUDA_R_16BF, s.in, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+  if (db) channels::channel_bias_grad(ctx, s.n, s.out, dy, db);  // from the unrounded gradient
+}
+
+template void fc_forward<float>(Context&, const FcShape&, const bf16*, const bf16*, const float*, float*);
+template void fc_forward<bf16>(Context&, const FcShape&, const bf16*, const bf16*, const float*, bf16*);
+template void fc_backward<float>(Context&, const FcShape&, const bf16*, const bf16*, const float*, bf16*, float*,
+                                 float*, bf16*);
+template void fc_backward<bf16>(Context&, const FcShape&, const bf16*, const bf16*, const bf16*, bf16*, float*,
+                                float*, bf16*);
 
 }  // namespace convoy::gpu

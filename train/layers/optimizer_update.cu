@@ -1,26 +1,38 @@
 // CUDA twin of optimizer_update.cpp: one kernel over the flat buffer of all parameters, so an
-// update is one launch whatever the number of layers.
+// update is one launch whatever the number of layers. A bf16 net's weight copy is written in the
+// same pass, from the new fp32 weights.
 #include <cmath>
 
 #include "train/layers/gpu_ops.h"
+#include "train/layers/weight_copy.cuh"
 
 namespace convoy::gpu {
 namespace {
 
+template <bool kCopy>
+__device__ __forceinline__ void keep(size_t i, float w, const WeightCopy& copy) {
+  if (kCopy) copy.w[copy_index(i, copy.segments, copy.count)] = __float2bfloat16_rn(w);
+}
+
+template <bool kCopy>
 __global__ void sgd(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ buf,
-                    const StepScalars* __restrict__ s, float momentum, bool nesterov, float weight_decay) {
+                    const StepScalars* __restrict__ s, float momentum, bool nesterov, float weight_decay,
+                    WeightCopy copy) {
   const float lr = s->lr;
   CONVOY_GRID_STRIDE(i, n) {
     const float d = g[i] + weight_decay * w[i];
     const float b = momentum * buf[i] + d;
     buf[i] = b;
-    w[i] -= lr * (nesterov ? d + momentum * b : b);
+    const float wi = w[i] - lr * (nesterov ? d + momentum * b : b);
+    w[i] = wi;
+    keep<kCopy>(i, wi, copy);
   }
 }
 
+template <bool kCopy>
 __global__ void adam(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m,
                      float* __restrict__ v, const StepScalars* __restrict__ s, float beta1, float beta2, float eps,
-                     float weight_decay, bool decoupled) {
+                     float weight_decay, bool decoupled, WeightCopy copy) {
   const float lr = s->lr, c1 = s->c1, c2 = s->c2;
   CONVOY_GRID_STRIDE(i, n) {
     float d = g[i];
@@ -33,7 +45,9 @@ __global__ void adam(size_t n, float* __restrict__ w, const float* __restrict__ 
     const float vi = beta2 * v[i] + (1 - beta2) * d * d;
     m[i] = mi;
     v[i] = vi;
-    w[i] = wi - lr * (mi / c1) / (sqrtf(vi / c2) + eps);
+    wi -= lr * (mi / c1) / (sqrtf(vi / c2) + eps);
+    w[i] = wi;
+    keep<kCopy>(i, wi, copy);
   }
 }
 
@@ -50,14 +64,22 @@ StepScalars step_scalars(uint64_t key, double lr, double beta1, double beta2, lo
 }
 
 void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, const StepScalars* s, float momentum,
-                bool nesterov, float weight_decay) {
-  sgd<<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, buf, s, momentum, nesterov, weight_decay);
+                bool nesterov, float weight_decay, const WeightCopy& copy) {
+  if (copy.w)
+    sgd<true><<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, buf, s, momentum, nesterov, weight_decay, copy);
+  else
+    sgd<false><<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, buf, s, momentum, nesterov, weight_decay, copy);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
 void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, const StepScalars* s,
-                 float beta1, float beta2, float eps, float weight_decay, bool decoupled) {
-  adam<<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled);
+                 float beta1, float beta2, float eps, float weight_decay, bool decoupled, const WeightCopy& copy) {
+  if (copy.w)
+    adam<true><<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled,
+                                                      copy);
+  else
+    adam<false><<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled,
+                                                       copy);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,32 +1,36 @@
 // CUDA twin of softmax_xent.cpp: one warp per sample (classes are few), max-subtracted, with the
-// sum of exponentials in double as on the CPU.
+// sum of exponentials in double as on the CPU. Logits and their gradient may be bf16; everything in
+// between is fp32 or double.
 #include "train/layers/gpu_ops.h"
+#include "train/layers/storage.cuh"
 
 namespace convoy::gpu {
 namespace {
 
-__global__ void xent_fwd(int n, int classes, const float* __restrict__ logits, const int* __restrict__ labels,
+template <typename T>
+__global__ void xent_fwd(int n, int classes, const T* __restrict__ logits, const int* __restrict__ labels,
                          float* __restrict__ probs, float* __restrict__ loss) {
   const int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   if (row >= n) return;
-  const float* z = logits + size_t(row) * classes;
+  const T* z = logits + size_t(row) * classes;
   float* p = probs + size_t(row) * classes;
   float m = -INFINITY;
-  for (int k = lane; k < classes; k += 32) m = fmaxf(m, z[k]);
+  for (int k = lane; k < classes; k += 32) m = fmaxf(m, load(z[k]));
   for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   double sum = 0;
-  for (int k = lane; k < classes; k += 32) sum += exp(double(z[k] - m));
+  for (int k = lane; k < classes; k += 32) sum += exp(double(load(z[k]) - m));
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   const double log_sum = log(sum);
-  for (int k = lane; k < classes; k += 32) p[k] = float(exp(double(z[k] - m) - log_sum));
-  if (lane == 0) loss[row] = float(log_sum - double(z[labels[row]] - m));
+  for (int k = lane; k < classes; k += 32) p[k] = float(exp(double(load(z[k]) - m) - log_sum));
+  if (lane == 0) loss[row] = float(log_sum - double(load(z[labels[row]]) - m));
 }
 
+template <typename T>
 __global__ void xent_bwd(int n, int classes, const float* __restrict__ probs, const int* __restrict__ labels,
-                         float grad_scale, float* __restrict__ dlogits) {
+                         float grad_scale, T* __restrict__ dlogits) {
   CONVOY_GRID_STRIDE(j, size_t(n) * classes) {
     const int k = j % classes;
-    dlogits[j] = (probs[j] - (k == labels[j / classes] ? 1.f : 0.f)) * grad_scale;
+    dlogits[j] = store<T>((probs[j] - (k == labels[j / classes] ? 1.f : 0.f)) * grad_scale);
   }
 }
 
@@ -71,16 +75,23 @@ void batch_metrics(Context& ctx, int n, int classes, const float* probs, const i
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
-void softmax_xent_forward(Context& ctx, int n, int classes, const float* logits, const int* labels,
-                          float* probs, float* loss) {
+template <typename T>
+void softmax_xent_forward(Context& ctx, int n, int classes, const T* logits, const int* labels, float* probs,
+                          float* loss) {
   xent_fwd<<<(n * 32 + 255) / 256, 256, 0, ctx.stream()>>>(n, classes, logits, labels, probs, loss);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
+template <typename T>
 void softmax_xent_backward(Context& ctx, int n, int classes, const float* probs, const int* labels,
-                           float grad_scale, float* dlogits) {
+                           float grad_scale, T* dlogits) {
   xent_bwd<<<grid_for(size_t(n) * classes), 256, 0, ctx.stream()>>>(n, classes, probs, labels, grad_scale, dlogits);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
+
+template void softmax_xent_forward<float>(Context&, int, int, const float*, const int*, float*, float*);
+template void softmax_xent_forward<bf16>(Context&, int, int, const bf16*, const int*, float*, float*);
+template void softmax_xent_backward<float>(Context&, int, int, const float*, const int*, float, float*);
+template void softmax_xent_backward<bf16>(Context&, int, int, const float*, const int*, float, bf16*);
 
 }  // namespace convoy::gpu

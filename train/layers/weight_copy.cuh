@@ -1,0 +1,32 @@
+// Where the bf16 weight copy of a bf16 net keeps each flat weight (WeightCopy in gpu_ops.h): conv
+// weights move from the CPU's [c_out, c, kh, kw] to cuDNN's NHWC filter order [c_out, kh, kw, c],
+// every other weight keeps its index. Shared by the copy's refresh, the fused optimiser updates
+// and the conv weight gradient's way back.
+#pragma once
+#include <cstddef>
+
+#include "train/layers/gpu_ops.h"
+
+namespace convoy::gpu {
+
+// Index in [c_out, kh * kw, c] order of the weight at j in [c_out, c, kh * kw] order (rs = kh * kw).
+__host__ __device__ inline unsigned krsc_index(unsigned j, unsigned c, unsigned rs) {
+  const unsigned crs = c * rs, rem = j % crs;
+  return j - rem + (rem % rs) * c + rem / rs;
+}
+
+// Where flat weight i lies in the copy, given its sorted reordered segments.
+__device__ inline size_t copy_index(size_t i, const WeightSegment* __restrict__ segments, int count) {
+  int lo = 0, hi = count;  // the first segment ending after i
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (segments[mid].end <= i) lo = mid + 1; else hi = mid;
+  }
+  if (lo < count && segments[lo].begin <= i) {
+    const WeightSegment s = segments[lo];
+    return s.begin + krsc_index(unsigned(i - s.begin), unsigned(s.c), unsigned(s.rs));
+  }
+  return i;
+}
+
+}  // namespace convoy::gpu
