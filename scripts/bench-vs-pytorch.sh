@@ -9,6 +9,8 @@
 #   scripts/bench-vs-pytorch.sh CONFIG TRAIN_DIR VAL_DIR [EPOCHS] [BATCH]
 #   e.g. scripts/bench-vs-pytorch.sh configs/fmnist.toml data/fmnist-train data/fmnist-t10k 15 128
 # Environment: TRAIN (default build/train), PYTHON (default python3), CONVOY_ARGS (extra train flags),
+# CONVOY_VARIANTS (several sets of train flags separated by ';', one convoy row each, e.g.
+# "--precision tf32;--precision bf16"; CONVOY_ARGS goes with each),
 # TORCH_MODES (default "eager compile"; also bf16, compile-bf16, and bf16-cl, compile-bf16-cl with
 # channels_last, the layout convoy's --precision bf16 uses), LOG_DIR (keep convoy's log and metrics there).
 set -euo pipefail
@@ -24,11 +26,20 @@ args=(--config "$config" --data "$train_dir" --val "$val_dir")
 [ -n "$batch" ] && args+=(--batch "$batch")
 
 # convoy: img/s over the training part of every epoch (evaluation excluded, as for PyTorch).
-# shellcheck disable=SC2086
-"$train" "${args[@]}" --device cuda --metrics "$work/convoy.jsonl" --log-every 0 ${CONVOY_ARGS:-} >"$work/convoy.out" 2>"$work/convoy.err" \
-  || { cat "$work/convoy.err" >&2; exit 1; }
-[ -n "${LOG_DIR:-}" ] && mkdir -p "$LOG_DIR" && cp "$work"/convoy.* "$LOG_DIR"/
-"$python" - "$work/convoy.jsonl" "$train_dir/dataset.json" "$config" "${CONVOY_ARGS:-}" >"$work/rows.jsonl" <<'PY'
+: >"$work/rows.jsonl"
+IFS=';' read -r -a variants <<< "${CONVOY_VARIANTS:-}"
+[ "${#variants[@]}" -gt 0 ] || variants=("")
+for variant in "${variants[@]}"; do
+  flags="${CONVOY_ARGS:-} $variant"
+  # shellcheck disable=SC2086
+  "$train" "${args[@]}" --device cuda --metrics "$work/convoy.jsonl" --log-every 0 $flags >"$work/convoy.out" 2>"$work/convoy.err" \
+    || { cat "$work/convoy.err" >&2; exit 1; }
+  if [ -n "${LOG_DIR:-}" ]; then
+    mkdir -p "$LOG_DIR"
+    tag=$(echo "$variant" | tr -c 'A-Za-z0-9_\n-' '_')
+    for f in "$work"/convoy.*; do cp "$f" "$LOG_DIR/$(basename "$f" | sed "s/^convoy/convoy${tag:+_$tag}/")"; done
+  fi
+  "$python" - "$work/convoy.jsonl" "$train_dir/dataset.json" "$config" "$flags" >>"$work/rows.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 ep = [r for r in rows if r.get("kind") == "epoch"]
@@ -42,7 +53,9 @@ print(json.dumps({"impl": "convoy " + (sys.argv[4] or "").strip(), "config": sys
                   "test_accuracy": round(ep[-1].get("test_top1", float("nan")), 4),
                   "input_stall_pct": round(100 * stall / secs, 2), "gpu_idle_pct": round(100 * idle / secs, 2)}))
 PY
-for mode in ${TORCH_MODES:-eager compile}; do
+  rm -f "$work/convoy.jsonl"
+done
+for mode in ${TORCH_MODES-eager compile}; do
   extra=()
   [ "$mode" = compile ] && extra+=(--compile)
   [ "$mode" = bf16 ] && extra+=(--bf16)
@@ -55,7 +68,8 @@ done
 "$python" - "$work/rows.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-base = rows[1]["images_per_s"] if len(rows) > 1 else None
+torch = [r for r in rows if not r["impl"].startswith("convoy")]
+base = torch[0]["images_per_s"] if torch else None
 print("| implementation | config | epochs | images/s | vs PyTorch eager | time (s) | test accuracy | input stall | GPU idle |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
