@@ -272,11 +272,11 @@ class Worker {
     {
       const int tid = omp_get_thread_num();
       Phases& t = per_thread[size_t(tid)];
-      for (;;) {
-        if (tid == 0) report_written(writer, report);
-        const WorkQueue::Item item = queue.next();
-        if (item.kind == WorkQueue::Item::none) break;
+      for (bool more = true; more;) {
         try {
+          if (tid == 0) report_written(writer, report);
+          const WorkQueue::Item item = queue.next();
+          more = item.kind != WorkQueue::Item::none;
           if (item.kind == WorkQueue::Item::begin) {
             std::vector<uint8_t> buffer = writer.begin_file();
             const uint64_t b = files[item.file];
@@ -287,7 +287,7 @@ class Worker {
             }
             jobs[item.file] = start(b, std::move(ids), std::move(buffer));
             queue.begun(item.file, jobs[item.file]->ids.size());
-          } else {
+          } else if (item.kind == WorkQueue::Item::sample) {
             FileJob& f = *jobs[item.file];
             make_slot(f, item.slot, t);
             if (f.left.fetch_sub(1) == 1) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "datagen/image_codec.h"
 #include "shared/error.h"
 
 namespace convoy::datagen {
@@ -43,27 +42,6 @@ DatasetSums::DatasetSums(size_t classes, const ImageShape& shape)
       channel_sum(shape.channels, 0),
       channel_sq(shape.channels, 0),
       pixel_sum(shape.bytes(), 0) {}
-
-void DatasetSums::add(const Batch& batch, ImageCodec& codec) {
-  const size_t px = batch.shape.bytes(), c = batch.shape.channels;
-  SampleSums s(class_counts.size(), batch.shape);
-  cv::Mat decoded;
-  for (size_t i = 0; i < batch.count(); ++i) {
-    const uint8_t* p = nullptr;
-    if (batch.encoding == Encoding::raw) {
-      p = batch.raw_image(i);
-    } else {
-      const uint64_t at = batch.offsets[i], end = batch.offsets[i + 1];
-      DecodeLimits unlimited;
-      decoded = codec.decode(batch.images.data() + at, size_t(end - at), int(c), 0, unlimited);
-      if (decoded.total() * decoded.channels() != px || !decoded.isContinuous())
-        fail("internal: a re-encoded sample decodes to the wrong size");
-      p = decoded.data;
-    }
-    s.add(p, batch.labels[i]);
-  }
-  merge(s.totals());
-}
 
 void DatasetSums::merge(const DatasetSums& o) {
   if (o.class_counts.size() != class_counts.size() || o.pixel_sum.size() != pixel_sum.size() ||

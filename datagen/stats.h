@@ -10,8 +10,6 @@
 
 namespace convoy::datagen {
 
-class ImageCodec;
-
 struct DatasetSums {
   std::vector<uint64_t> class_counts;
   std::vector<uint64_t> channel_sum, channel_sq;  // per channel
@@ -19,8 +17,6 @@ struct DatasetSums {
   uint64_t samples = 0;
 
   DatasetSums(size_t classes, const ImageShape& shape);
-  // Adds every sample of a batch file; JPEG samples are decoded (what the loader will see).
-  void add(const Batch& batch, ImageCodec& codec);
   // Adds another set of sums (a thread's); integers, so the order of merging never matters.
   void merge(const DatasetSums& other);
   // Sums over all ranks onto rank 0.
