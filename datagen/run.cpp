@@ -750,11 +750,12 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     std::vector<uint64_t> my_files;
     for (uint64_t b = uint64_t(rank); b < files; b += uint64_t(ranks)) my_files.push_back(b);
     // The batch files a rank holds at once: the one being made, the end of the one before, and
-    // those being written, by one writer per four threads (each fsync'ed file waits for the disk);
-    // fewer when they are large, so that they stay within 8 GiB (a file is at most 4 GiB).
+    // those being written, by one writer per two threads (a writer spends most of a file waiting
+    // for fsync, and at 16 threads a file is made in a few ms); fewer when they are large, so that
+    // they stay within 8 GiB (a file is at most 4 GiB).
     const double file_bytes = double(opt.per_file) * double(sums.pixel_sum.size());
     const size_t in_memory = std::clamp<size_t>(size_t(8.0 * double(1ull << 30) / std::max(1.0, file_bytes)), 2,
-                                                2 + size_t(threads + 3) / 4);
+                                                2 + size_t(threads + 1) / 2);
     BatchWriter writer(opt.output, in_memory, int(std::max<size_t>(1, in_memory - 2)));
     Worker worker(opt, index, plan, source, threads, gpu_device);
     Progress progress(mpi, index.entries.size(), files_per_rank);
