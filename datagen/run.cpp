@@ -334,10 +334,12 @@ class Worker {
   // Slot i's sample, made and added to this thread's statistics.
   void make_slot(FileJob& f, size_t i, Phases& t) {
     const bool jpeg = opt_.encoding == Encoding::jpeg;
-    f.reason[i] = make_sample(f.ids[i], jpeg ? nullptr : f.pixels.data() + i * shape_.bytes(), jpeg ? &f.encoded[i] : nullptr, t);
+    uint8_t* raw = jpeg ? nullptr : f.pixels.data() + i * shape_.bytes();
+    std::vector<uint8_t>* encoded = jpeg ? &f.encoded[i] : nullptr;
+    f.reason[i] = make_sample(f.ids[i], raw, encoded, t);
     if (f.reason[i].empty()) {
       Stopwatch w;
-      add_to_sums(f.ids[i], jpeg ? nullptr : f.pixels.data() + i * shape_.bytes(), jpeg ? &f.encoded[i] : nullptr);
+      add_to_sums(f.ids[i], raw, encoded);
       t.stats += w.seconds();
     }
   }
@@ -487,7 +489,7 @@ class Worker {
 #pragma omp critical(datagen_fatal)
         if (fatal.empty()) fatal = e.what();
       };
-      {
+      {  // the samples, staged and resized on this thread's GPU lane
         // Results arrive in whatever order batches finish; each goes to its own slot.
         const GpuLane::Deliver deliver = [&](size_t slot, const uint8_t* px) {
           Stopwatch w;
@@ -535,7 +537,8 @@ class Worker {
 #pragma omp for schedule(dynamic, 1) nowait
       for (size_t i = 0; i < n; ++i) {
         try {
-          if (reason[i].empty()) add_to_sums(ids[i], jpeg ? nullptr : pixels.data() + i * bytes, jpeg ? &encoded[i] : nullptr);
+          if (reason[i].empty())
+            add_to_sums(ids[i], jpeg ? nullptr : pixels.data() + i * bytes, jpeg ? &encoded[i] : nullptr);
         } catch (const std::exception& e) {
           note_fatal(e);
         }
@@ -567,7 +570,8 @@ class Worker {
       if (batch.encoding == Encoding::raw) {
         add_to_sums(id, batch.raw_image(i), nullptr);
       } else {
-        const std::vector<uint8_t> bytes(batch.images.begin() + long(batch.offsets[i]), batch.images.begin() + long(batch.offsets[i + 1]));
+        const auto begin = batch.images.begin();
+        const std::vector<uint8_t> bytes(begin + long(batch.offsets[i]), begin + long(batch.offsets[i + 1]));
         add_to_sums(id, nullptr, &bytes);
       }
     }
@@ -659,7 +663,8 @@ void validate_run_options(const RunOptions& opt) {
   const double batch_gib = double(opt.per_file) * opt.size * opt.size * opt.channels / double(1ull << 30);
   if (batch_gib > 4.0)
     fail("--per-file " + std::to_string(opt.per_file) + " at --size " + std::to_string(opt.size) + " makes batch files of " +
-         std::to_string(int(batch_gib)) + " GiB; each rank holds at least two in memory, so use a smaller --per-file (at most 4 GiB each)");
+         std::to_string(int(batch_gib)) +
+         " GiB; each rank holds at least two in memory, so use a smaller --per-file (at most 4 GiB each)");
   if (opt.threads < 0) fail("--threads must be 0 (automatic) or more");
   if (opt.resize == ResizePolicy::short_side)
     fail("--resize short keeps the aspect ratio and so gives images of different sizes, which batch files "

@@ -49,7 +49,8 @@ std::vector<std::vector<uint8_t>> bright_samples(size_t n, const ImageShape& sha
 
 TEST(DatagenStats, SampleSumsEqualThePlainLoopAcrossFoldsAndOddSizes) {
   // 7x5x3 = 105 bytes is no multiple of the 48 lanes; 600 samples pass two folds.
-  for (const ImageShape shape : {ImageShape{7, 5, 3}, ImageShape{7, 5, 1}, ImageShape{32, 32, 3}, ImageShape{1, 1, 3}}) {
+  for (const ImageShape shape :
+       {ImageShape{7, 5, 3}, ImageShape{7, 5, 1}, ImageShape{32, 32, 3}, ImageShape{1, 1, 3}}) {
     const auto samples = bright_samples(600, shape, shape.bytes());
     std::vector<int32_t> labels;
     for (size_t i = 0; i < samples.size(); ++i) labels.push_back(int32_t(i * 7 % 5));

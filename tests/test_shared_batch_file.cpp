@@ -114,7 +114,8 @@ TEST(BatchFile, WrittenFileIsTheEncodedBytes) {
   const std::string dir = scratch("written");
   Batch empty;
   empty.shape = {4, 4, 1};
-  for (const Batch& b : {random_raw_batch(17, {5, 7, 3}, 42), random_raw_batch(1, {1, 1, 1}, 3), random_jpeg_batch(9, 7), empty}) {
+  for (const Batch& b :
+       {random_raw_batch(17, {5, 7, 3}, 42), random_raw_batch(1, {1, 1, 1}, 3), random_jpeg_batch(9, 7), empty}) {
     const std::string path = join_path(dir, "b.cvb");
     write_batch_file(path, b);
     const std::vector<uint8_t> want = encode_batch(b);
