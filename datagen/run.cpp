@@ -8,16 +8,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <future>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <thread>
 
+#include "datagen/batch_writer.h"
 #include "datagen/gpu_lanes.h"
 #include "datagen/gpu_resize.h"
 #include "datagen/index.h"
@@ -26,6 +29,7 @@
 #include "datagen/progress.h"
 #include "datagen/sample_source.h"
 #include "datagen/stats.h"
+#include "datagen/work_queue.h"
 #include "shared/atomic_file.h"
 #include "shared/crc32c.h"
 #include "shared/dataset_meta.h"
@@ -38,24 +42,28 @@ namespace {
 
 using nlohmann::json;
 
-// Seconds spent per phase, summed over threads (and later over ranks). With --gpu-resize, resize
-// is the host's copying of finished samples into their slots, and the GPU parts are apart:
-// gpu_stage (host: into pinned memory; decoding straight into it is counted as decode),
-// gpu_upload, gpu_kernel, gpu_download (device time from CUDA events) and gpu_wait (host: blocked
-// on the GPU). gpu_images and cpu_images count where the router sent each image.
+// Seconds spent per phase, summed over threads (and later over ranks). stats: adding samples to
+// the dataset statistics (JPEG samples decoded again for it); assemble: putting a batch file
+// together from its slots; write: the writer threads. With --gpu-resize, resize is the host's
+// copying of finished samples into their slots, and the GPU parts are apart: gpu_stage (host:
+// into pinned memory; decoding straight into it is counted as decode), gpu_upload, gpu_kernel,
+// gpu_download (device time from CUDA events) and gpu_wait (host: blocked on the GPU).
+// gpu_images and cpu_images count the samples resized on each.
 struct Phases {
-  double read = 0, decode = 0, resize = 0, encode = 0, write = 0, wait = 0;
+  double read = 0, decode = 0, resize = 0, encode = 0, stats = 0, assemble = 0, write = 0, wait = 0;
   double gpu_stage = 0, gpu_upload = 0, gpu_kernel = 0, gpu_download = 0, gpu_wait = 0;
   double gpu_images = 0, cpu_images = 0;
   Phases& operator+=(const Phases& o) {
     read += o.read, decode += o.decode, resize += o.resize, encode += o.encode, write += o.write, wait += o.wait;
+    stats += o.stats, assemble += o.assemble;
     gpu_stage += o.gpu_stage, gpu_upload += o.gpu_upload, gpu_kernel += o.gpu_kernel;
     gpu_download += o.gpu_download, gpu_wait += o.gpu_wait;
     gpu_images += o.gpu_images, cpu_images += o.cpu_images;
     return *this;
   }
   json to_json(bool gpu) const {
-    json j = {{"read", read}, {"decode", decode}, {"resize", resize}, {"encode", encode}, {"write", write}, {"wait", wait}};
+    json j = {{"read", read},   {"decode", decode},     {"resize", resize}, {"encode", encode},
+              {"stats", stats}, {"assemble", assemble}, {"write", write},   {"wait", wait}};
     if (gpu) {
       j["gpu_stage"] = gpu_stage, j["gpu_upload"] = gpu_upload, j["gpu_kernel"] = gpu_kernel;
       j["gpu_download"] = gpu_download, j["gpu_wait"] = gpu_wait;
@@ -64,7 +72,9 @@ struct Phases {
     return j;
   }
   static Phases from_json(const json& p) {
-    Phases t{p["read"], p["decode"], p["resize"], p["encode"], p["write"], p["wait"]};
+    Phases t;
+    t.read = p["read"], t.decode = p["decode"], t.resize = p["resize"], t.encode = p["encode"];
+    t.stats = p.value("stats", 0.0), t.assemble = p.value("assemble", 0.0), t.write = p["write"], t.wait = p["wait"];
     t.gpu_stage = p.value("gpu_stage", 0.0), t.gpu_upload = p.value("gpu_upload", 0.0);
     t.gpu_kernel = p.value("gpu_kernel", 0.0), t.gpu_download = p.value("gpu_download", 0.0);
     t.gpu_wait = p.value("gpu_wait", 0.0);
@@ -72,7 +82,7 @@ struct Phases {
     return t;
   }
   // Host seconds the decoding threads spent working (not waiting for work).
-  double busy() const { return read + decode + resize + encode + gpu_stage + gpu_wait; }
+  double busy() const { return read + decode + resize + encode + stats + assemble + gpu_stage + gpu_wait; }
 };
 
 void bcast_string(std::string& s, int root) {
@@ -193,58 +203,207 @@ void prepare_output(const RunOptions& opt, const std::string& index_text, const 
 
 class Worker {
  public:
-  // lanes: the threads' GPU lanes with --gpu-resize, else nullptr.
+  // lanes: the threads' GPU lanes with --gpu-resize, else nullptr; rank: for the log.
   Worker(const RunOptions& opt, const InputIndex& index, const Plan& plan, const SampleSource& source, int threads,
-         GpuLanes* lanes)
-      : opt_(opt), index_(index), plan_(plan), source_(source), threads_(threads), shape_{}, lanes_(lanes) {
+         GpuLanes* lanes, int rank)
+      : opt_(opt), index_(index), plan_(plan), source_(source), threads_(threads), shape_{}, lanes_(lanes),
+        rank_(rank), sums_(size_t(threads)) {
     shape_ = {uint32_t(opt.size), uint32_t(opt.size), uint32_t(opt.channels)};
   }
 
-  // A batch file's content, made (or kept from an earlier run) and not yet written.
-  struct Made {
-    uint64_t b = 0;
-    Batch batch;
-    bool kept = false;
-  };
+  using Report = std::function<void(uint64_t b, const BatchFileEntry& e)>;
 
-  // Decodes batch file b's samples with all threads (or keeps the file); adds its rejects.
-  Made make(uint64_t b, std::vector<std::pair<uint64_t, std::string>>& rejects) {
-    const std::string path = join_path(opt_.output, batch_file_name(b));
-    std::vector<uint64_t> ids(plan_.order.begin() + long(plan_.file_begin(b)), plan_.order.begin() + long(plan_.file_end(b)));
-    Made m;
-    m.b = b;
-    if (file_exists(path)) m.kept = try_keep(path, b, ids, m.batch, rejects);
-    if (!m.kept) m.batch = build(b, ids, rejects);
-    return m;
-  }
-
-  // Writes it and adds it to the statistics. Runs beside the next make(), one at a time.
-  BatchFileEntry finish(const Made& m, DatasetSums& sums) {
-    const std::string name = batch_file_name(m.b), path = join_path(opt_.output, name);
-    if (!m.kept) {
-      Stopwatch w;
-      write_batch_file(path, m.batch);
-      write_seconds_ += w.seconds();
+  // Makes (or keeps) batch files `files` with all threads and hands each to `writer`; calls
+  // `report` on this thread, the one that may use MPI, for each file written.
+  void run(const std::vector<uint64_t>& files, BatchWriter& writer, const Report& report) {
+    size_t next = 0;
+    if (lanes_ && !lanes_->started()) {
+      // --gpu-route auto: files are made on the CPU path, one at a time, until the CPU's resize
+      // time per image is known; then the GPU is started only if it would pay, and otherwise
+      // the rest goes the CPU path too.
+      while (next < files.size() && phases_.cpu_images == 0) run_cpu({files[next++]}, writer, report);
+      if (next < files.size() && !start_gpu_if_it_pays(files, next)) {
+        run_cpu(std::vector<uint64_t>(files.begin() + long(next), files.end()), writer, report);
+        next = files.size();
+      }
     }
-    const BatchHeader h = read_batch_header(path);
-    sums.add(m.batch, codec());
-    return {name, uint32_t(m.batch.count()), h.file_bytes, h.header_crc};
+    if (lanes_) {
+      for (; next < files.size(); ++next) {
+        const uint64_t b = files[next];
+        report_written(writer, report);
+        std::vector<uint8_t> buffer = writer.begin_file();
+        const std::vector<uint64_t> ids = planned(b);
+        if (!keep(b, ids, writer, phases_)) writer.submit(b, build(b, ids, std::move(buffer)), false);
+      }
+    } else {
+      run_cpu(files, writer, report);
+    }
+    writer.finish();
+    report_written(writer, report);
   }
 
-  Phases phases() const {
+  // The statistics of every sample made or kept, added to `total`.
+  void add_sums_to(DatasetSums& total) {
+    for (auto& s : sums_)
+      if (s) total.merge(s->totals());
+  }
+
+  Phases phases(BatchWriter& writer) const {
     Phases p = phases_;
-    p.write = write_seconds_;
+    p.write = writer.write_seconds();
     return p;
   }
-
-  // The CPU's resize seconds per image so far, summed over threads; < 0 before any was made.
-  double resize_seconds_per_image() const { return images_built_ ? phases_.resize / double(images_built_) : -1; }
+  int kept() const { return kept_; }
+  const std::vector<std::pair<uint64_t, std::string>>& rejects() const { return rejects_; }
 
  private:
+  // The GPU can save at most the CPU's resize time, while starting it costs CUDA's start-up and
+  // the pinned allocations (tenths of a second, more when many ranks share a GPU), and the
+  // process's exit pays again to release them. So the automatic route starts the GPU only if the
+  // resize time left, per thread, is at least --gpu-min-saving seconds. files[next...] are left.
+  bool start_gpu_if_it_pays(const std::vector<uint64_t>& files, size_t next) {
+    uint64_t left = 0;
+    for (size_t i = next; i < files.size(); ++i) left += plan_.file_end(files[i]) - plan_.file_begin(files[i]);
+    const double saving = phases_.resize / phases_.cpu_images * double(left) / threads_;
+    if (saving < opt_.gpu_min_saving) {
+      log_all("rank %d: --gpu-resize: resizing the %llu images left would take about %.2f s per thread, less than "
+              "the %.2f s the GPU must save to pay for starting it; the CPU resizes them (--gpu-route always "
+              "overrides)",
+              rank_, (unsigned long long)left, saving, opt_.gpu_min_saving);
+      return false;
+    }
+    log_all("rank %d: --gpu-resize: starting the GPU (about %.2f s of resize work left per thread)", rank_, saving);
+    lanes_->start();
+    return true;
+  }
+
+  // A batch file being made: its planned samples, each one's slot and what became of it.
+  struct FileJob {
+    uint64_t b = 0;
+    std::vector<uint64_t> ids;
+    std::vector<uint8_t> pixels;                // raw: slot i at i * shape bytes
+    std::vector<std::vector<uint8_t>> encoded;  // JPEG: slot i's bytes
+    std::vector<std::string> reason;            // "" or why slot i's sample is rejected
+    std::atomic<size_t> left{0};                // samples not yet made
+  };
+
+  std::vector<uint64_t> planned(uint64_t b) const {
+    return {plan_.order.begin() + long(plan_.file_begin(b)), plan_.order.begin() + long(plan_.file_end(b))};
+  }
+
+  void report_written(BatchWriter& writer, const Report& report) {
+    for (const auto& [b, e] : writer.take_written()) report(b, e);
+  }
+
+  // The CPU path: one parallel region for all the files. Each thread takes the next sample from
+  // the queue, whichever file it belongs to; the thread that makes a file's last sample puts the
+  // file together and hands it to the writer. No thread waits at the end of a file.
+  void run_cpu(const std::vector<uint64_t>& files, BatchWriter& writer, const Report& report) {
+    WorkQueue queue(files.size());
+    std::vector<std::unique_ptr<FileJob>> jobs(files.size());
+    std::vector<Phases> per_thread(static_cast<size_t>(threads_));
+    std::mutex fatal_mu;
+    std::string fatal;
+    Stopwatch wall;
+#pragma omp parallel num_threads(threads_)
+    {
+      const int tid = omp_get_thread_num();
+      Phases& t = per_thread[size_t(tid)];
+      for (bool more = true; more;) {
+        try {
+          if (tid == 0) report_written(writer, report);
+          const WorkQueue::Item item = queue.next();
+          more = item.kind != WorkQueue::Item::none;
+          if (item.kind == WorkQueue::Item::begin) {
+            std::vector<uint8_t> buffer = writer.begin_file();
+            const uint64_t b = files[item.file];
+            std::vector<uint64_t> ids = planned(b);
+            if (keep(b, ids, writer, t)) {
+              queue.begun(item.file, 0);
+              continue;
+            }
+            jobs[item.file] = start(b, std::move(ids), std::move(buffer));
+            queue.begun(item.file, jobs[item.file]->ids.size());
+          } else if (item.kind == WorkQueue::Item::sample) {
+            FileJob& f = *jobs[item.file];
+            make_slot(f, item.slot, t);
+            if (f.left.fetch_sub(1) == 1) {
+              Stopwatch w;
+              writer.submit(f.b, assemble(f.b, f.ids, std::move(f.pixels), f.encoded, f.reason), false);
+              t.assemble += w.seconds();
+              jobs[item.file].reset();
+            }
+          }
+        } catch (const std::exception& e) {
+          {
+            std::lock_guard<std::mutex> lock(fatal_mu);
+            if (fatal.empty()) fatal = e.what();
+          }
+          queue.stop();
+          writer.stop(e.what());
+        }
+      }
+    }
+    if (!fatal.empty()) fail(fatal);
+    Phases sum;
+    for (const auto& t : per_thread) sum += t;
+    sum.wait = std::max(0.0, wall.seconds() * threads_ - sum.busy());
+    phases_ += sum;
+  }
+
+  // A batch file whose samples are about to be made, with `buffer` for its raw samples.
+  std::unique_ptr<FileJob> start(uint64_t b, std::vector<uint64_t> ids, std::vector<uint8_t> buffer) const {
+    auto f = std::make_unique<FileJob>();
+    const size_t n = ids.size();
+    f->b = b;
+    f->ids = std::move(ids);
+    if (opt_.encoding == Encoding::jpeg) {
+      f->encoded.resize(n);
+    } else {
+      f->pixels = std::move(buffer);
+      f->pixels.resize(n * shape_.bytes());
+    }
+    f->reason.resize(n);
+    f->left = n;
+    return f;
+  }
+
+  // Slot i's sample, made and added to this thread's statistics.
+  void make_slot(FileJob& f, size_t i, Phases& t) {
+    const bool jpeg = opt_.encoding == Encoding::jpeg;
+    uint8_t* raw = jpeg ? nullptr : f.pixels.data() + i * shape_.bytes();
+    std::vector<uint8_t>* encoded = jpeg ? &f.encoded[i] : nullptr;
+    f.reason[i] = make_sample(f.ids[i], raw, encoded, t);
+    if (f.reason[i].empty()) {
+      t.cpu_images += 1;
+      Stopwatch w;
+      add_to_sums(f.ids[i], raw, encoded);
+      t.stats += w.seconds();
+    }
+  }
+
   ImageCodec& codec() {
     thread_local std::unique_ptr<ImageCodec> c;
     if (!c) c = std::make_unique<ImageCodec>();
     return *c;
+  }
+
+  // This thread's statistics, made on first use.
+  SampleSums& sums() {
+    auto& s = sums_[size_t(omp_get_thread_num())];
+    if (!s) s = std::make_unique<SampleSums>(index_.classes.size(), shape_);
+    return *s;
+  }
+
+  // Sample `id` (raw pixels, or JPEG bytes decoded as a loader will) into this thread's statistics.
+  void add_to_sums(uint64_t id, const uint8_t* raw, const std::vector<uint8_t>* jpeg) {
+    const int32_t label = index_.entries[id].label;
+    if (raw) return sums().add(raw, label);
+    DecodeLimits unlimited;
+    const cv::Mat img = codec().decode(jpeg->data(), jpeg->size(), opt_.channels, 0, unlimited);
+    if (img.total() * img.channels() != shape_.bytes() || !img.isContinuous())
+      fail("internal: a re-encoded sample decodes to the wrong size");
+    sums().add(img.data, label);
   }
 
   // One sample into its slot; returns "" or the reason it is rejected.
@@ -284,6 +443,39 @@ class Worker {
     return resize_s;
   }
 
+  // The batch file from its slots: the made samples in slot order, compacted in place (a rejected
+  // sample leaves no gap), the rejected ones to the rejects.
+  Batch assemble(uint64_t b, const std::vector<uint64_t>& ids, std::vector<uint8_t> pixels,
+                 std::vector<std::vector<uint8_t>>& encoded, const std::vector<std::string>& reason) {
+    const size_t bytes = shape_.bytes();
+    const bool jpeg = opt_.encoding == Encoding::jpeg;
+    Batch batch;
+    batch.shape = shape_;
+    batch.encoding = opt_.encoding;
+    batch.batch_index = uint32_t(b);
+    batch.images = std::move(pixels);
+    if (jpeg) batch.images.clear(), batch.offsets.push_back(0);
+    std::vector<std::pair<uint64_t, std::string>> rejected;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (!reason[i].empty()) {
+        rejected.emplace_back(ids[i], reason[i]);
+        continue;
+      }
+      if (jpeg) {
+        batch.images.insert(batch.images.end(), encoded[i].begin(), encoded[i].end());
+        batch.offsets.push_back(batch.images.size());
+      } else if (batch.count() != i) {
+        std::memmove(batch.images.data() + batch.count() * bytes, batch.images.data() + i * bytes, bytes);
+      }
+      batch.labels.push_back(index_.entries[ids[i]].label);
+      batch.ids.push_back(int64_t(ids[i]));
+    }
+    if (!jpeg) batch.images.resize(batch.count() * bytes);
+    std::lock_guard<std::mutex> lock(rejects_mu_);
+    rejects_.insert(rejects_.end(), rejected.begin(), rejected.end());
+    return batch;
+  }
+
   // --gpu-resize: one sample read, decoded and, where the lane's router says the GPU is cheaper,
   // staged (decoded straight into pinned memory when the codec can; deliver() receives it once
   // resized), else resized here like make_sample. Returns "" or the reason it is rejected.
@@ -319,19 +511,19 @@ class Worker {
     }
   }
 
-  Batch build(uint64_t b, const std::vector<uint64_t>& ids, std::vector<std::pair<uint64_t, std::string>>& rejects) {
+  // --gpu-resize: batch file b, its samples made by all threads in one parallel region and
+  // resized on the GPU, then added to the statistics and put together.
+  Batch build(uint64_t b, const std::vector<uint64_t>& ids, std::vector<uint8_t> buffer) {
     const size_t n = ids.size(), bytes = shape_.bytes();
     const bool jpeg = opt_.encoding == Encoding::jpeg;
-    std::vector<uint8_t> pixels(jpeg ? 0 : n * bytes);
+    std::vector<uint8_t> pixels = std::move(buffer);
+    pixels.resize(jpeg ? 0 : n * bytes);
     std::vector<std::vector<uint8_t>> encoded(jpeg ? n : 0);
     std::vector<std::string> reason(n);
     std::vector<Phases> per_thread(static_cast<size_t>(threads_));
     std::string fatal;
     Stopwatch wall;
-    // Without --gpu-resize, or while the GPU lanes are still being made, the CPU resizes. Decided
-    // once per file, so that every thread of the team runs the same loop.
-    bool gpu = false;
-    if (lanes_) gpu = lanes_->get(0) != nullptr;
+    const bool gpu = lanes_->get(0) != nullptr;
 #pragma omp parallel num_threads(threads_)
     {
       Phases& t = per_thread[size_t(omp_get_thread_num())];
@@ -339,87 +531,115 @@ class Worker {
 #pragma omp critical(datagen_fatal)
         if (fatal.empty()) fatal = e.what();
       };
+      // Until the lanes are made the threads resize on the CPU. Decided once per file, so that
+      // every thread of the team runs the same loop.
       GpuLane* l = gpu ? lanes_->get(omp_get_thread_num()) : nullptr;
-      // Results from the GPU arrive in whatever order batches finish; each goes to its own slot.
-      const GpuLane::Deliver deliver = [&](size_t slot, const uint8_t* px) {
-        Stopwatch w;
-        if (jpeg) {
-          codec().encode_jpeg(px, opt_.size, opt_.size, opt_.channels, opt_.quality, encoded[slot]);
-          t.encode += w.seconds();
-        } else {
-          std::memcpy(pixels.data() + slot * bytes, px, bytes);
-          t.resize += w.seconds();
-        }
-      };
-      const GpuResizeTimes before = l ? l->times() : GpuResizeTimes{};
-      const uint64_t gpu_before = l ? l->router().gpu_images() : 0, cpu_before = l ? l->router().cpu_images() : 0;
-      bool failed = false;
-#pragma omp for schedule(dynamic, 1)
-      for (size_t i = 0; i < n; ++i) {
-        if (failed) continue;
-        uint8_t* raw = jpeg ? nullptr : pixels.data() + i * bytes;
-        std::vector<uint8_t>* enc = jpeg ? &encoded[i] : nullptr;
-        try {
-          if (l) {
-            reason[i] = route_sample(ids[i], i, *l, deliver, raw, enc, t);
+      {  // the samples, each resized where the thread's router says
+        // Results from the GPU arrive in whatever order batches finish; each goes to its own slot.
+        const GpuLane::Deliver deliver = [&](size_t slot, const uint8_t* px) {
+          Stopwatch w;
+          if (jpeg) {
+            codec().encode_jpeg(px, opt_.size, opt_.size, opt_.channels, opt_.quality, encoded[slot]);
+            t.encode += w.seconds();
           } else {
-            reason[i] = make_sample(ids[i], raw, enc, t);
-            if (lanes_ && reason[i].empty()) t.cpu_images += 1;
+            std::memcpy(pixels.data() + slot * bytes, px, bytes);
+            t.resize += w.seconds();
+          }
+        };
+        const GpuResizeTimes before = l ? l->times() : GpuResizeTimes{};
+        const uint64_t gpu_before = l ? l->router().gpu_images() : 0, cpu_before = l ? l->router().cpu_images() : 0;
+        bool failed = false;
+#pragma omp for schedule(dynamic, 1)
+        for (size_t i = 0; i < n; ++i) {
+          if (failed) continue;
+          uint8_t* raw = jpeg ? nullptr : pixels.data() + i * bytes;
+          std::vector<uint8_t>* enc = jpeg ? &encoded[i] : nullptr;
+          try {
+            if (l) {
+              reason[i] = route_sample(ids[i], i, *l, deliver, raw, enc, t);
+            } else {
+              reason[i] = make_sample(ids[i], raw, enc, t);
+              if (reason[i].empty()) t.cpu_images += 1;
+            }
+          } catch (const std::exception& e) {
+            note_fatal(e);
+            failed = true;
+          }
+        }
+        try {
+          if (l && !failed) {
+            l->drain(deliver);
+            const GpuResizeTimes after = l->times();
+            t.gpu_stage += after.stage_s - before.stage_s;
+            t.gpu_upload += after.upload_s - before.upload_s;
+            t.gpu_kernel += after.kernel_s - before.kernel_s;
+            t.gpu_download += after.download_s - before.download_s;
+            t.gpu_wait += after.wait_s - before.wait_s;
+            t.gpu_images += double(l->router().gpu_images() - gpu_before);
+            t.cpu_images += double(l->router().cpu_images() - cpu_before);
           }
         } catch (const std::exception& e) {
           note_fatal(e);
-          failed = true;
         }
       }
-      if (l != nullptr && !failed) {
+#pragma omp barrier
+      Stopwatch w;
+#pragma omp for schedule(dynamic, 1) nowait
+      for (size_t i = 0; i < n; ++i) {
         try {
-          l->drain(deliver);
-          const GpuResizeTimes after = l->times();
-          t.gpu_stage += after.stage_s - before.stage_s;
-          t.gpu_upload += after.upload_s - before.upload_s;
-          t.gpu_kernel += after.kernel_s - before.kernel_s;
-          t.gpu_download += after.download_s - before.download_s;
-          t.gpu_wait += after.wait_s - before.wait_s;
-          t.gpu_images += double(l->router().gpu_images() - gpu_before);
-          t.cpu_images += double(l->router().cpu_images() - cpu_before);
+          if (reason[i].empty())
+            add_to_sums(ids[i], jpeg ? nullptr : pixels.data() + i * bytes, jpeg ? &encoded[i] : nullptr);
         } catch (const std::exception& e) {
           note_fatal(e);
         }
       }
+      t.stats += w.seconds();
     }
     if (!fatal.empty()) fail(fatal);
     Phases sum;
     for (const auto& t : per_thread) sum += t;
     sum.wait = std::max(0.0, wall.seconds() * threads_ - sum.busy());
     phases_ += sum;
-    images_built_ += n;
-
-    Batch batch;
-    batch.shape = shape_;
-    batch.encoding = opt_.encoding;
-    batch.batch_index = uint32_t(b);
-    if (jpeg) batch.offsets.push_back(0);
-    for (size_t i = 0; i < n; ++i) {
-      if (!reason[i].empty()) {
-        rejects.emplace_back(ids[i], reason[i]);
-        continue;
-      }
-      batch.labels.push_back(index_.entries[ids[i]].label);
-      batch.ids.push_back(int64_t(ids[i]));
-      if (jpeg) {
-        batch.images.insert(batch.images.end(), encoded[i].begin(), encoded[i].end());
-        batch.offsets.push_back(batch.images.size());
-      } else {
-        batch.images.insert(batch.images.end(), pixels.begin() + long(i * bytes), pixels.begin() + long((i + 1) * bytes));
-      }
-    }
+    Stopwatch w;
+    Batch batch = assemble(b, ids, std::move(pixels), encoded, reason);
+    phases_.assemble += w.seconds();
     return batch;
   }
 
+  // Batch file b from an earlier run, when it can be kept (see try_keep): its samples go into the
+  // statistics and the file to the writer. Returns whether it was kept.
+  bool keep(uint64_t b, const std::vector<uint64_t>& ids, BatchWriter& writer, Phases& t) {
+    const std::string path = join_path(opt_.output, batch_file_name(b));
+    if (!file_exists(path)) return false;
+    Batch batch;
+    std::vector<std::pair<uint64_t, std::string>> missing;
+    if (!try_keep(path, b, ids, batch, missing)) return false;
+    Stopwatch w;
+    for (size_t i = 0; i < batch.count(); ++i) {
+      const uint64_t id = uint64_t(batch.ids[i]);
+      if (batch.encoding == Encoding::raw) {
+        add_to_sums(id, batch.raw_image(i), nullptr);
+      } else {
+        const auto begin = batch.images.begin();
+        const std::vector<uint8_t> bytes(begin + long(batch.offsets[i]), begin + long(batch.offsets[i + 1]));
+        add_to_sums(id, nullptr, &bytes);
+      }
+    }
+    t.stats += w.seconds();
+    {
+      std::lock_guard<std::mutex> lock(rejects_mu_);
+      rejects_.insert(rejects_.end(), missing.begin(), missing.end());
+      ++kept_;
+    }
+    writer.submit(b, std::move(batch), true);
+    return true;
+  }
+
   // A batch file from an earlier run is kept when its checksums verify, it is the file the plan
-  // asks for, and every planned sample missing from it is still rejected today.
+  // asks for, and every planned sample missing from it is still rejected today (those go to
+  // `missing`, with the reason).
   bool try_keep(const std::string& path, uint64_t b, const std::vector<uint64_t>& ids, Batch& batch,
-                std::vector<std::pair<uint64_t, std::string>>& rejects) {
+                std::vector<std::pair<uint64_t, std::string>>& missing) {
     auto redo = [&](const std::string& why) {
       log_all("%s: made again (%s)", path.c_str(), why.c_str());
       return false;
@@ -432,7 +652,6 @@ class Worker {
     if (batch.batch_index != b || !(batch.shape == shape_) || batch.encoding != opt_.encoding)
       return redo("made with other options");
     size_t at = 0;
-    std::vector<std::pair<uint64_t, std::string>> missing;
     for (uint64_t id : ids) {
       if (at < batch.count() && uint64_t(batch.ids[at]) == id) {
         if (batch.labels[at] != index_.entries[id].label) return redo("labels differ from the plan");
@@ -448,7 +667,6 @@ class Worker {
       m.second = make_sample(m.first, scratch.data(), opt_.encoding == Encoding::jpeg ? &enc : nullptr, t);
       if (m.second.empty()) return redo("a sample missing from it can be made now");
     }
-    rejects.insert(rejects.end(), missing.begin(), missing.end());
     return true;
   }
 
@@ -459,31 +677,13 @@ class Worker {
   int threads_;
   ImageShape shape_;
   Phases phases_;
-  double write_seconds_ = 0;  // kept apart: the writer runs beside the decoding threads
-  uint64_t images_built_ = 0;
   GpuLanes* lanes_ = nullptr;  // one GpuLane per OpenMP thread, with --gpu-resize
+  int rank_ = 0;
+  std::vector<std::unique_ptr<SampleSums>> sums_;  // per OpenMP thread
+  std::mutex rejects_mu_;
+  std::vector<std::pair<uint64_t, std::string>> rejects_;
+  int kept_ = 0;
 };
-
-// The GPU can save at most the CPU's resize time, while starting it costs CUDA's start-up and the
-// pinned allocations (tenths of a second, more when many ranks share a GPU), and the process's exit
-// pays again to release them. So the automatic route starts the GPU only once the resize time it
-// could take over, spread over the rank's threads, is at least min_saving seconds. Called before
-// each batch file of a rank whose GPU is not started.
-void consider_gpu(GpuLanes& lanes, const Worker& worker, uint64_t images_left, int threads, int rank,
-                  double min_saving, bool& said) {
-  const double per_image = worker.resize_seconds_per_image();
-  if (per_image < 0) return;  // nothing resized yet (e.g. every file so far kept from an earlier run)
-  const double saving = per_image * double(images_left) / threads;
-  if (saving >= min_saving) {
-    log_all("rank %d: --gpu-resize: starting the GPU (about %.2f s of resize work left per thread)", rank, saving);
-    lanes.start();
-  } else if (!said) {
-    log_all("rank %d: --gpu-resize: resizing the %llu images left would take about %.2f s per thread, less than "
-            "the %.1f s the GPU must save to pay for starting it; the CPU resizes (--gpu-route always overrides)",
-            rank, (unsigned long long)images_left, saving, min_saving);
-    said = true;
-  }
-}
 
 std::string mean_image_png(const std::vector<uint8_t>& img, int size, int channels) {
   return png_encode(img.data(), size, size, channels);
@@ -509,11 +709,12 @@ void validate_run_options(const RunOptions& opt) {
   if (opt.size < 1 || opt.size > 16384) fail("--size must be between 1 and 16384, not " + std::to_string(opt.size));
   if (opt.channels != 1 && opt.channels != 3) fail("--channels must be 1 or 3, not " + std::to_string(opt.channels));
   if (opt.per_file < 1) fail("--per-file must be at least 1");
-  // A rank holds two batch files in memory (one being written, one being decoded).
+  // A rank holds at least two batch files in memory (one being written, one being made).
   const double batch_gib = double(opt.per_file) * opt.size * opt.size * opt.channels / double(1ull << 30);
   if (batch_gib > 4.0)
     fail("--per-file " + std::to_string(opt.per_file) + " at --size " + std::to_string(opt.size) + " makes batch files of " +
-         std::to_string(int(batch_gib)) + " GiB; each rank holds two in memory, so use a smaller --per-file (at most 4 GiB each)");
+         std::to_string(int(batch_gib)) +
+         " GiB; each rank holds at least two in memory, so use a smaller --per-file (at most 4 GiB each)");
   if (opt.threads < 0) fail("--threads must be 0 (automatic) or more");
   if (opt.resize == ResizePolicy::short_side)
     fail("--resize short keeps the aspect ratio and so gives images of different sizes, which batch files "
@@ -610,38 +811,28 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     Stopwatch w;
     const SampleSource source(index, mine_ids);
     phases.read += w.seconds();
+    std::vector<uint64_t> my_files;
+    for (uint64_t b = uint64_t(rank); b < files; b += uint64_t(ranks)) my_files.push_back(b);
+    // The batch files a rank holds at once: the one being made, the end of the one before, and
+    // those being written, by one writer per two threads (a writer spends most of a file waiting
+    // for fsync, and at 16 threads a file is made in a few ms); fewer when they are large, so that
+    // they stay within 8 GiB (a file is at most 4 GiB).
+    const double file_bytes = double(opt.per_file) * double(sums.pixel_sum.size());
+    const size_t in_memory = std::clamp<size_t>(size_t(8.0 * double(1ull << 30) / std::max(1.0, file_bytes)), 2,
+                                                2 + size_t(threads + 1) / 2);
+    BatchWriter writer(opt.output, in_memory, int(std::max<size_t>(1, in_memory - 2)));
     if (lanes && opt.gpu_always) lanes->wait_ready();
-    Worker worker(opt, index, plan, source, threads, lanes.get());
+    Worker worker(opt, index, plan, source, threads, lanes.get(), rank);
     Progress progress(mpi, index.entries.size(), files_per_rank);
-    std::vector<std::pair<uint64_t, std::string>> rejects;
-    // Batch file b is written (and fsync'ed) while the threads decode b + ranks. MPI stays on
-    // this thread (MPI_THREAD_FUNNELED), so progress is reported here once a write is done.
-    std::future<BatchFileEntry> writing;
-    uint64_t writing_b = 0;
-    int kept = 0;
-    auto collect = [&] {
-      Stopwatch wait;
-      const BatchFileEntry e = writing.get();
-      phases.wait += wait.seconds();
-      mine["files"].push_back({writing_b, e.name, e.count, e.bytes, e.crc32c});
-      progress.file_done(plan.file_end(writing_b) - plan.file_begin(writing_b));
-    };
-    uint64_t images_left = mine_ids.size();
-    bool said = false;
-    for (uint64_t b = uint64_t(rank); b < files; b += uint64_t(ranks)) {
-      if (lanes && !lanes->started())
-        consider_gpu(*lanes, worker, images_left, threads, rank, opt.gpu_min_saving, said);
-      images_left -= plan.file_end(b) - plan.file_begin(b);
-      auto made = std::make_shared<Worker::Made>(worker.make(b, rejects));
-      kept += made->kept ? 1 : 0;
-      if (writing.valid()) collect();
-      writing_b = b;
-      writing = std::async(std::launch::async, [&worker, &sums, made] { return worker.finish(*made, sums); });
-    }
-    if (writing.valid()) collect();
-    mine["kept"] = kept;
-    for (const auto& r : rejects) mine["rejects"].push_back({r.first, r.second});
-    phases += worker.phases();
+    // MPI stays on this thread (MPI_THREAD_FUNNELED): the worker reports each written file here.
+    worker.run(my_files, writer, [&](uint64_t b, const BatchFileEntry& e) {
+      mine["files"].push_back({b, e.name, e.count, e.bytes, e.crc32c});
+      progress.file_done(plan.file_end(b) - plan.file_begin(b));
+    });
+    worker.add_sums_to(sums);
+    mine["kept"] = worker.kept();
+    for (const auto& r : worker.rejects()) mine["rejects"].push_back({r.first, r.second});
+    phases += worker.phases(writer);
     Stopwatch wait;
     progress.finish();
     CONVOY_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
@@ -706,8 +897,8 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
            meta.files.size(), kept, (unsigned long long)meta.num_samples, (unsigned long long)meta.rejected, kRejectsFile,
            (unsigned long long)meta.skipped, secs, secs > 0 ? double(meta.num_samples) / secs : 0.0);
   log_info("phases, seconds summed over threads and ranks: read %.2f, decode %.2f, resize %.2f, encode %.2f, "
-           "write %.2f, wait %.2f",
-           sum.read, sum.decode, sum.resize, sum.encode, sum.write, sum.wait);
+           "stats %.2f, assemble %.2f, write %.2f, wait %.2f",
+           sum.read, sum.decode, sum.resize, sum.encode, sum.stats, sum.assemble, sum.write, sum.wait);
   if (opt.gpu_resize)
     log_info("GPU phases, seconds summed over threads and ranks: stage %.2f, upload %.2f, kernel %.2f, download %.2f, "
              "wait %.2f; images resized on the GPU %.0f, on the CPU %.0f (rank 0's GPU ready after %.2f s)",

@@ -2,12 +2,40 @@
 // floating-point summation order never enters the result.
 #include "datagen/stats.h"
 
+#include <algorithm>
 #include <cmath>
 
-#include "datagen/image_codec.h"
 #include "shared/error.h"
 
 namespace convoy::datagen {
+namespace {
+
+// Adds one sample to the 16-bit per-pixel counters acc[] and its per-channel sums of squares to
+// sq[]. The squares go through 16 * C lanes, each always on the same channel, in 32-bit counters
+// the compiler can vectorise; a lane is emptied into sq[] before 65536 squares of at most 255^2
+// could overflow it. (The channel sums need no lanes: they are the per-pixel sums, folded.)
+template <size_t C>
+void add_sample_sums(const uint8_t* p, size_t bytes, uint16_t* acc, uint64_t* sq) {
+  constexpr size_t kLanes = 16 * C, kChunk = kLanes * 65536;
+  size_t at = 0;
+  while (bytes - at >= kLanes) {
+    const size_t end = at + std::min(kChunk, (bytes - at) / kLanes * kLanes);
+    uint32_t q[kLanes] = {};
+    for (; at < end; at += kLanes)
+      for (size_t j = 0; j < kLanes; ++j) {
+        const uint16_t v = p[at + j];
+        acc[at + j] = uint16_t(acc[at + j] + v);
+        q[j] += uint16_t(v * v);
+      }
+    for (size_t j = 0; j < kLanes; ++j) sq[j % C] += q[j];
+  }
+  for (; at < bytes; ++at) acc[at] = uint16_t(acc[at] + p[at]), sq[at % C] += uint64_t(p[at]) * p[at];
+}
+
+// 16-bit per-pixel counters take this many samples of at most 255 each.
+constexpr unsigned kFoldEvery = 65535 / 255;
+
+}  // namespace
 
 DatasetSums::DatasetSums(size_t classes, const ImageShape& shape)
     : class_counts(classes, 0),
@@ -15,39 +43,14 @@ DatasetSums::DatasetSums(size_t classes, const ImageShape& shape)
       channel_sq(shape.channels, 0),
       pixel_sum(shape.bytes(), 0) {}
 
-void DatasetSums::add(const Batch& batch, ImageCodec& codec) {
-  const size_t px = batch.shape.bytes(), c = batch.shape.channels;
-  cv::Mat decoded;
-  for (size_t i = 0; i < batch.count(); ++i) {
-    const int32_t label = batch.labels[i];
-    if (label < 0 || size_t(label) >= class_counts.size()) fail("internal: label out of range in statistics");
-    ++class_counts[size_t(label)];
-    const uint8_t* p = nullptr;
-    if (batch.encoding == Encoding::raw) {
-      p = batch.raw_image(i);
-    } else {
-      const uint64_t at = batch.offsets[i], end = batch.offsets[i + 1];
-      DecodeLimits unlimited;
-      decoded = codec.decode(batch.images.data() + at, size_t(end - at), int(c), 0, unlimited);
-      if (decoded.total() * decoded.channels() != px || !decoded.isContinuous())
-        fail("internal: a re-encoded sample decodes to the wrong size");
-      p = decoded.data;
-    }
-    uint64_t sum[3] = {0, 0, 0}, sq[3] = {0, 0, 0};
-    uint64_t* mean_px = pixel_sum.data();
-    for (size_t k = 0; k < px; k += c)  // pixel by pixel, channel by channel: no division per byte
-      for (size_t ch = 0; ch < c; ++ch) {
-        const uint64_t v = p[k + ch];
-        sum[ch] += v;
-        sq[ch] += v * v;
-        mean_px[k + ch] += v;
-      }
-    for (size_t ch = 0; ch < c; ++ch) {
-      channel_sum[ch] += sum[ch];
-      channel_sq[ch] += sq[ch];
-    }
-    ++samples;
-  }
+void DatasetSums::merge(const DatasetSums& o) {
+  if (o.class_counts.size() != class_counts.size() || o.pixel_sum.size() != pixel_sum.size() ||
+      o.channel_sum.size() != channel_sum.size())
+    fail("internal: statistics of different shapes merged");
+  for (size_t k = 0; k < class_counts.size(); ++k) class_counts[k] += o.class_counts[k];
+  for (size_t k = 0; k < channel_sum.size(); ++k) channel_sum[k] += o.channel_sum[k], channel_sq[k] += o.channel_sq[k];
+  for (size_t k = 0; k < pixel_sum.size(); ++k) pixel_sum[k] += o.pixel_sum[k];
+  samples += o.samples;
 }
 
 void DatasetSums::reduce_to_root(const MpiContext& mpi) {
@@ -80,6 +83,38 @@ std::vector<double> DatasetSums::stddev() const {
     s[c] = double(std::sqrt(var_n2) / (long double)n);
   }
   return s;
+}
+
+SampleSums::SampleSums(size_t classes, const ImageShape& shape)
+    : totals_(classes, shape), pixel_(shape.bytes(), 0) {}
+
+void SampleSums::add(const uint8_t* px, int32_t label) {
+  if (label < 0 || size_t(label) >= totals_.class_counts.size()) fail("internal: label out of range in statistics");
+  ++totals_.class_counts[size_t(label)];
+  ++totals_.samples;
+  uint64_t* sq = totals_.channel_sq.data();
+  switch (totals_.channel_sq.size()) {
+    case 1: add_sample_sums<1>(px, pixel_.size(), pixel_.data(), sq); break;
+    case 3: add_sample_sums<3>(px, pixel_.size(), pixel_.data(), sq); break;
+    default: fail("internal: statistics for 1 or 3 channels only");
+  }
+  if (++unfolded_ == kFoldEvery) fold();
+}
+
+void SampleSums::fold() {
+  const size_t c = totals_.channel_sum.size();
+  for (size_t k = 0; k < pixel_.size(); k += c)
+    for (size_t ch = 0; ch < c; ++ch) {
+      totals_.pixel_sum[k + ch] += pixel_[k + ch];
+      totals_.channel_sum[ch] += pixel_[k + ch];
+    }
+  std::fill(pixel_.begin(), pixel_.end(), uint16_t{0});
+  unfolded_ = 0;
+}
+
+const DatasetSums& SampleSums::totals() {
+  if (unfolded_ > 0) fold();
+  return totals_;
 }
 
 std::vector<uint8_t> DatasetSums::mean_image() const {

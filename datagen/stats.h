@@ -10,8 +10,6 @@
 
 namespace convoy::datagen {
 
-class ImageCodec;
-
 struct DatasetSums {
   std::vector<uint64_t> class_counts;
   std::vector<uint64_t> channel_sum, channel_sq;  // per channel
@@ -19,13 +17,32 @@ struct DatasetSums {
   uint64_t samples = 0;
 
   DatasetSums(size_t classes, const ImageShape& shape);
-  // Adds every sample of a batch file; JPEG samples are decoded (what the loader will see).
-  void add(const Batch& batch, ImageCodec& codec);
+  // Adds another set of sums (a thread's); integers, so the order of merging never matters.
+  void merge(const DatasetSums& other);
   // Sums over all ranks onto rank 0.
   void reduce_to_root(const MpiContext& mpi);
   std::vector<double> mean() const;
   std::vector<double> stddev() const;
   std::vector<uint8_t> mean_image() const;  // rounded to pixel values
+};
+
+// One thread's running sums, cheap enough to add each sample to as soon as it is made: the
+// per-pixel sums first go into 16-bit counters that stay in cache and are folded into the 64-bit
+// totals before they can overflow.
+class SampleSums {
+ public:
+  SampleSums(size_t classes, const ImageShape& shape);
+  // One sample of the shape (HWC), of class `label`.
+  void add(const uint8_t* px, int32_t label);
+  // Everything added so far, as exact totals.
+  const DatasetSums& totals();
+
+ private:
+  void fold();
+
+  DatasetSums totals_;
+  std::vector<uint16_t> pixel_;  // per-pixel sums of the samples not yet folded
+  unsigned unfolded_ = 0;
 };
 
 }  // namespace convoy::datagen

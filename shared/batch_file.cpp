@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 
 #include "shared/atomic_file.h"
@@ -33,7 +34,10 @@ Encoding parse_encoding(const std::string& name) {
   fail("unknown encoding '" + name + "' (expected raw or jpeg)");
 }
 
-std::vector<uint8_t> encode_batch(const Batch& b) {
+namespace {
+
+// The header of a batch: every offset and size, no CRCs yet. Checks that the batch is consistent.
+BatchHeader layout(const Batch& b) {
   const uint64_t n = b.count();
   if (b.ids.size() != n) fail("batch " + str(b.batch_index) + ": ids and labels differ in count");
   const bool jpeg = b.encoding == Encoding::jpeg;
@@ -59,32 +63,70 @@ std::vector<uint8_t> encode_batch(const Batch& b) {
   h.images_offset = jpeg ? align_up(h.index_offset + (n + 1) * sizeof(uint64_t)) : h.index_offset;
   h.images_bytes = b.images.size();
   h.file_bytes = h.images_offset + h.images_bytes;
+  return h;
+}
 
-  std::vector<uint8_t> out(h.file_bytes, 0);
-  uint8_t* p = out.data();
-  if (n) {
-    std::memcpy(p + h.labels_offset, b.labels.data(), n * sizeof(int32_t));
-    std::memcpy(p + h.ids_offset, b.ids.data(), n * sizeof(int64_t));
-  }
-  if (jpeg) std::memcpy(p + h.index_offset, b.offsets.data(), (n + 1) * sizeof(uint64_t));
-  if (!b.images.empty()) std::memcpy(p + h.images_offset, b.images.data(), b.images.size());
+// One section's bytes as the file holds them: its data, then zero padding up to the next section.
+struct Section {
+  const void* data;
+  uint64_t bytes, padded;
+};
 
-  h.labels_crc = crc32c(p + h.labels_offset, h.ids_offset - h.labels_offset);
-  h.ids_crc = crc32c(p + h.ids_offset, h.index_offset - h.ids_offset);
-  h.index_crc = crc32c(p + h.index_offset, h.images_offset - h.index_offset);
-  h.images_crc = crc32c(p + h.images_offset, h.file_bytes - h.images_offset);
+// The four sections of h's layout, in file order, taken from b.
+std::array<Section, 4> sections(const Batch& b, const BatchHeader& h) {
+  const uint64_t n = b.count();
+  const bool jpeg = b.encoding == Encoding::jpeg;
+  return {{{b.labels.data(), n * sizeof(int32_t), h.ids_offset - h.labels_offset},
+           {b.ids.data(), n * sizeof(int64_t), h.index_offset - h.ids_offset},
+           {b.offsets.data(), jpeg ? (n + 1) * sizeof(uint64_t) : 0, h.images_offset - h.index_offset},
+           {b.images.data(), b.images.size(), h.file_bytes - h.images_offset}}};
+}
+
+constexpr uint8_t kZeros[kBatchAlign] = {};
+
+uint32_t section_crc(const Section& s) {
+  return crc32c(kZeros, s.padded - s.bytes, crc32c(s.data, s.bytes));
+}
+
+// Fills in the section CRCs and then the header's own.
+void seal(BatchHeader& h, const std::array<Section, 4>& s) {
+  h.labels_crc = section_crc(s[0]);
+  h.ids_crc = section_crc(s[1]);
+  h.index_crc = section_crc(s[2]);
+  h.images_crc = section_crc(s[3]);
   h.header_crc = crc32c(&h, kHeaderCrcBytes);
-  std::memcpy(p, &h, sizeof h);
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_batch(const Batch& b) {
+  BatchHeader h = layout(b);
+  const auto secs = sections(b, h);
+  seal(h, secs);
+  std::vector<uint8_t> out(h.file_bytes, 0);
+  std::memcpy(out.data(), &h, sizeof h);
+  uint64_t at = h.labels_offset;
+  for (const Section& s : secs) {
+    if (s.bytes) std::memcpy(out.data() + at, s.data, s.bytes);
+    at += s.padded;
+  }
   return out;
 }
 
+// Straight from the batch's own buffers: a copy of the whole file first would cost as much
+// again as the write itself.
 uint32_t write_batch_file(const std::string& path, const Batch& batch) {
-  std::vector<uint8_t> bytes = encode_batch(batch);
+  BatchHeader h = layout(batch);
+  const auto secs = sections(batch, h);
+  seal(h, secs);
   AtomicFile f(path);
-  f.write(bytes.data(), bytes.size());
+  f.write(&h, sizeof h);
+  f.write(kZeros, h.labels_offset - sizeof h);
+  for (const Section& s : secs) {
+    if (s.bytes) f.write(s.data, s.bytes);
+    f.write(kZeros, s.padded - s.bytes);
+  }
   f.commit();
-  BatchHeader h;
-  std::memcpy(&h, bytes.data(), sizeof h);
   return h.header_crc;
 }
 

@@ -2,6 +2,7 @@
 // refused with a message naming the file, and dataset.json validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -129,6 +130,23 @@ TEST(BatchFile, JpegLayoutRoundTrip) {
   const std::string path = join_path(dir, "batch_00001.cvb");
   write_batch_file(path, b);
   expect_equal(b, read_batch_file(path));
+}
+
+TEST(BatchFile, WrittenFileIsTheEncodedBytes) {
+  // write_batch_file streams the sections from the batch's buffers; the file must be exactly
+  // what encode_batch lays out, padding and CRCs included.
+  const std::string dir = scratch("written");
+  Batch empty;
+  empty.shape = {4, 4, 1};
+  for (const Batch& b :
+       {random_raw_batch(17, {5, 7, 3}, 42), random_raw_batch(1, {1, 1, 1}, 3), random_jpeg_batch(9, 7), empty}) {
+    const std::string path = join_path(dir, "b.cvb");
+    write_batch_file(path, b);
+    const std::vector<uint8_t> want = encode_batch(b);
+    const std::string got = read_whole_file(path);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), reinterpret_cast<const uint8_t*>(got.data())));
+  }
 }
 
 TEST(BatchFile, EmptyBatchRoundTrip) {
