@@ -406,6 +406,25 @@ class Worker {
     sums().add(img.data, label);
   }
 
+  // Room in this thread's reused decode buffer for a width x height image. Decoding into fresh
+  // memory for every image costs an mmap, page faults and an munmap each, which many threads
+  // then queue for (and more so once CUDA watches the address space).
+  struct Scratch {
+    std::vector<uint8_t> buffer;
+    int width = 0, height = 0;
+    uint8_t* place(int w, int h, int channels) {
+      const size_t need = size_t(w) * size_t(h) * size_t(channels);
+      if (buffer.size() < need) buffer.resize(need);
+      width = w, height = h;
+      return buffer.data();
+    }
+    cv::Mat image(int channels) { return cv::Mat(height, width, CV_8UC(channels), buffer.data()); }
+  };
+  Scratch& scratch() {
+    thread_local Scratch s;
+    return s;
+  }
+
   // One sample into its slot; returns "" or the reason it is rejected.
   std::string make_sample(uint64_t id, uint8_t* raw, std::vector<uint8_t>* jpeg, Phases& t) {
     thread_local std::vector<uint8_t> bytes;
@@ -413,7 +432,10 @@ class Worker {
     source_.read(id, bytes);
     t.read += w.lap();
     try {
-      cv::Mat img = codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits);
+      Scratch& sc = scratch();
+      const ImageCodec::Placement place = [&](int width, int height) { return sc.place(width, height, opt_.channels); };
+      cv::Mat img = codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits, place);
+      if (img.empty()) img = sc.image(opt_.channels);
       t.decode += w.lap();
       resize_on_cpu(img, raw, jpeg, t);
       return "";
@@ -486,9 +508,10 @@ class Worker {
     source_.read(id, bytes);
     t.read += w.lap();
     bool asked = false, placed = false;
+    Scratch& sc = scratch();
     const ImageCodec::Placement place = [&](int width, int height) -> uint8_t* {
       asked = true;
-      if (!l.take(width, height)) return nullptr;
+      if (!l.take(width, height)) return sc.place(width, height, opt_.channels);
       placed = true;
       return l.stage(width, height, slot, deliver);
     };
@@ -496,6 +519,7 @@ class Worker {
       cv::Mat img = codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits, place);
       t.decode += w.lap();
       if (placed) return "";
+      if (img.empty()) img = sc.image(opt_.channels);
       if (!asked && l.take(img.cols, img.rows)) {
         l.add(img.data, img.step[0], img.cols, img.rows, slot, deliver);
         return "";
