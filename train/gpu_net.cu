@@ -175,17 +175,24 @@ void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
     backward_as<float>(ready);
 }
 
+namespace {
+// The weights the ops of element type T multiply with: the fp32 masters or their bf16 copy.
+template <typename T>
+const T* weights_as(const DeviceBuffer<float>& masters, const DeviceBuffer<bf16>& copy) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return copy.get();
+  else
+    return masters.get();
+}
+}  // namespace
+
 // T is the activations' element type: float (NCHW, the fp32 master weights) or bf16 (NHWC, the
 // weight copy). Batch norm's parameters and every bias are read from the fp32 master weights.
 template <typename T>
 void GpuNet::forward_as() {
   constexpr bool half = std::is_same_v<T, bf16>;
   constexpr Layout layout = half ? Layout::nhwc : Layout::nchw;
-  const T* weights = nullptr;
-  if constexpr (half)
-    weights = weights16_.get();
-  else
-    weights = weights_.get();
+  const T* weights = weights_as<T>(weights_, weights16_);
   const int n = n_;
   const auto& nodes = net_.nodes();
   for (int i = 0; i < int(nodes.size()); ++i) {
@@ -260,11 +267,7 @@ template <typename T>
 void GpuNet::backward_as(const std::function<void(size_t lo, size_t hi)>& ready) {
   constexpr bool half = std::is_same_v<T, bf16>;
   constexpr Layout layout = half ? Layout::nhwc : Layout::nchw;
-  const T* weights = nullptr;
-  if constexpr (half)
-    weights = weights16_.get();
-  else
-    weights = weights_.get();
+  const T* weights = weights_as<T>(weights_, weights16_);
   const int n = n_;
   const auto& nodes = net_.nodes();
   for (const Node& nd : nodes)
