@@ -9,8 +9,8 @@
 
 namespace convoy::datagen {
 
-GpuLanes::GpuLanes(GpuResizeOptions options, int count, bool always)
-    : options_(options), always_(always), lanes_(size_t(std::max(count, 0))) {
+GpuLanes::GpuLanes(GpuResizeOptions options, int count, bool always, int local_rank)
+    : options_(options), always_(always), local_rank_(local_rank), lanes_(size_t(std::max(count, 0))) {
   // Batches of a few images keep the GPU as busy as larger ones would (the thread decodes the
   // next batch meanwhile), and pinning memory is slow and stalls the other threads' page faults,
   // so each resizer gets little: 4 MiB of staging (grown for a single larger image) and 2 MiB of
@@ -26,6 +26,7 @@ void GpuLanes::start() {
   maker_ = std::thread([this] {
     Stopwatch w;
     try {
+      if (options_.device < 0) options_.device = gpu_resize_device_for(local_rank_);
       for (auto& l : lanes_) l = std::make_unique<GpuLane>(options_, always_);
       ready_s_ = w.seconds();
       state_.store(ready, std::memory_order_release);

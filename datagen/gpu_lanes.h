@@ -15,8 +15,9 @@ class GpuLanes {
  public:
   // `count` lanes for `options` (staging and batch sizes are chosen here, small enough that many
   // threads' pinned buffers stay cheap to allocate); always: the lanes' routers send every image
-  // to the GPU. Nothing touches CUDA before start().
-  GpuLanes(GpuResizeOptions options, int count, bool always);
+  // to the GPU. Nothing touches CUDA before start(), which also picks the device for local_rank
+  // (gpu_resize_device_for) unless options.device is set (>= 0).
+  GpuLanes(GpuResizeOptions options, int count, bool always, int local_rank = 0);
   ~GpuLanes();
   GpuLanes(const GpuLanes&) = delete;
   GpuLanes& operator=(const GpuLanes&) = delete;
@@ -32,11 +33,14 @@ class GpuLanes {
   void wait_ready();
   // Seconds from construction until the lanes were ready (0 while not ready).
   double ready_seconds() const { return ready_s_.load(); }
+  // The CUDA device of the lanes; -1 until they are ready.
+  int device() const { return state_.load(std::memory_order_acquire) == ready ? options_.device : -1; }
 
  private:
   enum State { making, ready, failed };
   GpuResizeOptions options_;
   bool always_ = false;
+  int local_rank_ = 0;
   bool started_ = false;
   std::vector<std::unique_ptr<GpuLane>> lanes_;
   std::atomic<int> state_{making};

@@ -2,6 +2,7 @@
 // build, a GpuResizer that says clearly that CUDA is missing.
 #include "datagen/gpu_resize.h"
 
+#include <filesystem>
 #include <string>
 
 #include "shared/error.h"
@@ -24,6 +25,16 @@ GpuResizeTimes& GpuResizeTimes::operator+=(const GpuResizeTimes& o) {
   bytes_up += o.bytes_up;
   bytes_down += o.bytes_down;
   return *this;
+}
+
+void gpu_resize_check_available() {
+  if (!gpu_resize_built()) fail(kNoCudaBuild);
+  // The driver lists its GPUs here (Linux) without CUDA being started; CUDA_VISIBLE_DEVICES may
+  // hide them all, which only CUDA itself can tell, when the lanes start.
+  std::error_code ec;
+  const std::filesystem::path gpus = "/proc/driver/nvidia/gpus";
+  if (!std::filesystem::is_directory(gpus, ec) || std::filesystem::is_empty(gpus, ec))
+    fail("--gpu-resize: no CUDA device is available (the NVIDIA driver lists no GPU in /proc/driver/nvidia/gpus)");
 }
 
 int gpu_resize_device_for(int local_rank) {

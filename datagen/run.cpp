@@ -748,7 +748,7 @@ void validate_run_options(const RunOptions& opt) {
   if (opt.limits.max_pixels < 1) fail("--max-pixels must be at least 1");
   if (opt.limits.max_aspect < 1) fail("--max-aspect must be at least 1");
   if (!(opt.gpu_min_saving >= 0)) fail("--gpu-min-saving must be 0 or more seconds");
-  if (opt.gpu_resize) gpu_resize_device_for(0);  // refuses a build without CUDA, or no device
+  if (opt.gpu_resize) gpu_resize_check_available();
   for (const auto& in : opt.inputs) {
     if (::access(in.c_str(), R_OK) != 0) fail_file(in, "input cannot be read: " + errno_text());
   }
@@ -757,6 +757,16 @@ void validate_run_options(const RunOptions& opt) {
   struct stat st {};
   if (::stat(opt.output.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) fail_file(opt.output, "--output exists and is not a folder");
 }
+
+namespace {
+std::string gpu_state(const GpuLanes* lanes) {
+  if (!lanes || !lanes->started()) return "not started";
+  if (lanes->device() < 0) return "started, not ready";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "CUDA device %d, ready after %.2f s", lanes->device(), lanes->ready_seconds());
+  return buf;
+}
+}  // namespace
 
 int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   Stopwatch total;
@@ -767,12 +777,11 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   std::unique_ptr<GpuLanes> lanes;
   if (opt.gpu_resize) {
     GpuResizeOptions o;
-    o.device = gpu_resize_device_for(mpi.local_rank());
+    o.device = -1;  // chosen when the lanes start, so that a rank that never uses them never starts CUDA
     o.size = opt.size;
     o.policy = opt.resize;
     o.channels = opt.channels;
-    log_all("rank %d: --gpu-resize on CUDA device %d", rank, o.device);
-    lanes = std::make_unique<GpuLanes>(o, threads, opt.gpu_always);
+    lanes = std::make_unique<GpuLanes>(o, threads, opt.gpu_always, mpi.local_rank());
   }
 
   // Scan on rank 0; the index (or the error) goes to everyone.
@@ -925,9 +934,9 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
            sum.read, sum.decode, sum.resize, sum.encode, sum.stats, sum.assemble, sum.write, sum.wait);
   if (opt.gpu_resize)
     log_info("GPU phases, seconds summed over threads and ranks: stage %.2f, upload %.2f, kernel %.2f, download %.2f, "
-             "wait %.2f; images resized on the GPU %.0f, on the CPU %.0f (rank 0's GPU ready after %.2f s)",
+             "wait %.2f; images resized on the GPU %.0f, on the CPU %.0f (rank 0's GPU: %s)",
              sum.gpu_stage, sum.gpu_upload, sum.gpu_kernel, sum.gpu_download, sum.gpu_wait, sum.gpu_images,
-             sum.cpu_images, lanes ? lanes->ready_seconds() : 0.0);
+             sum.cpu_images, gpu_state(lanes.get()).c_str());
   for (const auto& in : index.inputs)
     if (!in.complete) std::fprintf(stderr, "datagen: error: incomplete input: %s\n", in.error.c_str());
   if (status) log_info("the dataset holds every member that could be read; the run is incomplete (exit status 2)");

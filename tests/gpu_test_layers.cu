@@ -410,8 +410,10 @@ TEST_F(GpuBf16, FcForwardBackward) {
 }
 
 TEST_F(GpuBf16, Pooling) {
+  // The last two have whole 16-byte packs of channels: the packed NHWC kernels.
   for (PoolShape s : {PoolShape{3, 5, 28, 28, 2, 2, 2, 0}, PoolShape{2, 4, 15, 17, 3, 3, 2, 1},
-                      PoolShape{2, 3, 9, 9, 3, 3, 1, 1}}) {
+                      PoolShape{2, 3, 9, 9, 3, 3, 1, 1}, PoolShape{2, 16, 15, 17, 3, 3, 2, 1},
+                      PoolShape{3, 8, 12, 12, 2, 2, 2, 0}}) {
     const int hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
     auto x = round_bf16(randn(s.in_count(), 9)), dy = round_bf16(randn(s.out_count(), 10));
     std::vector<float> y(s.out_count()), dx(s.in_count()), ya(s.out_count()), dxa(s.in_count());
@@ -507,8 +509,10 @@ TEST_F(GpuBf16, SoftmaxCrossEntropy) {
 }
 
 TEST_F(GpuBf16, BatchNorm) {
-  // The last shape splits its sums over many row ranges and a partial channel tile.
-  for (BnShape s : {BnShape{8, 6, 25}, BnShape{32, 20, 1}, BnShape{64, 40, 100}}) {
+  // The last three split their sums over many row ranges and a partial channel tile; c % 8 == 0
+  // takes the kernels over 16-byte packs of channels.
+  for (BnShape s : {BnShape{8, 6, 25}, BnShape{32, 20, 1}, BnShape{64, 40, 100}, BnShape{16, 64, 49},
+                    BnShape{16, 72, 49}}) {
     const size_t count = size_t(s.n) * s.c * s.hw;
     auto x = round_bf16(randn(count, 19, 2.f)), dy = round_bf16(randn(count, 20));
     for (size_t i = 0; i < count; ++i) x[i] = round_bf16(x[i] + 3.f);  // an offset mean, as after a ReLU
@@ -544,6 +548,78 @@ TEST_F(GpuBf16, BatchNorm) {
     EXPECT_EQ(down(ctx, gdg2), down(ctx, gdg));
     EXPECT_EQ(down(ctx, gdb2), down(ctx, gdb));
   }
+}
+
+// Batch norm with its ReLU in one pass equals the two ops run apart, bit for bit, forward and
+// backward, on packed and unpacked channel counts.
+TEST_F(GpuBf16, BatchNormFusedReluEqualsSeparateOps) {
+  for (BnShape s : {BnShape{8, 6, 25}, BnShape{16, 64, 49}}) {
+    const size_t count = size_t(s.n) * s.c * s.hw;
+    auto gx = up_bf16(round_bf16(randn(count, 23, 2.f))), gdy = up_bf16(round_bf16(randn(count, 24)));
+    auto gg = up(randn(s.c, 25)), gbeta = up(randn(s.c, 26));
+    auto grm = up(std::vector<float>(s.c, 0.f)), grv = up(std::vector<float>(s.c, 1.f));
+    auto gmean = poisoned(s.c), ginv = poisoned(s.c);
+    // Apart: batch norm, ReLU, the ReLU's backward, batch norm's backward.
+    auto gy = poisoned_bf16(count), gr = poisoned_bf16(count), gg_in = poisoned_bf16(count), gdx = poisoned_bf16(count);
+    auto gdg = poisoned(s.c), gdb = poisoned(s.c);
+    gpu::bn_forward_train(ctx, s, gx.get(), gg.get(), gbeta.get(), gy.get(), gmean.get(), ginv.get(), grm.get(),
+                          grv.get());
+    gpu::relu_forward(ctx, count, gy.get(), gr.get());
+    gpu::relu_backward(ctx, count, gr.get(), gdy.get(), gg_in.get());
+    gpu::bn_backward(ctx, s, gx.get(), gg_in.get(), gg.get(), gmean.get(), ginv.get(), gdx.get(), gdg.get(), gdb.get());
+    // Fused.
+    auto gmean2 = poisoned(s.c), ginv2 = poisoned(s.c);
+    auto gr2 = poisoned_bf16(count), gdx2 = poisoned_bf16(count), gre = poisoned_bf16(count), gye = poisoned_bf16(count);
+    auto gdg2 = poisoned(s.c), gdb2 = poisoned(s.c);
+    gpu::bn_forward_train(ctx, s, gx.get(), gg.get(), gbeta.get(), gr2.get(), gmean2.get(), ginv2.get(), grm.get(),
+                          grv.get(), true);
+    gpu::bn_backward(ctx, s, gx.get(), gdy.get(), gg.get(), gmean2.get(), ginv2.get(), gdx2.get(), gdg2.get(),
+                     gdb2.get(), gr2.get());
+    gpu::bn_forward_eval(ctx, s, gx.get(), gg.get(), gbeta.get(), grm.get(), grv.get(), gye.get());
+    gpu::relu_forward(ctx, count, gye.get(), gye.get());
+    gpu::bn_forward_eval(ctx, s, gx.get(), gg.get(), gbeta.get(), grm.get(), grv.get(), gre.get(), true);
+    const auto r = down_bf16(ctx, gr);
+    EXPECT_EQ(down_bf16(ctx, gr2), r);
+    EXPECT_EQ(down_bf16(ctx, gdx2), down_bf16(ctx, gdx));
+    EXPECT_EQ(down(ctx, gdg2), down(ctx, gdg));
+    EXPECT_EQ(down(ctx, gdb2), down(ctx, gdb));
+    EXPECT_EQ(down_bf16(ctx, gre), down_bf16(ctx, gye));
+    EXPECT_GT(std::count(r.begin(), r.end(), 0.f), 0);  // the ReLU did cut
+  }
+}
+
+// A residual add with its ReLU equals add, ReLU, the ReLU's backward and the gradient's copy or
+// accumulation into each input, bit for bit.
+TEST_F(GpuBf16, AddReluEqualsSeparateOps) {
+  for (size_t n : {size_t(100003), size_t(4096)}) {
+    auto a = round_bf16(randn(n, 27)), b = round_bf16(randn(n, 28)), dy = round_bf16(randn(n, 29)),
+         old = round_bf16(randn(n, 30));
+    auto ga = up_bf16(a), gb = up_bf16(b), gdy = up_bf16(dy);
+    auto gs = poisoned_bf16(n), gy = poisoned_bf16(n), gg = poisoned_bf16(n), gy2 = poisoned_bf16(n);
+    gpu::add_forward(ctx, n, ga.get(), gb.get(), gs.get());
+    gpu::relu_forward(ctx, n, gs.get(), gy.get());
+    gpu::relu_backward(ctx, n, gy.get(), gdy.get(), gg.get());
+    gpu::add_relu_forward(ctx, n, ga.get(), gb.get(), gy2.get());
+    EXPECT_EQ(down_bf16(ctx, gy2), down_bf16(ctx, gy));
+    auto want_acc = up_bf16(old);
+    gpu::accumulate(ctx, n, gg.get(), want_acc.get());
+    auto d0 = poisoned_bf16(n), d1 = up_bf16(old);
+    gpu::add_relu_backward(ctx, n, gy.get(), gdy.get(), d0.get(), false, d1.get(), true);
+    EXPECT_EQ(down_bf16(ctx, d0), down_bf16(ctx, gg));
+    EXPECT_EQ(down_bf16(ctx, d1), down_bf16(ctx, want_acc));
+    auto d2 = poisoned_bf16(n);
+    gpu::add_relu_backward(ctx, n, gy.get(), gdy.get(), static_cast<gpu::bf16*>(nullptr), false, d2.get(), false);
+    EXPECT_EQ(down_bf16(ctx, d2), down_bf16(ctx, gg));
+  }
+  // Unaligned pointers take the element-by-element kernel.
+  const size_t n = 1001;
+  auto ga = up_bf16(round_bf16(randn(n + 1, 31))), gdy = up_bf16(round_bf16(randn(n + 1, 32)));
+  auto gy = poisoned_bf16(n + 1), gg = poisoned_bf16(n + 1), d = poisoned_bf16(n + 1);
+  gpu::relu_forward(ctx, n, ga.get() + 1, gy.get() + 1);
+  gpu::relu_backward(ctx, n, gy.get() + 1, gdy.get() + 1, gg.get() + 1);
+  gpu::add_relu_backward(ctx, n, gy.get() + 1, gdy.get() + 1, d.get() + 1, false, static_cast<gpu::bf16*>(nullptr), false);
+  auto want = down_bf16(ctx, gg), got = down_bf16(ctx, d);
+  EXPECT_TRUE(std::equal(want.begin() + 1, want.end(), got.begin() + 1));
 }
 
 TEST_F(GpuBf16, AugmentEqualsCpuRounded) {

@@ -197,6 +197,7 @@ TEST(GpuResize, BadDeviceAndPolicyAreClearErrors) {
   o.device = gpu_resize_device_count();
   EXPECT_THROW(GpuResizer{o}, convoy::Error);
   EXPECT_EQ(gpu_resize_device_for(gpu_resize_device_count()), 0);
+  EXPECT_NO_THROW(gpu_resize_check_available());  // the driver's list agrees with CUDA here
   o.device = 0;
   o.policy = ResizePolicy::short_side;
   EXPECT_THROW(GpuResizer{o}, convoy::Error);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -166,6 +167,16 @@ TEST(GpuResizeMath, NoCudaOrNoDeviceIsAClearError) {
   o.size = 32;
   o.policy = ResizePolicy::crop;
   EXPECT_THROW(gpu_resize_device_for(0), convoy::Error);
+  // The up-front check asks the driver's GPU list, not CUDA: without that list (no driver) or
+  // without CUDA in the build it refuses too.
+  if (!gpu_resize_built() || !std::filesystem::exists("/proc/driver/nvidia/gpus")) {
+    try {
+      gpu_resize_check_available();
+      ADD_FAILURE() << "--gpu-resize passed the up-front check without CUDA or a driver";
+    } catch (const convoy::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--gpu-resize"), std::string::npos) << e.what();
+    }
+  }
   try {
     GpuResizer r(o);
     FAIL() << "a resizer was made without a usable GPU";

@@ -40,10 +40,11 @@ namespace convoy::gpu {
 // bf16: activations and their gradients stored as bf16 in NHWC (what cuDNN's tensor-core kernels
 // read), with fp32 accumulation, fp32 master weights, gradients and optimiser state.
 enum class MathMode { fp32, tf32, bf16 };
-// How cuDNN convolution algorithms are chosen (deterministic ones only, either way): by cuDNN's
-// heuristics (the same choice on every run, so runs repeat bit for bit) or by timing each one once
-// at set-up (faster steps; the choice, and so the last bits of the weights, can vary between runs).
-enum class AlgoSearch { heuristic, measure };
+// How cuDNN convolution algorithms are chosen. heuristic: deterministic ones by cuDNN's ranking (the
+// same choice on every run, so runs repeat bit for bit); measure: deterministic ones timed once at
+// set-up (faster steps; the choice, and so the last bits, can vary between runs); fastest: timed,
+// non-deterministic ones allowed (as PyTorch's cudnn.benchmark; no two runs need agree in the last bits).
+enum class AlgoSearch { heuristic, measure, fastest };
 
 class Context {
  public:

@@ -84,6 +84,16 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
     for (int k : nd.in)
       if (k < 0 || nodes[k].consumers > 1) scratch = std::max(scratch, size_t(max_batch) * in.size() * act);
   }
+  relu_of_.assign(nodes.size(), -1);
+  fused_.assign(nodes.size(), false);
+  if (half)
+    for (size_t j = 0; j < nodes.size(); ++j) {
+      const int i = nodes[j].in[0];
+      if (nodes[j].spec.kind != LayerKind::relu || i < 0 || nodes[i].consumers != 1) continue;
+      if (nodes[i].spec.kind != LayerKind::batch_norm && nodes[i].spec.kind != LayerKind::add) continue;
+      relu_of_[i] = int(j);
+      fused_[j] = true;
+    }
   if (half) {
     a.request(weights16_, std::max<size_t>(1, params));
     a.request(dw16_, std::max<size_t>(1, dw16));
@@ -225,8 +235,15 @@ void GpuNet::forward_as() {
           fc_forward(ctx_, s, x, w, b, y);
         break;
       }
-      case LayerKind::relu: relu_forward(ctx_, count, a, y); break;
-      case LayerKind::add: add_forward(ctx_, count, a, input_of<T>(i, 1), y); break;
+      case LayerKind::relu:
+        if (!fused_[i]) relu_forward(ctx_, count, a, y);  // else its input's pass wrote y
+        break;
+      case LayerKind::add:
+        if (relu_of_[i] >= 0)
+          add_relu_forward(ctx_, count, a, input_of<T>(i, 1), as<T>(buf_[relu_of_[i]].y));
+        else
+          add_forward(ctx_, count, a, input_of<T>(i, 1), y);
+        break;
       case LayerKind::flatten:
         if (half && hw > 1 && in.c > 1)
           nhwc_to_nchw(ctx_, n, in.c, hw, a, y);
@@ -246,10 +263,18 @@ void GpuNet::forward_as() {
         BnShape s{n, in.c, hw, nd.spec.eps, nd.spec.momentum};
         float* run = state_.get() + nd.s_off;
         float* aux = as<float>(bf.aux);
-        if (train_)
+        if constexpr (half) {
+          const int r = relu_of_[i];
+          T* out = r >= 0 ? as<T>(buf_[r].y) : y;
+          if (train_)
+            bn_forward_train(ctx_, s, a, w32, b, out, aux, aux + in.c, run, run + in.c, r >= 0);
+          else
+            bn_forward_eval(ctx_, s, a, w32, b, run, run + in.c, out, r >= 0);
+        } else if (train_) {
           bn_forward_train(ctx_, s, a, w32, b, y, aux, aux + in.c, run, run + in.c);
-        else
+        } else {
           bn_forward_eval(ctx_, s, a, w32, b, run, run + in.c, y);
+        }
         break;
       }
       case LayerKind::softmax_xent:
@@ -289,6 +314,22 @@ void GpuNet::backward_as(const std::function<void(size_t lo, size_t hi)>& ready)
     float* db = nd.b_count ? grads_.get() + nd.b_off : nullptr;
     const size_t count = size_t(n) * nd.out.size();
     if (events_) record_event(events_[4 * idx + 2].get(), ctx_.stream());
+    if (half && nd.spec.kind == LayerKind::add && relu_of_[idx] >= 0) {
+      // The ReLU's input gradient straight into both inputs' gradients (added where they have
+      // other consumers too), instead of a ReLU pass and two copies.
+      const NodeBuffers& r = buf_[relu_of_[idx]];
+      T* d[2] = {nullptr, nullptr};
+      bool acc[2] = {false, false};
+      for (int k = 0; k < 2; ++k)
+        if (nd.in[k] >= 0) d[k] = as<T>(buf_[nd.in[k]].dy), acc[k] = nodes[nd.in[k]].consumers > 1;
+      add_relu_backward(ctx_, count, as<T>(r.y), as<T>(r.dy), d[0], acc[0], d[1], acc[1]);
+      if (events_) record_event(events_[4 * idx + 3].get(), ctx_.stream());
+      continue;
+    }
+    if (fused_[idx]) {  // its input's backward pass takes its gradient
+      if (events_) record_event(events_[4 * idx + 3].get(), ctx_.stream());
+      continue;
+    }
     for (size_t k = 0; k < nd.in.size(); ++k) {
       const int from = nd.in[k];
       // The net's input needs no gradient; a node with one consumer takes it in place.
@@ -319,7 +360,15 @@ void GpuNet::backward_as(const std::function<void(size_t lo, size_t hi)>& ready)
         case LayerKind::batch_norm: {
           BnShape s{n, in.c, hw, nd.spec.eps, nd.spec.momentum};
           const float* aux = as<float>(bf.aux);
-          bn_backward(ctx_, s, a, dy, w32, aux, aux + in.c, dx, dw, db);
+          if constexpr (half) {
+            const int r = relu_of_[idx];
+            if (r >= 0)
+              bn_backward(ctx_, s, a, as<T>(buf_[r].dy), w32, aux, aux + in.c, dx, dw, db, as<T>(buf_[r].y));
+            else
+              bn_backward(ctx_, s, a, dy, w32, aux, aux + in.c, dx, dw, db);
+          } else {
+            bn_backward(ctx_, s, a, dy, w32, aux, aux + in.c, dx, dw, db);
+          }
           break;
         }
         default:

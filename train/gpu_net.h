@@ -93,6 +93,10 @@ class GpuNet {
   std::vector<WeightSegment> host_segments_;
   WeightCopy copy_;
   std::vector<NodeBuffers> buf_;
+  // bf16 nets: a batch norm or residual add whose only consumer is a ReLU runs it in the same pass:
+  // relu_of_[i] is that ReLU's node (-1 for none), and fused_[j] marks a ReLU run by its input.
+  std::vector<int> relu_of_;
+  std::vector<bool> fused_;
   std::map<std::pair<int, int>, std::unique_ptr<ConvPlan>> plans_;  // (node, batch) -> plan
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end
   std::vector<std::pair<double, double>> times_;  // per node: forward, backward seconds so far

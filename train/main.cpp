@@ -57,9 +57,10 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_flag("!--no-cuda-graph", t.cuda_graph, "CUDA backend: queue each step op by op instead of replaying a captured graph");
   app.add_option("--cudnn-algos", t.cudnn_algos,
-                 "CUDA backend: choose deterministic convolution algorithms by cuDNN's heuristics (runs repeat bit for bit) "
-                 "or by timing them at start (faster; the last bits may differ between runs)")
-      ->check(CLI::IsMember({"heuristic", "measure"}));
+                 "CUDA backend: heuristic = deterministic convolution algorithms by cuDNN's ranking (runs repeat bit for "
+                 "bit); measure = deterministic ones timed at start (the choice, and so the last bits, may differ between "
+                 "runs); fastest = timed, non-deterministic ones allowed (as PyTorch's cudnn.benchmark)")
+      ->check(CLI::IsMember({"heuristic", "measure", "fastest"}));
   app.add_option("--cudnn-workspace", t.cudnn_workspace_mb,
                  "CUDA backend: cuDNN workspace in MiB, allocated once; larger admits faster convolution algorithms")
       ->check(CLI::Range(16, 65536));

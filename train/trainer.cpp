@@ -264,7 +264,9 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     go.graph = o.cuda_graph;
     go.profile = o.profile;
     go.workspace_bytes = size_t(o.cudnn_workspace_mb) << 20;
-    go.algos = o.cudnn_algos == "measure" ? gpu::AlgoSearch::measure : gpu::AlgoSearch::heuristic;
+    go.algos = o.cudnn_algos == "measure"   ? gpu::AlgoSearch::measure
+               : o.cudnn_algos == "fastest" ? gpu::AlgoSearch::fastest
+                                            : gpu::AlgoSearch::heuristic;
     gpu = std::make_unique<gpu::GpuStep>(device, net, opt, train_loader.augmenter(), std::max(local_batch, 1), rank,
                                          ranks, go);
     log_info("CUDA backend on %s (rank 0), %.0f MiB of tensors in one arena, %s math, %s convolution algorithms, %s%s",

@@ -21,6 +21,17 @@ struct MomentTerms {
     const float v = load(x[size_t(r) * c + ch]);
     return make_float2(v, v * v);
   }
+  template <int V>
+  __device__ void begin_pack(int) {}
+  template <int V>
+  __device__ void pack(long long r, int p, float2 (&out)[V]) const {
+    const Pack<bf16, V> q = reinterpret_cast<const Pack<bf16, V>*>(x + size_t(r) * c)[p];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float v = load(q.v[j]);
+      out[j] = make_float2(v, v * v);
+    }
+  }
 };
 
 // Mean and variance from the sums, the saved and running statistics, and y = x * scale + shift.
@@ -44,37 +55,68 @@ struct FinishMoments {
   }
 };
 
+// The gradient reaching batch norm: dy, or with a fused ReLU (ry its output) dy where ry > 0.
+__device__ __forceinline__ float grad_in(const bf16* ry, size_t i, float dy) {
+  return !ry || load(ry[i]) > 0.f ? dy : 0.f;
+}
+
 struct GradTerms {
-  const bf16 *x, *dy;
+  const bf16 *x, *dy, *ry;
   const float *mean, *invstd;
   int c;
   float m = 0, k = 0;
+  float mp[kPack<bf16>] = {}, kp[kPack<bf16>] = {};
   __device__ void begin(int ch) {
     m = mean[ch];
     k = invstd[ch];
   }
   __device__ float2 operator()(long long r, int ch) const {
     const size_t i = size_t(r) * c + ch;
-    const float g = load(dy[i]);
+    const float g = grad_in(ry, i, load(dy[i]));
     return make_float2(g, g * (load(x[i]) - m) * k);
+  }
+  template <int V>
+  __device__ void begin_pack(int p) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) mp[j] = mean[p * V + j], kp[j] = invstd[p * V + j];
+  }
+  template <int V>
+  __device__ void pack(long long r, int p, float2 (&out)[V]) const {
+    using P = Pack<bf16, V>;
+    const size_t k = size_t(r) * (c / V) + p;
+    const P px = reinterpret_cast<const P*>(x)[k];
+    P pg = reinterpret_cast<const P*>(dy)[k];
+    if (ry) {
+      const P pr = reinterpret_cast<const P*>(ry)[k];
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (!(load(pr.v[j]) > 0.f)) pg.v[j] = store<bf16>(0.f);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float g = load(pg.v[j]);
+      out[j] = make_float2(g, g * (load(px.v[j]) - mp[j]) * kp[j]);
+    }
   }
 };
 
-// dgamma, dbeta, and the per-channel factors of dx = k * (dy - mean(dy) - xhat * mean(dy * xhat)).
+// dgamma, dbeta, and dx = k * (dy - mean(dy) - xhat * mean(dy * xhat)) as dx = a * dy + b * x + d
+// per channel (xhat = (x - mean) * invstd, k = gamma * invstd).
 struct FinishGrad {
   long long count;
-  const float *gamma, *invstd;
+  const float *gamma, *mean, *invstd;
   float *dgamma, *dbeta;
-  float4* factors;  // k, mean(dy), mean(dy * xhat)
+  float4* factors;  // a, b, d
   __device__ void operator()(int ch, double sdy, double sdy_xhat) const {
     dgamma[ch] = float(sdy_xhat);
     dbeta[ch] = float(sdy);
-    factors[ch] = make_float4(gamma[ch] * invstd[ch], float(sdy / count), float(sdy_xhat / count), 0.f);
+    const double k = double(gamma[ch]) * invstd[ch], t = double(invstd[ch]) * (sdy_xhat / count);
+    factors[ch] = make_float4(float(k), float(-k * t), float(k * (t * mean[ch] - sdy / count)), 0.f);
   }
 };
 
-// V channels per access (channels.cuh's with_pack).
-template <int V>
+// V channels per access (channels.cuh's with_pack); with `relu`, max(0, y).
+template <int V, bool Relu>
 __global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const float2* __restrict__ scale_shift,
                           bf16* __restrict__ y) {
   using P = Pack<bf16, V>;
@@ -84,7 +126,8 @@ __global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float2 ab = scale_shift[cp * V + j];
-      out.v[j] = store<bf16>(load(in.v[j]) * ab.x + ab.y);
+      const float v = load(in.v[j]) * ab.x + ab.y;
+      out.v[j] = store<bf16>(Relu ? fmaxf(v, 0.f) : v);
     }
     reinterpret_cast<P*>(y)[k] = out;
   });
@@ -101,26 +144,30 @@ __global__ void eval_scale_shift(int c, float eps, const float* __restrict__ gam
 
 template <int V>
 __global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, const bf16* __restrict__ dy,
-                           const float* __restrict__ mean, const float* __restrict__ invstd,
-                           const float4* __restrict__ factors, bf16* __restrict__ dx) {
+                           const bf16* __restrict__ ry, const float4* __restrict__ factors, bf16* __restrict__ dx) {
   using P = Pack<bf16, V>;
   channels::for_each_element(packs, c / V, [&](size_t k, int cp) {
     const P px = reinterpret_cast<const P*>(x)[k], pg = reinterpret_cast<const P*>(dy)[k];
+    P pr;
+    if (ry) pr = reinterpret_cast<const P*>(ry)[k];
     P out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const int ch = cp * V + j;
-      const float4 f = factors[ch];
-      out.v[j] = store<bf16>(f.x * (load(pg.v[j]) - f.y - (load(px.v[j]) - mean[ch]) * invstd[ch] * f.z));
+      const float4 f = factors[cp * V + j];
+      const float g = !ry || load(pr.v[j]) > 0.f ? load(pg.v[j]) : 0.f;
+      out.v[j] = store<bf16>(f.x * g + f.y * load(px.v[j]) + f.z);
     }
     reinterpret_cast<P*>(dx)[k] = out;
   });
 }
 
-void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float2* scale_shift, bf16* y) {
+void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float2* scale_shift, bf16* y, bool relu) {
   channels::with_pack<bf16>(c, [&](auto v) {
     constexpr int V = decltype(v)::value;
-    normalise<V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
+    if (relu)
+      normalise<V, true><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
+    else
+      normalise<V, false><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
   }, x, y);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
@@ -128,43 +175,49 @@ void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float
 }  // namespace
 
 void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
-                      float* save_mean, float* save_invstd, float* running_mean, float* running_var) {
+                      float* save_mean, float* save_invstd, float* running_mean, float* running_var, bool relu) {
   const long long rows = (long long)s.n * s.hw;
   channels::Workspace ws(ctx);
   float2* part = ws.take<float2>(size_t(channels::parts(rows)) * s.c, "batch norm");
   float2* scale_shift = ws.take<float2>(s.c, "batch norm");
-  channels::sums(ctx, rows, s.c, MomentTerms{x, s.c},
-                 FinishMoments{rows, s.eps, s.momentum, gamma, beta, save_mean, save_invstd, running_mean, running_var,
-                               scale_shift},
-                 part);
-  normalise_all(ctx, size_t(rows) * s.c, s.c, x, scale_shift, y);
+  channels::with_pack<bf16>(s.c, [&](auto v) {
+    channels::sums<decltype(v)::value>(
+        ctx, rows, s.c, MomentTerms{x, s.c},
+        FinishMoments{rows, s.eps, s.momentum, gamma, beta, save_mean, save_invstd, running_mean, running_var,
+                      scale_shift},
+        part);
+  }, x);
+  normalise_all(ctx, size_t(rows) * s.c, s.c, x, scale_shift, y, relu);
 }
 
 void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
-                     const float* running_mean, const float* running_var, bf16* y) {
+                     const float* running_mean, const float* running_var, bf16* y, bool relu) {
   channels::Workspace ws(ctx);
   float2* scale_shift = ws.take<float2>(s.c, "batch norm");
   eval_scale_shift<<<(s.c + 255) / 256, 256, 0, ctx.stream()>>>(s.c, s.eps, gamma, beta, running_mean, running_var,
                                                                  scale_shift);
   CONVOY_CUDA_CHECK_LAUNCH();
-  normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y);
+  normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y, relu);
 }
 
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
-                 const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta) {
+                 const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
+                 const bf16* relu_y) {
   const long long rows = (long long)s.n * s.hw;
   channels::Workspace ws(ctx);
   float2* part = ws.take<float2>(size_t(channels::parts(rows)) * s.c, "batch norm backward");
   float4* factors = ws.take<float4>(s.c, "batch norm backward");
-  channels::sums(ctx, rows, s.c, GradTerms{x, dy, save_mean, save_invstd, s.c},
-                 FinishGrad{rows, gamma, save_invstd, dgamma, dbeta, factors}, part);
+  const bf16* ry = relu_y ? relu_y : x;  // any pack-aligned pointer for the check when there is no ReLU
+  channels::with_pack<bf16>(s.c, [&](auto v) {
+    channels::sums<decltype(v)::value>(ctx, rows, s.c, GradTerms{x, dy, relu_y, save_mean, save_invstd, s.c},
+                                       FinishGrad{rows, gamma, save_mean, save_invstd, dgamma, dbeta, factors}, part);
+  }, x, dy, ry);
   if (!dx) return;  // the first layer: only the parameter gradients
   const size_t total = size_t(rows) * s.c;
   channels::with_pack<bf16>(s.c, [&](auto v) {
     constexpr int V = decltype(v)::value;
-    input_grad<V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy, save_mean, save_invstd,
-                                                                  factors, dx);
-  }, x, dy, dx);
+    input_grad<V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy, relu_y, factors, dx);
+  }, x, dy, ry, dx);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

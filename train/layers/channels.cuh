@@ -1,8 +1,9 @@
 // Per-channel work over row-major [rows, c] tensors (NHWC activations, fc outputs): deterministic
 // channel sums, and elementwise passes that know each element's channel. The sums take two
-// kernels: blocks of 32 channels x 8 row lanes sum fixed row ranges into fp32 partials, then one
-// block per channel adds the partials in a fixed tree, in double, and hands the totals to a
-// finishing functor. The split depends on the shape alone, so every run sums in the same order.
+// kernels: blocks of 32 channels x 8 row lanes (or, over 16-byte packs, 8 packs x 32 row lanes)
+// sum fixed row ranges into fp32 partials, then one block per channel adds the partials in a fixed
+// tree, in double, and hands the totals to a finishing functor. The split depends on the shape
+// alone, so every run sums in the same order.
 #pragma once
 #include <algorithm>
 #include <string>
@@ -81,6 +82,40 @@ __global__ void partial_sums(long long rows, int c, Terms terms, float2* __restr
   }
 }
 
+constexpr int kTilePacks = 8, kPackLanes = 32;
+
+// As partial_sums, over packs of V channels: Terms::begin_pack<V>(p) once per thread, then
+// pack<V>(row, p, out) -> the two terms of each of the pack's V elements. One 16-byte load per
+// element group instead of V two-byte ones keeps the memory system busy.
+template <int V, typename Terms>
+__global__ void partial_sums_packs(long long rows, int cp, Terms terms, float2* __restrict__ part) {
+  __shared__ float2 acc[kPackLanes][kTilePacks * V];
+  const int p = blockIdx.x * kTilePacks + threadIdx.x;
+  const long long per = (rows + gridDim.y - 1) / gridDim.y, r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
+  float2 s[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) s[j] = make_float2(0.f, 0.f);
+  if (p < cp) {
+    Terms t = terms;
+    t.template begin_pack<V>(p);
+    for (long long r = r0 + threadIdx.y; r < r1; r += kPackLanes) {
+      float2 v[V];
+      t.template pack<V>(r, p, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) s[j].x += v[j].x, s[j].y += v[j].y;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[threadIdx.y][threadIdx.x * V + j] = s[j];
+  __syncthreads();
+  const int col = threadIdx.y * kTilePacks + threadIdx.x, c = cp * V, ch = blockIdx.x * kTilePacks * V + col;
+  if (col < kTilePacks * V && ch < c) {
+    float2 tot = acc[0][col];
+    for (int l = 1; l < kPackLanes; ++l) tot.x += acc[l][col].x, tot.y += acc[l][col].y;
+    part[size_t(blockIdx.y) * c + ch] = tot;
+  }
+}
+
 // Finish: operator()(ch, sum of first terms, sum of second terms).
 template <typename Finish>
 __global__ void finish_sums(int c, int parts, const float2* __restrict__ part, Finish finish) {
@@ -105,11 +140,18 @@ __global__ void finish_sums(int c, int parts, const float2* __restrict__ part, F
   if (threadIdx.x == 0) finish(ch, a[0], b[0]);
 }
 
-// Queues both kernels; `part` holds parts(rows) * c float2.
-template <typename Terms, typename Finish>
+// Queues both kernels; `part` holds parts(rows) * c float2. With V > 1 the terms are read in packs
+// of V channels (c % V == 0, Terms' pointers aligned to packs).
+template <int V = 1, typename Terms, typename Finish>
 void sums(Context& ctx, long long rows, int c, const Terms& terms, const Finish& finish, float2* part) {
   const int p = parts(rows);
-  partial_sums<<<dim3((c + kTile - 1) / kTile, p), dim3(kTile, kLanes), 0, ctx.stream()>>>(rows, c, terms, part);
+  if constexpr (V == 1) {
+    partial_sums<<<dim3((c + kTile - 1) / kTile, p), dim3(kTile, kLanes), 0, ctx.stream()>>>(rows, c, terms, part);
+  } else {
+    const int cp = c / V;
+    partial_sums_packs<V><<<dim3((cp + kTilePacks - 1) / kTilePacks, p), dim3(kTilePacks, kPackLanes), 0,
+                            ctx.stream()>>>(rows, cp, terms, part);
+  }
   CONVOY_CUDA_CHECK_LAUNCH();
   finish_sums<<<c, kFinishThreads, 0, ctx.stream()>>>(c, p, part, finish);
   CONVOY_CUDA_CHECK_LAUNCH();

@@ -18,20 +18,22 @@ __global__ void widen_filter_grad(unsigned count, unsigned c, unsigned rs, const
 }
 
 // The first deterministic algorithm within the workspace, from cuDNN's heuristic ranking or from
-// timing each candidate. Heuristics sometimes rank no deterministic algorithm for a shape; timing
-// reports every one, so it is the fallback.
+// timing each candidate (with `any`, the fastest timed one, deterministic or not). Heuristics
+// sometimes rank no deterministic algorithm for a shape; timing reports every one, so it is the
+// fallback.
 template <typename Perf, typename Heuristic, typename Measure>
-Perf choose(bool measure, Heuristic heuristic, Measure timed, int total, size_t workspace, const ConvShape& s,
+Perf choose(AlgoSearch search, Heuristic heuristic, Measure timed, int total, size_t workspace, const ConvShape& s,
             const char* what) {
   std::vector<Perf> found(total);
-  for (int pass = measure ? 1 : 0; pass < 2; ++pass) {
+  const bool any = search == AlgoSearch::fastest;
+  for (int pass = search == AlgoSearch::heuristic ? 0 : 1; pass < 2; ++pass) {
     int got = 0;
     if (pass == 0)
       heuristic(total, &got, found.data());
     else
       timed(total, &got, found.data());
     for (int i = 0; i < got; ++i)
-      if (found[i].status == CUDNN_STATUS_SUCCESS && found[i].determinism == CUDNN_DETERMINISTIC &&
+      if (found[i].status == CUDNN_STATUS_SUCCESS && (any || found[i].determinism == CUDNN_DETERMINISTIC) &&
           found[i].memory <= workspace)
         return found[i];
     if (pass == 1) {
@@ -79,24 +81,24 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx) : shape_(s), 
   if (n != s.n || c != s.c_out || h != s.h_out() || w != s.w_out())
     fail("cuDNN disagrees with the convolution's output shape");
 
-  const bool measure = ctx.algo_search() == AlgoSearch::measure;
+  const AlgoSearch search = ctx.algo_search();
   cudnnHandle_t hd = ctx.cudnn();
   const size_t ws = ctx.workspace_bytes();
   fwd_ = choose<cudnnConvolutionFwdAlgoPerf_t>(
-             measure,
+             search,
              [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, x_, w_, conv_, y_, n, got, out)); },
              [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_, w_, conv_, y_, n, got, out)); },
              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, ws, s, "forward")
              .algo;
   if (need_dx)
     bwd_data_ = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-                    measure,
+                    search,
                     [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(hd, w_, y_, conv_, x_, n, got, out)); },
                     [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(hd, w_, y_, conv_, x_, n, got, out)); },
                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, ws, s, "backward-data")
                     .algo;
   bwd_filter_ = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-                    measure,
+                    search,
                     [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(hd, x_, y_, conv_, w_, n, got, out)); },
                     [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(hd, x_, y_, conv_, w_, n, got, out)); },
                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, ws, s, "backward-filter")

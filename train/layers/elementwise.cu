@@ -1,6 +1,6 @@
-// CUDA twin of elementwise.cpp: ReLU, residual add and gradient accumulation, for fp32 or bf16
-// elements (fp32 arithmetic either way; ReLU is exact in both), in 16-byte packs where the
-// pointers allow.
+// CUDA twin of elementwise.cpp: ReLU, residual add (alone or with the ReLU after it) and gradient
+// accumulation, for fp32 or bf16 elements (fp32 arithmetic either way; ReLU is exact in both), in
+// 16-byte packs where the pointers allow.
 #include "train/layers/gpu_ops.h"
 #include "train/layers/storage.cuh"
 
@@ -15,6 +15,9 @@ struct ReluGrad {  // (y, dy)
 };
 struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct SumRelu {
+  __device__ float operator()(float a, float b) const { return fmaxf(a + b, 0.f); }
 };
 
 // y = f(a, b) elementwise (a unary f gets b = a, read once), V elements per access, the last n % V
@@ -33,6 +36,41 @@ __global__ void map(size_t n, F f, const T* a, const T* b, T* y) {
   }
   const size_t t = packs * V + blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (t < n) y[t] = store<T>(f(load(a[t]), load(b[t])));
+}
+
+// The gradient below a ReLU (y its output), g = y > 0 ? dy : 0, sent to two places at once (an
+// add's two inputs): each d is written, or with acc added to (d += g, as accumulate()); a null d
+// takes nothing.
+template <typename T, int V>
+__global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __restrict__ dy, T* d0, bool acc0, T* d1,
+                               bool acc1) {
+  using P = Pack<T, V>;
+  const size_t packs = n / V;
+  auto put = [](T* d, bool acc, size_t k, const P& g) {
+    if (!d) return;
+    P out = g;
+    if (acc) {
+      const P old = reinterpret_cast<const P*>(d)[k];
+#pragma unroll
+      for (int j = 0; j < V; ++j) out.v[j] = store<T>(load(old.v[j]) + load(g.v[j]));
+    }
+    reinterpret_cast<P*>(d)[k] = out;
+  };
+  CONVOY_GRID_STRIDE(k, packs) {
+    const P py = reinterpret_cast<const P*>(y)[k];
+    P g = reinterpret_cast<const P*>(dy)[k];
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (!(load(py.v[j]) > 0.f)) g.v[j] = store<T>(0.f);
+    put(d0, acc0, k, g);
+    put(d1, acc1, k, g);
+  }
+  const size_t t = packs * V + blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (t < n) {
+    const float g = load(y[t]) > 0.f ? load(dy[t]) : 0.f;
+    if (d0) d0[t] = store<T>(acc0 ? load(d0[t]) + g : g);
+    if (d1) d1[t] = store<T>(acc1 ? load(d1[t]) + g : g);
+  }
 }
 
 template <typename T, typename F>
@@ -63,12 +101,29 @@ template <typename T>
 void accumulate(Context& ctx, size_t count, const T* src, T* dst) {
   launch(ctx, count, Sum{}, const_cast<const T*>(dst), src, dst);
 }
+template <typename T>
+void add_relu_forward(Context& ctx, size_t count, const T* a, const T* b, T* y) {
+  launch(ctx, count, SumRelu{}, a, b, y);
+}
+template <typename T>
+void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b) {
+  constexpr int V = kPack<T>;
+  const T* d0 = da ? da : y;  // a null destination does not affect the alignment
+  const T* d1 = db ? db : y;
+  if (pack_aligned<T, V>(y, dy, d0, d1))
+    relu_grad_pair<T, V><<<grid_for(count / V), 256, 0, ctx.stream()>>>(count, y, dy, da, acc_a, db, acc_b);
+  else
+    relu_grad_pair<T, 1><<<grid_for(count), 256, 0, ctx.stream()>>>(count, y, dy, da, acc_a, db, acc_b);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
 
 #define CONVOY_ELEMENTWISE_INSTANTIATE(T)                                        \
   template void relu_forward<T>(Context&, size_t, const T*, T*);                 \
   template void relu_backward<T>(Context&, size_t, const T*, const T*, T*);      \
   template void add_forward<T>(Context&, size_t, const T*, const T*, T*);        \
-  template void accumulate<T>(Context&, size_t, const T*, T*);
+  template void accumulate<T>(Context&, size_t, const T*, T*);                   \
+  template void add_relu_forward<T>(Context&, size_t, const T*, const T*, T*);   \
+  template void add_relu_backward<T>(Context&, size_t, const T*, const T*, T*, bool, T*, bool);
 CONVOY_ELEMENTWISE_INSTANTIATE(float)
 CONVOY_ELEMENTWISE_INSTANTIATE(bf16)
 

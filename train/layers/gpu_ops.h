@@ -96,6 +96,13 @@ template <typename T>
 void add_forward(Context& ctx, size_t count, const T* a, const T* b, T* y);
 template <typename T>
 void accumulate(Context& ctx, size_t count, const T* src, T* dst);
+// y = max(0, a + b): a residual add and the ReLU after it in one pass. Its backward pass sends the
+// ReLU's input gradient (y > 0 ? dy : 0) to both inputs' gradients da and db, each written or, with
+// acc_*, added to (as accumulate); a null one is left out. Bit for bit the separate ops' results.
+template <typename T>
+void add_relu_forward(Context& ctx, size_t count, const T* a, const T* b, T* y);
+template <typename T>
+void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b);
 
 // Per sample, [hw, c] (NHWC) to [c, hw] (NCHW) and back. The CPU flattens in NCHW order, so a bf16
 // net reorders where a spatial tensor meets a flatten or fc, and fc weights keep the CPU's layout.
@@ -162,12 +169,16 @@ void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy
                  const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta);
 // bf16 NHWC ([n, hw, c]) with own kernels: statistics, scale, shift and the parameter gradients in
 // fp32, every sum in a fixed order; the same saved and running statistics as the fp32 overloads.
+// With `relu` the forward pass stores max(0, y): batch norm and the ReLU after it in one pass. The
+// backward pass of that pair takes the ReLU's output as relu_y and its gradient as dy.
 void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
-                      float* save_mean, float* save_invstd, float* running_mean, float* running_var);
+                      float* save_mean, float* save_invstd, float* running_mean, float* running_var,
+                      bool relu = false);
 void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
-                     const float* running_mean, const float* running_var, bf16* y);
+                     const float* running_mean, const float* running_var, bf16* y, bool relu = false);
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
-                 const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta);
+                 const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
+                 const bf16* relu_y = nullptr);
 
 // A conv's weights in the flat parameter buffer, [c_out, c, kh, kw] there (c = c_in / groups),
 // which the bf16 copy holds in cuDNN's NHWC filter order [c_out, kh, kw, c]; rs = kh * kw.

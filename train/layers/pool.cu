@@ -70,6 +70,101 @@ __global__ void max_bwd(PoolShape s, int ho, int wo, Index total, const T* __res
   }
 }
 
+// NHWC max pooling over packs of V channels (16 bytes): one thread per output pixel and pack
+// forward, per input pixel and pack backward, so the window's index arithmetic is paid once per
+// V channels and every access moves 16 bytes. Same choices and sums as max_fwd/max_bwd.
+template <typename T, int V>
+__global__ void max_fwd_packs(PoolShape s, int ho, int wo, size_t total, const T* __restrict__ x, T* __restrict__ y,
+                              int32_t* __restrict__ argmax) {
+  using P = Pack<T, V>;
+  const int cp = s.c / V;
+  CONVOY_GRID_STRIDE_AS(size_t, idx, total) {
+    const int p = int(idx % cp);
+    size_t pix = idx / cp;
+    const int ox = int(pix % wo);
+    pix /= wo;
+    const int oy = int(pix % ho);
+    const size_t n = pix / ho;
+    const P* in = reinterpret_cast<const P*>(x) + n * s.h_in * s.w_in * cp + p;
+    float best[V];
+    int32_t where[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) best[j] = -INFINITY, where[j] = -1;
+    for (int i = 0; i < s.kh; ++i) {
+      const int iy = oy * s.stride - s.pad + i;
+      if (iy < 0 || iy >= s.h_in) continue;
+      for (int k = 0; k < s.kw; ++k) {
+        const int ix = ox * s.stride - s.pad + k;
+        if (ix < 0 || ix >= s.w_in) continue;
+        const int here = iy * s.w_in + ix;
+        const P v = in[size_t(here) * cp];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float f = load(v.v[j]);
+          if (where[j] < 0 || f > best[j]) best[j] = f, where[j] = here;  // the first maximum wins
+        }
+      }
+    }
+    P out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.v[j] = store<T>(best[j]);
+    reinterpret_cast<P*>(y)[idx] = out;
+    int4* am = reinterpret_cast<int4*>(argmax + idx * V);
+#pragma unroll
+    for (int j = 0; j < V; j += 4) am[j / 4] = make_int4(where[j], where[j + 1], where[j + 2], where[j + 3]);
+  }
+}
+
+template <typename T, int V>
+__global__ void max_bwd_packs(PoolShape s, int ho, int wo, size_t total, const T* __restrict__ dy,
+                              const int32_t* __restrict__ argmax, T* __restrict__ dx) {
+  using P = Pack<T, V>;
+  const int cp = s.c / V;
+  CONVOY_GRID_STRIDE_AS(size_t, idx, total) {
+    const int p = int(idx % cp);
+    size_t pix = idx / cp;
+    const int ix = int(pix % s.w_in);
+    pix /= s.w_in;
+    const int iy = int(pix % s.h_in);
+    const size_t n = pix / s.h_in;
+    const int here = iy * s.w_in + ix;
+    int y0, y1, x0, x1;
+    covering(iy, s.pad, s.kh, s.stride, ho, &y0, &y1);
+    covering(ix, s.pad, s.kw, s.stride, wo, &x0, &x1);
+    float sum[V] = {};
+    for (int oy = y0; oy <= y1; ++oy)
+      for (int ox = x0; ox <= x1; ++ox) {
+        const size_t o = (n * ho * wo + size_t(oy * wo + ox)) * cp + p;
+        const int4* am = reinterpret_cast<const int4*>(argmax + o * V);
+        int32_t a[V];
+#pragma unroll
+        for (int j = 0; j < V; j += 4) {
+          const int4 q = am[j / 4];
+          a[j] = q.x, a[j + 1] = q.y, a[j + 2] = q.z, a[j + 3] = q.w;
+        }
+        bool any = false;
+#pragma unroll
+        for (int j = 0; j < V; ++j) any |= a[j] == here;
+        if (!any) continue;
+        const P g = reinterpret_cast<const P*>(dy)[o];
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (a[j] == here) sum[j] += load(g.v[j]);
+      }
+    P out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.v[j] = store<T>(sum[j]);
+    reinterpret_cast<P*>(dx)[idx] = out;
+  }
+}
+
+// Whether the packed NHWC kernels apply: whole packs per pixel, aligned pointers.
+template <typename T, typename... Ptr>
+bool packed_nhwc(Layout layout, const PoolShape& s, const Ptr*... p) {
+  constexpr int V = kPack<T>;
+  return layout == Layout::nhwc && s.c % V == 0 && pack_aligned<T, V>(p...);
+}
+
 template <typename T, Layout L, typename Index>
 __global__ void avg_fwd(PoolShape s, int ho, int wo, Index total, const T* __restrict__ x, T* __restrict__ y) {
   const float scale = 1.f / float(s.kh * s.kw);
@@ -146,6 +241,13 @@ __global__ void gap_bwd(int c, int hw, Index total, const T* __restrict__ dy, T*
 
 template <typename T>
 void max_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, int32_t* argmax, Layout layout) {
+  constexpr int V = kPack<T>;
+  if (packed_nhwc<T>(layout, s, x, y) && reinterpret_cast<uintptr_t>(argmax) % 16 == 0) {
+    const size_t packs = s.out_count() / V;
+    max_fwd_packs<T, V><<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, x, y, argmax);
+    CONVOY_CUDA_CHECK_LAUNCH();
+    return;
+  }
   with_layout(layout, s.out_count(), [&](auto l, auto index) {
     max_fwd<T, decltype(l)::value><<<grid_for(s.out_count()), 256, 0, ctx.stream()>>>(
         s, s.h_out(), s.w_out(), decltype(index)(s.out_count()), x, y, argmax);
@@ -155,6 +257,13 @@ void max_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, int32_
 
 template <typename T>
 void max_pool_backward(Context& ctx, const PoolShape& s, const T* dy, const int32_t* argmax, T* dx, Layout layout) {
+  constexpr int V = kPack<T>;
+  if (packed_nhwc<T>(layout, s, dy, dx) && reinterpret_cast<uintptr_t>(argmax) % 16 == 0) {
+    const size_t packs = s.in_count() / V;
+    max_bwd_packs<T, V><<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, dy, argmax, dx);
+    CONVOY_CUDA_CHECK_LAUNCH();
+    return;
+  }
   with_layout(layout, s.in_count(), [&](auto l, auto index) {
     max_bwd<T, decltype(l)::value><<<grid_for(s.in_count()), 256, 0, ctx.stream()>>>(
         s, s.h_out(), s.w_out(), decltype(index)(s.in_count()), dy, argmax, dx);
