@@ -353,7 +353,7 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     gpu::ConvPlan plan(ctx, s);
     auto gw32 = up(w);
     std::vector<gpu::WeightSegment> seg;
-    if (c > 1 && rs > 1) seg.push_back({0, w.size(), c, rs});
+    if (c > 1 && rs > 1) seg.push_back({0, w.size(), c, rs, 0, c});
     gpu::DeviceBuffer<gpu::WeightSegment> gseg(std::max<size_t>(1, seg.size()));
     if (!seg.empty()) gseg.upload(seg.data(), seg.size());
     auto gw = poisoned_bf16(w.size());
@@ -370,6 +370,42 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gdx), s.n, s.c_in, hw_in), dx), kBf16);
     EXPECT_LT(rel_l2(down(ctx, gdw), dw), kBf16);
     EXPECT_LT(rel_l2(down(ctx, gdb), db), 1e-4);
+
+    // A first layer on few channels, as GpuNet runs it: the input padded with zero channels to 8
+    // and the weight copy padded likewise (a segment moved to its own place, zero elsewhere).
+    if (s.groups != 1 || s.c_in >= 8) continue;
+    const int cp = 8;
+    gpu::ConvPlan pplan(ctx, s, true, cp);
+    std::vector<float> xp(size_t(s.n) * hw_in * cp, 0.f);
+    const auto xn = to_nhwc(x, s.n, s.c_in, hw_in);
+    for (size_t q = 0; q < size_t(s.n) * hw_in; ++q)
+      for (int ch = 0; ch < s.c_in; ++ch) xp[q * cp + ch] = xn[q * s.c_in + ch];
+    const size_t padded = size_t(s.c_out) * rs * cp, at = w.size() + 5;  // after the flat weights
+    std::vector<gpu::WeightSegment> pseg{{0, w.size(), c, rs, at, cp}};
+    gpu::DeviceBuffer<gpu::WeightSegment> gpseg(1);
+    gpseg.upload(pseg.data(), 1);
+    auto gpw = up_bf16(std::vector<float>(at + padded, 0.f));
+    gpu::refresh_weight_copy(ctx, w.size(), gw32.get(), {gpw.get(), gpseg.get(), 1});
+    const auto copy = down_bf16(ctx, gpw);
+    const auto want = krsc(wr, s.c_out, c, rs);
+    for (size_t k = 0; k < size_t(s.c_out) * rs; ++k)
+      for (int ch = 0; ch < cp; ++ch)
+        ASSERT_EQ(copy[at + k * cp + ch], ch < c ? want[k * c + ch] : 0.f) << "padded weight copy at " << k;
+    auto gxp = up_bf16(xp);
+    auto gyp = poisoned_bf16(y.size()), gdxp = poisoned_bf16(xp.size()), gsp = poisoned_bf16(padded);
+    auto gdwp = poisoned(dw.size() + 16), gdbp = poisoned(db.size());
+    gpu::conv_forward(ctx, pplan, gxp.get(), gpw.get() + at, gb.get(), gyp.get());
+    gpu::conv_backward(ctx, pplan, gxp.get(), gpw.get() + at, gdy.get(), gdxp.get(), gdwp.get(), gdbp.get(),
+                       gsp.get());
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gyp), s.n, s.c_out, hw_out), y), kBf16) << "padded, c_in " << s.c_in;
+    const auto dwp = down(ctx, gdwp);
+    EXPECT_LT(rel_l2(std::vector<float>(dwp.begin(), dwp.begin() + dw.size()), dw), kBf16);
+    for (size_t k = dw.size(); k < dwp.size(); ++k) ASSERT_TRUE(std::isnan(dwp[k])) << "dw written past its end";
+    const auto dxp = down_bf16(ctx, gdxp);
+    std::vector<float> dxr(size_t(s.n) * hw_in * s.c_in);
+    for (size_t q = 0; q < size_t(s.n) * hw_in; ++q)
+      for (int ch = 0; ch < s.c_in; ++ch) dxr[q * s.c_in + ch] = dxp[q * cp + ch];
+    EXPECT_LT(rel_l2(to_nchw(dxr, s.n, s.c_in, hw_in), dx), kBf16);
   }
 }
 
@@ -667,7 +703,7 @@ TEST_F(GpuBf16, UpdateRefreshesTheWeightCopy) {
   // then 7 plain, then a 2x5x2x2 conv, then 3 plain.
   const int k1 = 4, c1 = 3, rs1 = 9, k2 = 2, c2 = 5, rs2 = 4;
   const size_t a = 5, b = a + size_t(k1) * c1 * rs1, d = b + 7, e = d + size_t(k2) * c2 * rs2, n = e + 3;
-  std::vector<gpu::WeightSegment> seg{{a, b, c1, rs1}, {d, e, c2, rs2}};
+  std::vector<gpu::WeightSegment> seg{{a, b, c1, rs1, a, c1}, {d, e, c2, rs2, d, c2}};
   gpu::DeviceBuffer<gpu::WeightSegment> gseg(seg.size());
   gseg.upload(seg.data(), seg.size());
   const auto w0 = randn(n, 25), g = randn(n, 26);

@@ -83,7 +83,13 @@ void steps_match(const std::string& config, Dims input, int n, int steps, gpu::M
   const void* input_x = gx.get();
   if (g.stores_bf16()) {
     x = test::round_bf16(x);
-    gx16 = test::up_bf16(test::to_nhwc(x, n, input.c, input.h * input.w));
+    // Padded with zero channels where the GPU net wants more per pixel (3 -> 8 for ResNet-18).
+    const int hw = input.h * input.w, cp = g.input_channels();
+    const auto nhwc = test::to_nhwc(x, n, input.c, hw);
+    std::vector<float> padded(size_t(n) * hw * cp, 0.f);
+    for (size_t p = 0; p < size_t(n) * hw; ++p)
+      for (int c = 0; c < input.c; ++c) padded[p * cp + c] = nhwc[p * input.c + c];
+    gx16 = test::up_bf16(padded);
     input_x = gx16.get();
   } else {
     gx.upload(x.data(), x.size());
@@ -160,6 +166,16 @@ TEST(GpuNet, Resnet18StepsMatchCpu) { steps_match("resnet18.toml", {3, 32, 32}, 
 // reordering or the weight copy puts the gradient error near or above 1.
 TEST(GpuNet, Bf16FmnistStepsMatchCpu) {
   steps_match("fmnist.toml", {1, 28, 28}, 32, 5, gpu::MathMode::bf16, {5e-3, 0.25, 3e-2, 1e-4, 1e-3});
+}
+
+TEST(GpuNet, Bf16PadsThreeInputChannelsToEight) {
+  gpu::Context ctx(0, size_t(256) << 20, gpu::MathMode::bf16);
+  Net rgb(read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/resnet18.toml"), {3, 32, 32}, 10);
+  Net gray(read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/fmnist.toml"), {1, 28, 28}, 10);
+  EXPECT_EQ(gpu::GpuNet(ctx, rgb, 2).input_channels(), 8);
+  EXPECT_EQ(gpu::GpuNet(ctx, gray, 2).input_channels(), 1);
+  gpu::Context ctx32(0, size_t(256) << 20, gpu::MathMode::fp32);
+  EXPECT_EQ(gpu::GpuNet(ctx32, rgb, 2).input_channels(), 3);
 }
 
 TEST(GpuNet, Bf16Resnet18StepsMatchCpu) {

@@ -12,16 +12,21 @@ namespace {
 template <typename T, Layout L>
 __global__ void augment(AugmentShape s, const uint8_t* __restrict__ hwc, const int32_t* __restrict__ crops,
                         const float* __restrict__ scale_shift, T* __restrict__ out) {
-  const size_t plane = size_t(s.out_h) * s.out_w, per = plane * s.c;
+  const int oc = L == Layout::nhwc && s.out_c > s.c ? s.out_c : s.c;
+  const size_t plane = size_t(s.out_h) * s.out_w, per = plane * oc;
   CONVOY_GRID_STRIDE(k, size_t(s.n) * per) {
     const size_t n = k / per, r = k % per;
     int c, y, x;
     if (L == Layout::nchw) {
       c = int(r / plane), y = int(r % plane) / s.out_w, x = int(r % plane) % s.out_w;
     } else {
-      c = int(r % s.c);
-      const int p = int(r / s.c);
+      c = int(r % oc);
+      const int p = int(r / oc);
       y = p / s.out_w, x = p % s.out_w;
+      if (c >= s.c) {  // padding channels
+        out[k] = store<T>(0.f);
+        continue;
+      }
     }
     const int32_t* cf = crops + 3 * n;
     const int sy = cf[0] + y - s.pad, sx = cf[1] + (cf[2] ? s.out_w - 1 - x : x) - s.pad;
@@ -38,7 +43,8 @@ __global__ void augment(AugmentShape s, const uint8_t* __restrict__ hwc, const i
 template <typename T>
 void augment_forward(Context& ctx, const AugmentShape& s, const uint8_t* hwc, const int32_t* crops,
                      const float* scale_shift, T* out, Layout layout) {
-  const size_t total = size_t(s.n) * s.c * s.out_h * s.out_w;
+  const int oc = layout == Layout::nhwc && s.out_c > s.c ? s.out_c : s.c;
+  const size_t total = size_t(s.n) * oc * s.out_h * s.out_w;
   if (layout == Layout::nchw)
     augment<T, Layout::nchw><<<grid_for(total), 256, 0, ctx.stream()>>>(s, hwc, crops, scale_shift, out);
   else

@@ -57,6 +57,17 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
   const auto& nodes = net.nodes();
   size_t scratch = 0, dw16 = 0, dy16 = 0;
   buf_.resize(nodes.size());
+  // Pad the input's channels (bf16) when only ungrouped convolutions read it.
+  input_c_ = net.input_dims().c;
+  if (half && input_c_ > 1 && input_c_ < 8) {
+    bool only_convs = true;
+    for (const Node& nd : nodes)
+      for (int k : nd.in)
+        if (k < 0 && (nd.spec.kind != LayerKind::conv || nd.spec.groups != 1)) only_convs = false;
+    if (only_convs) input_c_ = 8;
+  }
+  copy_at_.assign(nodes.size(), 0);
+  size_t copy_size = params;  // padded first-layer weights go after the flat ones
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& nd = nodes[i];
     NodeBuffers& b = buf_[i];
@@ -74,11 +85,20 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
       a.request(b.aux, size_t(max_batch) * in.size() * sizeof(bf16));
       a.request(b.aux2, size_t(max_batch) * in.size() * sizeof(bf16));
     }
+    copy_at_[i] = nd.w_off;
     if (half && nd.spec.kind == LayerKind::conv) {
-      dw16 = std::max(dw16, nd.w_count);
       const int c = in.c / nd.spec.groups, rs = nd.spec.kernel * nd.spec.kernel;
       if (nd.w_count >= (size_t(1) << 32)) fail("GpuNet: a convolution with 2^32 weights or more");
-      if (c > 1 && rs > 1) host_segments_.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs});
+      if (nd.in[0] < 0 && input_c_ != in.c) {
+        const size_t padded = nd.w_count / size_t(c) * size_t(input_c_);
+        host_segments_.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs, copy_size, input_c_});
+        copy_at_[i] = copy_size;
+        copy_size += padded;
+        dw16 = std::max(dw16, padded);
+      } else {
+        if (c > 1 && rs > 1) host_segments_.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs, nd.w_off, c});
+        dw16 = std::max(dw16, nd.w_count);
+      }
     }
     if (half && b.fp32) dy16 = std::max(dy16, count);
     for (int k : nd.in)
@@ -95,7 +115,7 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
       fused_[j] = true;
     }
   if (half) {
-    a.request(weights16_, std::max<size_t>(1, params));
+    a.request(weights16_, std::max<size_t>(1, copy_size));
     a.request(dw16_, std::max<size_t>(1, dw16));
     a.request(dy16_, std::max<size_t>(1, dy16));
     a.request(segments_, std::max<size_t>(1, host_segments_.size()));
@@ -131,6 +151,8 @@ void GpuNet::upload(const std::vector<float>& weights, const std::vector<float>&
   if (stores_bf16()) {
     if (!host_segments_.empty()) segments_.upload(host_segments_.data(), host_segments_.size());
     copy_ = {weights16_.get(), segments_.get(), int(host_segments_.size())};
+    // A padded convolution's extra weights are never written: they stay zero.
+    CONVOY_CUDA_CHECK(cudaMemset(weights16_.get(), 0, weights16_.size() * sizeof(bf16)));
     // The copies above ran on the legacy stream, which the context's stream does not wait for.
     CONVOY_CUDA_CHECK(cudaDeviceSynchronize());
     refresh_weight_copy();
@@ -153,7 +175,7 @@ const ConvPlan& GpuNet::plan(int node, int n) {
   if (it != plans_.end()) return *it->second;
   const Node& nd = net_.nodes()[node];
   const Dims in = nd.in[0] < 0 ? net_.input_dims() : net_.nodes()[nd.in[0]].out;
-  auto p = std::make_unique<ConvPlan>(ctx_, conv_shape(nd, in, n), nd.in[0] >= 0);
+  auto p = std::make_unique<ConvPlan>(ctx_, conv_shape(nd, in, n), nd.in[0] >= 0, nd.in[0] < 0 ? input_c_ : 0);
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
@@ -212,7 +234,7 @@ void GpuNet::forward_as() {
     const int hw = in.h * in.w;
     const T* a = input_of<T>(i, 0);
     T* y = as<T>(bf.y);
-    const T* w = weights + nd.w_off;
+    const T* w = weights + copy_at_[i];
     const float* w32 = weights_.get() + nd.w_off;
     const float* b = nd.b_count ? weights_.get() + nd.b_off : nullptr;
     const size_t count = size_t(n) * nd.out.size();
@@ -308,7 +330,7 @@ void GpuNet::backward_as(const std::function<void(size_t lo, size_t hi)>& ready)
     const size_t in_count = size_t(n) * in.size();
     const T* a = input_of<T>(idx, 0);
     const T* dy = as<T>(bf.dy);
-    const T* w = weights + nd.w_off;
+    const T* w = weights + copy_at_[idx];
     const float* w32 = weights_.get() + nd.w_off;
     float* dw = grads_.get() + nd.w_off;
     float* db = nd.b_count ? grads_.get() + nd.b_off : nullptr;

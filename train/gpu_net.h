@@ -40,6 +40,9 @@ class GpuNet {
 
   // Whether activations, and so forward()'s input, are bf16 NHWC rather than fp32 NCHW.
   bool stores_bf16() const { return ctx_.bf16(); }
+  // Channels per pixel of forward()'s input: the net's, or for a bf16 net whose input only
+  // convolutions read, 3 (or 2..7) padded with zeros to 8, the width cuDNN's NHWC kernels run fast.
+  int input_channels() const { return input_c_; }
   // A bf16 net multiplies with a bf16 copy of the weights. Pass weight_copy() to the fused
   // optimiser updates, which refresh it; after any other change of weights(), call
   // refresh_weight_copy(). Empty (and the call a no-op) for fp32 nets.
@@ -97,6 +100,8 @@ class GpuNet {
   // relu_of_[i] is that ReLU's node (-1 for none), and fused_[j] marks a ReLU run by its input.
   std::vector<int> relu_of_;
   std::vector<bool> fused_;
+  int input_c_ = 0;
+  std::vector<size_t> copy_at_;  // per node: where its weights start in weights16_ (w_off unless padded)
   std::map<std::pair<int, int>, std::unique_ptr<ConvPlan>> plans_;  // (node, batch) -> plan
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end
   std::vector<std::pair<double, double>> times_;  // per node: forward, backward seconds so far

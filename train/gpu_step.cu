@@ -54,11 +54,12 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) name_ += std::string(" (") + prop.name + ")";
   aug_ = {max_batch, int(aug.stored.channels), int(aug.stored.height), int(aug.stored.width),
-          aug.out_h, aug.out_w, aug.pad};
+          aug.out_h, aug.out_w, aug.pad, net_.input_channels()};
   const Dims in = net.input_dims();
   if (in.c != aug_.c || in.h != aug_.out_h || in.w != aug_.out_w)
     fail("GpuStep: the net's input differs from the augmented sample shape");
-  arena_.request(x_, size_t(max_batch) * net.input_dims().size() * (ctx_.bf16() ? sizeof(bf16) : sizeof(float)));
+  arena_.request(x_, size_t(max_batch) * in.h * in.w * net_.input_channels() *
+                         (ctx_.bf16() ? sizeof(bf16) : sizeof(float)));
   arena_.request(m_, opt.m.size());
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));
   arena_.request(scale_shift_, 2 * aug.stored.channels);

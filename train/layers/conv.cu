@@ -11,10 +11,11 @@
 namespace convoy::gpu {
 namespace {
 
-// dw (fp32, [c_out, c, kh, kw]) from cuDNN's bf16 filter gradient in [c_out, kh, kw, c].
-__global__ void widen_filter_grad(unsigned count, unsigned c, unsigned rs, const bf16* __restrict__ krsc,
-                                  float* __restrict__ dw) {
-  CONVOY_GRID_STRIDE(j, count) dw[j] = __bfloat162float(krsc[krsc_index(unsigned(j), c, rs)]);
+// dw (fp32, [c_out, c, kh, kw]) from cuDNN's bf16 filter gradient in [c_out, kh, kw, c_pad] (the
+// padded channels' gradients are dropped).
+__global__ void widen_filter_grad(unsigned count, unsigned c, unsigned rs, unsigned c_pad,
+                                  const bf16* __restrict__ krsc, float* __restrict__ dw) {
+  CONVOY_GRID_STRIDE(j, count) dw[j] = __bfloat162float(krsc[krsc_index(unsigned(j), c, rs, c_pad)]);
 }
 
 // The first deterministic algorithm within the workspace, from cuDNN's heuristic ranking or from
@@ -56,8 +57,12 @@ Perf choose(AlgoSearch search, Heuristic heuristic, Measure timed, int total, si
 
 }  // namespace
 
-ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx) : shape_(s), bf16_(ctx.bf16()) {
+ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored)
+    : shape_(s), bf16_(ctx.bf16()), c_stored_(c_stored > 0 ? c_stored : s.c_in / s.groups) {
   if (s.relu) fail("the CUDA convolution runs its ReLU as a separate node (ConvShape::relu must be off)");
+  if (c_stored > 0 && c_stored != s.c_in && (!bf16_ || s.groups != 1 || c_stored < s.c_in))
+    fail("ConvPlan: padded input channels need a bf16 plan, one group and at least c_in channels");
+  const int cx = s.groups == 1 ? c_stored_ : s.c_in;  // channels of x as stored
   const cudnnTensorFormat_t format = bf16_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   const cudnnDataType_t type = bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
@@ -65,10 +70,10 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx) : shape_(s), 
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_));
   CONVOY_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
   CONVOY_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
-  CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, format, type, s.n, s.c_in, s.h_in, s.w_in));
+  CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, format, type, s.n, cx, s.h_in, s.w_in));
   CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, format, type, s.n, s.c_out, s.h_out(), s.w_out()));
   CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s.c_out, 1, 1));
-  CONVOY_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, type, format, s.c_out, s.c_in / s.groups, s.kh, s.kw));
+  CONVOY_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, type, format, s.c_out, cx / s.groups, s.kh, s.kw));
   // The compute type is fp32 in every mode: bf16 tensors are multiplied on the tensor cores and
   // summed in fp32.
   CONVOY_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, s.pad, s.pad, s.stride, s.stride, 1, 1,
@@ -156,7 +161,8 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
                                                     ctx.workspace(), ctx.workspace_bytes(), &zero, p.w_, dw_scratch));
   const size_t count = s.weight_count();
   widen_filter_grad<<<grid_for(count), 256, 0, ctx.stream()>>>(unsigned(count), unsigned(s.c_in / s.groups),
-                                                               unsigned(s.kh * s.kw), dw_scratch, dw);
+                                                               unsigned(s.kh * s.kw), unsigned(p.c_stored_),
+                                                               dw_scratch, dw);
   CONVOY_CUDA_CHECK_LAUNCH();
   if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)

@@ -33,7 +33,11 @@ enum class Layout { nchw, nhwc };
 class ConvPlan {
  public:
   // need_dx: whether the input's gradient is ever asked for (not for the net's first layer).
-  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true);
+  // c_stored (bf16 only, groups 1): x holds that many channels per pixel, shape.c_in real ones and
+  // zeros after them, and w is [c_out, kh, kw, c_stored] with zero weights there too. cuDNN's
+  // NHWC tensor-core kernels want whole 16-byte pixels; 3-channel images padded to 8 run the
+  // first convolution several times faster than 3 channels do.
+  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true, int c_stored = 0);
   ~ConvPlan();
   ConvPlan(const ConvPlan&) = delete;
   ConvPlan& operator=(const ConvPlan&) = delete;
@@ -48,6 +52,7 @@ class ConvPlan {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
   bool has_dx_ = true;
   bool bf16_ = false;
+  int c_stored_ = 0;  // channels per pixel of x and w as stored (shape_.c_in / groups unless padded)
 };
 
 // The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
@@ -155,6 +160,7 @@ void batch_metrics(Context& ctx, int n, int classes, const float* probs, const i
 struct AugmentShape {
   int n = 0, c = 0, h = 0, w = 0;  // stored samples
   int out_h = 0, out_w = 0, pad = 0;
+  int out_c = 0;  // NHWC: channels per output pixel, c and then zeros (0: c)
 };
 template <typename T>
 void augment_forward(Context& ctx, const AugmentShape& s, const uint8_t* hwc, const int32_t* crops,
@@ -182,12 +188,17 @@ void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, 
 
 // A conv's weights in the flat parameter buffer, [c_out, c, kh, kw] there (c = c_in / groups),
 // which the bf16 copy holds in cuDNN's NHWC filter order [c_out, kh, kw, c]; rs = kh * kw.
+// dest: where the segment starts in the copy (begin, unless it is padded); c_pad: channels per
+// filter tap there (c, or more for a padded first convolution, whose extra weights stay zero).
 struct WeightSegment {
   size_t begin = 0, end = 0;
   int c = 0, rs = 0;
+  size_t dest = 0;
+  int c_pad = 0;
 };
 // The bf16 copy of the flat fp32 weights that a bf16 net computes with: the same offsets, the
-// segments (device array, sorted, disjoint) reordered. An empty copy (w null) is not kept.
+// segments (device array, sorted, disjoint) reordered (and padded ones moved past the flat
+// weights). An empty copy (w null) is not kept.
 struct WeightCopy {
   bf16* w = nullptr;
   const WeightSegment* segments = nullptr;

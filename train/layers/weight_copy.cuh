@@ -9,10 +9,11 @@
 
 namespace convoy::gpu {
 
-// Index in [c_out, kh * kw, c] order of the weight at j in [c_out, c, kh * kw] order (rs = kh * kw).
-__host__ __device__ inline unsigned krsc_index(unsigned j, unsigned c, unsigned rs) {
+// Index in [c_out, kh * kw, c_pad] order of the weight at j in [c_out, c, kh * kw] order (rs = kh *
+// kw, c_pad >= c channels per tap in the destination).
+__host__ __device__ inline unsigned krsc_index(unsigned j, unsigned c, unsigned rs, unsigned c_pad) {
   const unsigned crs = c * rs, rem = j % crs;
-  return j - rem + (rem % rs) * c + rem / rs;
+  return j / crs * (rs * c_pad) + (rem % rs) * c_pad + rem / rs;
 }
 
 // Where flat weight i lies in the copy, given its sorted reordered segments.
@@ -24,7 +25,7 @@ __device__ inline size_t copy_index(size_t i, const WeightSegment* __restrict__ 
   }
   if (lo < count && segments[lo].begin <= i) {
     const WeightSegment s = segments[lo];
-    return s.begin + krsc_index(unsigned(i - s.begin), unsigned(s.c), unsigned(s.rs));
+    return s.dest + krsc_index(unsigned(i - s.begin), unsigned(s.c), unsigned(s.rs), unsigned(s.c_pad));
   }
   return i;
 }
