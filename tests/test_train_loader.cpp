@@ -1,7 +1,8 @@
 // The streaming loader: deterministic from the seed (same batches twice, from any start batch),
 // each sample at most once per epoch, all of them in evaluation, ranks dealt disjoint files,
 // JPEG batch files decoded to the raw pixels, damaged files refused with their name (at the batch
-// that needs them; every flip and cut), crops and flips equal to their per-pixel definition.
+// that needs them; every flip and cut), crops and flips equal to their per-pixel definition, and
+// the next epoch's first files read ahead and taken over.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -106,6 +107,44 @@ TEST(Loader, DeterministicFromSeedAndResumableMidEpoch) {
   for (const auto& batch : e1)
     for (uint64_t k : batch.keys) EXPECT_TRUE(seen.insert(k).second) << "sample " << k << " twice";
   EXPECT_EQ(seen.size(), e1.size() * 8);
+}
+
+// Once an epoch's files are read, the readers read the next epoch's first shuffle window, which
+// the next start_epoch takes over: the same batches as a loader that reads everything afresh.
+TEST(Loader, ReadsAheadIntoTheNextEpoch) {
+  const std::string dir = make("raw", Encoding::raw);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  for (bool raw : {false, true}) {
+    LoaderOptions o = options(dir, true);
+    o.raw = raw;
+    Loader a(o, meta), fresh(o, meta);
+    epoch(a, 1);
+    // The readers go on after the last batch; wait for them (a trainer evaluates meanwhile).
+    for (int i = 0; i < 500 && a.files_read_ahead() < o.window_files; ++i) usleep(10000);
+    EXPECT_EQ(a.files_read_ahead(), o.window_files);
+    const auto next = epoch(a, 2), want = epoch(fresh, 2);
+    EXPECT_EQ(a.files_taken_over(), o.window_files);
+    EXPECT_EQ(fresh.files_taken_over(), 0);
+    ASSERT_EQ(next.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(next[k].keys, want[k].keys) << "batch " << k;
+      EXPECT_EQ(next[k].x, want[k].x) << "batch " << k;
+      EXPECT_EQ(next[k].pixels, want[k].pixels) << "batch " << k;
+      EXPECT_EQ(next[k].crops, want[k].crops) << "batch " << k;
+    }
+    // Files read ahead for an epoch that does not come next are not used.
+    Loader b(o, meta);
+    epoch(b, 1);
+    for (int i = 0; i < 500 && b.files_read_ahead() < o.window_files; ++i) usleep(10000);
+    const auto other = epoch(b, 3);
+    EXPECT_EQ(b.files_taken_over(), 0);
+    EXPECT_FALSE(other.empty());
+  }
+  // An evaluation loader reads nothing ahead.
+  Loader e(options(dir, false), meta);
+  epoch(e, 1);
+  usleep(50000);
+  EXPECT_EQ(e.files_read_ahead(), 0);
 }
 
 TEST(Loader, RawBatchesHoldTheStoredSamplesAndTheirCrops) {

@@ -64,6 +64,15 @@ void Loader::start_epoch(int epoch, long long first) {
     if (f.data) spare_files_.push_back(std::move(f.data));
     f = FileSlot{};
   }
+  // Files the readers already read for this epoch (see worker()); a failed one is read again
+  // below, so that its error surfaces at the batch that needs it.
+  std::vector<AheadFile> ahead = std::move(ahead_);
+  ahead_.clear();
+  if (ahead_epoch_ != epoch) {
+    for (AheadFile& a : ahead)
+      if (a.data) spare_files_.push_back(std::move(a.data));
+    ahead.clear();
+  }
   for (ReadySlot& r : ready_) {
     if (!r.batch.labels.empty()) spare_batches_.push_back(std::move(r.batch));
     r = ReadySlot{};
@@ -93,7 +102,36 @@ void Loader::start_epoch(int epoch, long long first) {
     batch_files_.insert(batch_files_.end(), distinct.begin(), distinct.end());
     batch_files_at_.push_back(batch_files_.size());
   }
+  for (AheadFile& a : ahead) {
+    FileSlot& s = files_[a.file];
+    if (a.data && s.uses_left > 0 && s.state == FileState::waiting) {
+      s.data = std::move(a.data);
+      s.state = FileState::ready;
+      ++resident_;
+      ++taken_over_;
+    }
+    if (a.data) spare_files_.push_back(std::move(a.data));
+  }
+
+  // The next epoch's first shuffle window, read once this epoch's files are.
+  ahead_order_.clear();
+  next_ahead_ = 0;
+  ahead_epoch_ = epoch + 1;
+  if (opt_.train) {
+    PlanOptions q = p;
+    q.epoch = epoch + 1;
+    for (const SampleRef& r : rank_stream(meta_, q)) {
+      if (int(ahead_order_.size()) >= opt_.window_files) break;
+      if (std::find(ahead_order_.begin(), ahead_order_.end(), r.file) == ahead_order_.end())
+        ahead_order_.push_back(r.file);
+    }
+  }
   for (int t = 0; t < opt_.readers; ++t) threads_.emplace_back([this] { worker(); });
+}
+
+int Loader::files_read_ahead() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return int(std::count_if(ahead_.begin(), ahead_.end(), [](const AheadFile& a) { return a.data != nullptr; }));
 }
 
 bool Loader::files_ready(long long k) const {
@@ -189,6 +227,10 @@ void Loader::worker() {
       work_cv_.notify_all();  // files released: room for the next ones
       continue;
     }
+    if (next_load_ < load_order_.size() && files_[load_order_[next_load_]].state != FileState::waiting) {
+      ++next_load_;  // taken over from the last epoch's reading ahead
+      continue;
+    }
     if (next_load_ < load_order_.size()) {
       const uint32_t f = load_order_[next_load_];
       FileSlot& s = files_[f];
@@ -228,7 +270,37 @@ void Loader::worker() {
         continue;
       }
     }
-    if (next_build_ >= end_) return;
+    // This epoch's files are all being read: read the next epoch's first window while there is room
+    // (counted with this epoch's files, so memory stays within two windows).
+    if (next_load_ >= load_order_.size() && next_ahead_ < ahead_order_.size() &&
+        resident_ + int(ahead_.size()) < max_files_) {
+      const size_t slot = ahead_.size();
+      ahead_.push_back({ahead_order_[next_ahead_++], nullptr});
+      std::unique_ptr<LoadedFile> data;
+      if (!spare_files_.empty()) {
+        data = std::move(spare_files_.back());
+        spare_files_.pop_back();
+      } else {
+        data = std::make_unique<LoadedFile>();
+      }
+      const uint32_t f = ahead_[slot].file;
+      lk.unlock();
+      bool ok = true;
+      try {
+        data->load(join_path(opt_.dir, meta_.files[f].name), meta_.shape);
+        ok = data->count() == meta_.files[f].count;
+      } catch (...) {
+        ok = false;
+      }
+      lk.lock();
+      if (ok)
+        ahead_[slot].data = std::move(data);
+      else
+        spare_files_.push_back(std::move(data));
+      continue;
+    }
+    if (next_build_ >= end_ && next_ahead_ >= ahead_order_.size()) return;
+    if (next_build_ >= end_ && resident_ + int(ahead_.size()) >= max_files_) return;  // no room left to read ahead
     work_cv_.wait(lk);
   }
 }

@@ -57,8 +57,14 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   // Starts producing the batches of `epoch` from batch `first` (for resume); in training, `count`
-  // batches (steps_per_epoch); in evaluation every sample.
+  // batches (steps_per_epoch); in evaluation every sample. In training, once this epoch's files
+  // are all read, the readers go on to the first shuffle window of epoch + 1 (memory permitting),
+  // which the next start_epoch(epoch + 1) takes over instead of reading them again.
   void start_epoch(int epoch, long long first = 0);
+  // Files that start_epoch took over already read, so far, and those read ahead for the next
+  // epoch now (for tests and logs).
+  long long files_taken_over() const { return taken_over_; }
+  int files_read_ahead();
   long long batches_this_epoch() const { return end_; }
   // The next batch in order; false after the last one of the epoch. `out`'s previous buffers go
   // back to the loader to be filled again, so steady state allocates nothing.
@@ -108,6 +114,17 @@ class Loader {
   long long first_ = 0, next_build_ = 0, next_take_ = 0, end_ = 0;
   std::vector<ReadySlot> ready_;       // batch k in ready_[k % prefetch]
   std::vector<HostBatch> spare_batches_;
+  // Reading ahead into the next epoch: its first files in order of use, those read so far, and
+  // the epoch they are for.
+  struct AheadFile {
+    uint32_t file = 0;
+    std::unique_ptr<LoadedFile> data;  // null while being read or if reading failed
+  };
+  std::vector<uint32_t> ahead_order_;
+  size_t next_ahead_ = 0;
+  std::vector<AheadFile> ahead_;
+  int ahead_epoch_ = -1;
+  long long taken_over_ = 0;
   bool stopping_ = false;
   std::mutex mu_;
   std::condition_variable work_cv_, ready_cv_;
