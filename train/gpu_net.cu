@@ -385,7 +385,8 @@ void GpuNet::backward_as(const std::function<void(size_t lo, size_t hi)>& ready)
           if constexpr (half) {
             const int r = relu_of_[idx];
             if (r >= 0)
-              bn_backward(ctx_, s, a, as<T>(buf_[r].dy), w32, aux, aux + in.c, dx, dw, db, as<T>(buf_[r].y));
+              bn_backward(ctx_, s, a, as<T>(buf_[r].dy), w32, aux, aux + in.c, dx, dw, db,
+                          weights_.get() + nd.b_off);
             else
               bn_backward(ctx_, s, a, dy, w32, aux, aux + in.c, dx, dw, db);
           } else {
