@@ -610,7 +610,7 @@ TEST_F(GpuBf16, BatchNormFusedReluEqualsSeparateOps) {
     gpu::bn_forward_train(ctx, s, gx.get(), gg.get(), gbeta.get(), gr2.get(), gmean2.get(), ginv2.get(), grm.get(),
                           grv.get(), true);
     gpu::bn_backward(ctx, s, gx.get(), gdy.get(), gg.get(), gmean2.get(), ginv2.get(), gdx2.get(), gdg2.get(),
-                     gdb2.get(), gbeta.get());
+                     gdb2.get(), gr2.get());
     gpu::bn_forward_eval(ctx, s, gx.get(), gg.get(), gbeta.get(), grm.get(), grv.get(), gye.get());
     gpu::relu_forward(ctx, count, gye.get(), gye.get());
     gpu::bn_forward_eval(ctx, s, gx.get(), gg.get(), gbeta.get(), grm.get(), grv.get(), gre.get(), true);

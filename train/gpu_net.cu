@@ -385,8 +385,7 @@ void GpuNet::backward_as(const std::function<void(size_t lo, size_t hi)>& ready)
           if constexpr (half) {
             const int r = relu_of_[idx];
             if (r >= 0)
-              bn_backward(ctx_, s, a, as<T>(buf_[r].dy), w32, aux, aux + in.c, dx, dw, db,
-                          weights_.get() + nd.b_off);
+              bn_backward(ctx_, s, a, as<T>(buf_[r].dy), w32, aux, aux + in.c, dx, dw, db, as<T>(buf_[r].y));
             else
               bn_backward(ctx_, s, a, dy, w32, aux, aux + in.c, dx, dw, db);
           } else {

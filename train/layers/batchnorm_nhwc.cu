@@ -13,18 +13,6 @@
 namespace convoy::gpu {
 namespace {
 
-// y = x * a + b per channel, from the saved statistics; each step rounded explicitly (no
-// contraction left to the compiler), so that the backward pass of a fused ReLU recomputes every
-// forward value, and so its mask, bit for bit.
-__device__ __forceinline__ float2 scale_and_shift(float gamma, float beta, float mean, float invstd) {
-  const float a = __fmul_rn(gamma, invstd);
-  return make_float2(a, __fsub_rn(beta, __fmul_rn(mean, a)));
-}
-__device__ __forceinline__ float normalised(float x, float2 ab) { return __fadd_rn(__fmul_rn(x, ab.x), ab.y); }
-
-// Whether the fused ReLU let x's gradient through: its stored output, max(0, y) rounded, is > 0.
-__device__ __forceinline__ bool relu_open(float x, float2 ab) { return load(store<bf16>(normalised(x, ab))) > 0.f; }
-
 struct MomentTerms {
   const bf16* x;
   int c;
@@ -62,50 +50,52 @@ struct FinishMoments {
     const double unbiased = count > 1 ? var * count / (count - 1) : var;
     running_mean[ch] = (1 - momentum) * running_mean[ch] + momentum * float(mean);
     running_var[ch] = (1 - momentum) * running_var[ch] + momentum * float(unbiased);
-    scale_shift[ch] = scale_and_shift(gamma[ch], beta[ch], float(mean), invstd);
+    const float a = gamma[ch] * invstd;
+    scale_shift[ch] = make_float2(a, beta[ch] - float(mean) * a);
   }
 };
 
-// The gradient reaching batch norm: dy, or with a fused ReLU dy where that ReLU was open. With
-// relu set, gamma and beta give the forward pass's scale and shift.
+// The gradient reaching batch norm: dy, or with a fused ReLU (ry its output) dy where ry > 0.
+__device__ __forceinline__ float grad_in(const bf16* ry, size_t i, float dy) {
+  return !ry || load(ry[i]) > 0.f ? dy : 0.f;
+}
+
 struct GradTerms {
-  const bf16 *x, *dy;
-  const float *mean, *invstd, *gamma, *beta;
-  bool relu;
+  const bf16 *x, *dy, *ry;
+  const float *mean, *invstd;
   int c;
   float m = 0, k = 0;
-  float2 ab{};
   float mp[kPack<bf16>] = {}, kp[kPack<bf16>] = {};
-  float2 abp[kPack<bf16>] = {};
   __device__ void begin(int ch) {
     m = mean[ch];
     k = invstd[ch];
-    if (relu) ab = scale_and_shift(gamma[ch], beta[ch], m, k);
   }
   __device__ float2 operator()(long long r, int ch) const {
     const size_t i = size_t(r) * c + ch;
-    const float xv = load(x[i]);
-    const float g = !relu || relu_open(xv, ab) ? load(dy[i]) : 0.f;
-    return make_float2(g, g * (xv - m) * k);
+    const float g = grad_in(ry, i, load(dy[i]));
+    return make_float2(g, g * (load(x[i]) - m) * k);
   }
   template <int V>
   __device__ void begin_pack(int p) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      mp[j] = mean[p * V + j], kp[j] = invstd[p * V + j];
-      if (relu) abp[j] = scale_and_shift(gamma[p * V + j], beta[p * V + j], mp[j], kp[j]);
-    }
+    for (int j = 0; j < V; ++j) mp[j] = mean[p * V + j], kp[j] = invstd[p * V + j];
   }
   template <int V>
   __device__ void pack(long long r, int p, float2 (&out)[V]) const {
     using P = Pack<bf16, V>;
     const size_t k = size_t(r) * (c / V) + p;
-    const P px = reinterpret_cast<const P*>(x)[k], pg = reinterpret_cast<const P*>(dy)[k];
+    const P px = reinterpret_cast<const P*>(x)[k];
+    P pg = reinterpret_cast<const P*>(dy)[k];
+    if (ry) {
+      const P pr = reinterpret_cast<const P*>(ry)[k];
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (!(load(pr.v[j]) > 0.f)) pg.v[j] = store<bf16>(0.f);
+    }
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float xv = load(px.v[j]);
-      const float g = !relu || relu_open(xv, abp[j]) ? load(pg.v[j]) : 0.f;
-      out[j] = make_float2(g, g * (xv - mp[j]) * kp[j]);
+      const float g = load(pg.v[j]);
+      out[j] = make_float2(g, g * (load(px.v[j]) - mp[j]) * kp[j]);
     }
   }
 };
@@ -135,7 +125,8 @@ __global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const
     P out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float v = normalised(load(in.v[j]), scale_shift[cp * V + j]);
+      const float2 ab = scale_shift[cp * V + j];
+      const float v = load(in.v[j]) * ab.x + ab.y;
       out.v[j] = store<bf16>(Relu ? fmaxf(v, 0.f) : v);
     }
     reinterpret_cast<P*>(y)[k] = out;
@@ -147,34 +138,27 @@ __global__ void eval_scale_shift(int c, float eps, const float* __restrict__ gam
                                  float2* __restrict__ scale_shift) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
   if (ch >= c) return;
-  scale_shift[ch] = scale_and_shift(gamma[ch], beta[ch], running_mean[ch], 1.f / sqrtf(running_var[ch] + eps));
+  const float a = gamma[ch] / sqrtf(running_var[ch] + eps);
+  scale_shift[ch] = make_float2(a, beta[ch] - running_mean[ch] * a);
 }
 
-// factors[ch] = (a, b, d) of dx = a * dy + b * x + d; with Relu, ab[ch] the forward scale and shift.
-template <int V, bool Relu>
+template <int V>
 __global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, const bf16* __restrict__ dy,
-                           const float4* __restrict__ factors, const float2* __restrict__ ab,
-                           bf16* __restrict__ dx) {
+                           const bf16* __restrict__ ry, const float4* __restrict__ factors, bf16* __restrict__ dx) {
   using P = Pack<bf16, V>;
   channels::for_each_element(packs, c / V, [&](size_t k, int cp) {
     const P px = reinterpret_cast<const P*>(x)[k], pg = reinterpret_cast<const P*>(dy)[k];
+    P pr;
+    if (ry) pr = reinterpret_cast<const P*>(ry)[k];
     P out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float4 f = factors[cp * V + j];
-      const float xv = load(px.v[j]);
-      const float g = !Relu || relu_open(xv, ab[cp * V + j]) ? load(pg.v[j]) : 0.f;
-      out.v[j] = store<bf16>(f.x * g + f.y * xv + f.z);
+      const float g = !ry || load(pr.v[j]) > 0.f ? load(pg.v[j]) : 0.f;
+      out.v[j] = store<bf16>(f.x * g + f.y * load(px.v[j]) + f.z);
     }
     reinterpret_cast<P*>(dx)[k] = out;
   });
-}
-
-__global__ void saved_scale_shift(int c, const float* __restrict__ gamma, const float* __restrict__ beta,
-                                  const float* __restrict__ mean, const float* __restrict__ invstd,
-                                  float2* __restrict__ ab) {
-  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-  if (ch < c) ab[ch] = scale_and_shift(gamma[ch], beta[ch], mean[ch], invstd[ch]);
 }
 
 void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float2* scale_shift, bf16* y, bool relu) {
@@ -218,31 +202,22 @@ void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float*
 
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
-                 const float* relu_beta) {
+                 const bf16* relu_y) {
   const long long rows = (long long)s.n * s.hw;
-  const bool relu = relu_beta != nullptr;
   channels::Workspace ws(ctx);
   float2* part = ws.take<float2>(size_t(channels::parts(rows)) * s.c, "batch norm backward");
   float4* factors = ws.take<float4>(s.c, "batch norm backward");
-  float2* ab = ws.take<float2>(s.c, "batch norm backward");
+  const bf16* ry = relu_y ? relu_y : x;  // any pack-aligned pointer for the check when there is no ReLU
   channels::with_pack<bf16>(s.c, [&](auto v) {
-    channels::sums<decltype(v)::value>(
-        ctx, rows, s.c, GradTerms{x, dy, save_mean, save_invstd, gamma, relu_beta, relu, s.c},
-        FinishGrad{rows, gamma, save_mean, save_invstd, dgamma, dbeta, factors}, part);
-  }, x, dy);
+    channels::sums<decltype(v)::value>(ctx, rows, s.c, GradTerms{x, dy, relu_y, save_mean, save_invstd, s.c},
+                                       FinishGrad{rows, gamma, save_mean, save_invstd, dgamma, dbeta, factors}, part);
+  }, x, dy, ry);
   if (!dx) return;  // the first layer: only the parameter gradients
-  if (relu) {
-    saved_scale_shift<<<(s.c + 255) / 256, 256, 0, ctx.stream()>>>(s.c, gamma, relu_beta, save_mean, save_invstd, ab);
-    CONVOY_CUDA_CHECK_LAUNCH();
-  }
   const size_t total = size_t(rows) * s.c;
   channels::with_pack<bf16>(s.c, [&](auto v) {
     constexpr int V = decltype(v)::value;
-    if (relu)
-      input_grad<V, true><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy, factors, ab, dx);
-    else
-      input_grad<V, false><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy, factors, ab, dx);
-  }, x, dy, dx);
+    input_grad<V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy, relu_y, factors, dx);
+  }, x, dy, ry, dx);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

@@ -176,9 +176,7 @@ void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy
 // bf16 NHWC ([n, hw, c]) with own kernels: statistics, scale, shift and the parameter gradients in
 // fp32, every sum in a fixed order; the same saved and running statistics as the fp32 overloads.
 // With `relu` the forward pass stores max(0, y): batch norm and the ReLU after it in one pass. The
-// backward pass of that pair takes the ReLU's output gradient as dy and batch norm's beta as
-// relu_beta, and recomputes the ReLU's mask from x (bit for bit the forward pass's), rather than
-// reading the ReLU's output.
+// backward pass of that pair takes the ReLU's output as relu_y and its gradient as dy.
 void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
                       float* save_mean, float* save_invstd, float* running_mean, float* running_var,
                       bool relu = false);
@@ -186,7 +184,7 @@ void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float*
                      const float* running_mean, const float* running_var, bf16* y, bool relu = false);
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
-                 const float* relu_beta = nullptr);
+                 const bf16* relu_y = nullptr);
 
 // A conv's weights in the flat parameter buffer, [c_out, c, kh, kw] there (c = c_in / groups),
 // which the bf16 copy holds in cuDNN's NHWC filter order [c_out, kh, kw, c]; rs = kh * kw.
