@@ -100,18 +100,19 @@ struct GradTerms {
   }
 };
 
-// dgamma, dbeta, and dx = k * (dy - mean(dy) - xhat * mean(dy * xhat)) as dx = a * dy + b * x + d
-// per channel (xhat = (x - mean) * invstd, k = gamma * invstd).
+// dgamma, dbeta, and the per-channel factors of dx = k * (dy - mean(dy) - (x - mean) * u), with
+// k = gamma * invstd and u = invstd * mean(dy * xhat): one float4 per channel. x - mean is taken
+// first, so a large mean does not cancel away the digits that matter.
 struct FinishGrad {
   long long count;
   const float *gamma, *mean, *invstd;
   float *dgamma, *dbeta;
-  float4* factors;  // a, b, d
+  float4* factors;  // k, mean(dy), mean, u
   __device__ void operator()(int ch, double sdy, double sdy_xhat) const {
     dgamma[ch] = float(sdy_xhat);
     dbeta[ch] = float(sdy);
-    const double k = double(gamma[ch]) * invstd[ch], t = double(invstd[ch]) * (sdy_xhat / count);
-    factors[ch] = make_float4(float(k), float(-k * t), float(k * (t * mean[ch] - sdy / count)), 0.f);
+    factors[ch] = make_float4(gamma[ch] * invstd[ch], float(sdy / count), mean[ch],
+                              float(double(invstd[ch]) * (sdy_xhat / count)));
   }
 };
 
@@ -155,7 +156,7 @@ __global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, cons
     for (int j = 0; j < V; ++j) {
       const float4 f = factors[cp * V + j];
       const float g = !ry || load(pr.v[j]) > 0.f ? load(pg.v[j]) : 0.f;
-      out.v[j] = store<bf16>(f.x * g + f.y * load(px.v[j]) + f.z);
+      out.v[j] = store<bf16>(f.x * (g - f.y - (load(px.v[j]) - f.z) * f.w));
     }
     reinterpret_cast<P*>(dx)[k] = out;
   });
