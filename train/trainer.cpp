@@ -245,6 +245,8 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     auto sums = resume.info.at("epoch_sums");
     for (int i = 0; i < 3; ++i) carried[i] = sums.at(i).get<double>();
   }
+  // The readers start on the first epoch's files now, while the GPU (if any) sets itself up.
+  if (start_epoch < rec.epochs) train_loader.start_epoch(start_epoch, start_step);
   // Every rank starts from rank 0's weights (each rank may have initialised or read its own).
   if (ranks > 1) {
     broadcast_floats(net.weights());
@@ -334,7 +336,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     if (epoch == start_epoch) std::copy(carried, carried + 3, sums);
     double t_io = 0, t_h2d = 0, t_fwd = 0, t_bwd = 0, t_update = 0, t_comm = 0;
     Stopwatch epoch_clock, lap;
-    train_loader.start_epoch(epoch, first);
+    if (epoch != start_epoch) train_loader.start_epoch(epoch, first);  // the first one started above
     for (long long step = first; step < per_epoch; ++step) {
       lap.reset();
       if (!train_loader.next(b)) fail("loader ended early (internal error)");
