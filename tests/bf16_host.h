@@ -1,6 +1,7 @@
 // Host-side bf16 for the GPU tests: rounding a float as the GPU stores it (to nearest, ties to
 // even), moving float tensors to and from bf16 device buffers, and NCHW <-> NHWC reordering, so
-// that a bf16 NHWC result can be compared with the CPU reference's fp32 NCHW one.
+// that a bf16 NHWC result can be compared with the CPU reference's fp32 NCHW one, and packing a
+// net's input as its InputLayout stores it.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "train/gpu_context.h"
+#include "train/layers/input_layout.h"
 
 namespace convoy::test {
 
@@ -51,6 +53,21 @@ std::vector<T> to_nchw(const std::vector<T>& x, int n, int c, int hw) {
     for (int ch = 0; ch < c; ++ch)
       for (int p = 0; p < hw; ++p) y[(size_t(i) * c + ch) * hw + p] = x[(size_t(i) * hw + p) * c + ch];
   return y;
+}
+
+// n NHWC samples of the layout's sample shape, stored as the layout says (padding channels and
+// pixels zero), by input_source, the function the GPU's augmentation uses too.
+inline std::vector<float> pack_input(const gpu::InputLayout& l, int n, const std::vector<float>& nhwc) {
+  std::vector<float> out(size_t(n) * l.sample_size());
+  for (int s = 0; s < n; ++s)
+    for (int i = 0; i < l.h_stored; ++i)
+      for (int j = 0; j < l.w_stored; ++j)
+        for (int k = 0; k < l.c_stored; ++k) {
+          int y, x, ch;
+          out[((size_t(s) * l.h_stored + i) * l.w_stored + j) * l.c_stored + k] =
+              gpu::input_source(l, i, j, k, y, x, ch) ? nhwc[((size_t(s) * l.h + y) * l.w + x) * l.c + ch] : 0.f;
+        }
+  return out;
 }
 
 // A bf16 device buffer holding v rounded.

@@ -80,6 +80,7 @@ using test::round_bf16;
 using test::to_nchw;
 using test::to_nhwc;
 using test::up_bf16;
+using test::pack_input;
 
 // The conv weights [c_out, c, kh, kw] in cuDNN's NHWC filter order [c_out, kh, kw, c], written out
 // independently of the library's index arithmetic.
@@ -340,7 +341,8 @@ TEST_F(GpuBf16, ConvForwardBackward) {
   for (ConvShape s : {ConvShape{4, 3, 28, 28, 32, 3, 3, 1, 1, 1}, ConvShape{2, 16, 15, 13, 8, 3, 3, 2, 1, 1},
                       ConvShape{3, 8, 9, 9, 8, 1, 1, 1, 0, 1}, ConvShape{2, 8, 10, 10, 8, 3, 3, 1, 1, 4},
                       ConvShape{2, 3, 32, 32, 16, 7, 7, 2, 3, 1}, ConvShape{4, 1, 28, 28, 32, 3, 3, 1, 1, 1},
-                      ConvShape{2, 64, 8, 8, 64, 3, 3, 1, 1, 1}}) {
+                      ConvShape{2, 64, 8, 8, 64, 3, 3, 1, 1, 1}, ConvShape{3, 1, 15, 13, 8, 3, 3, 2, 1, 1},
+                      ConvShape{2, 3, 33, 30, 16, 7, 7, 2, 3, 1}, ConvShape{2, 4, 12, 12, 8, 4, 4, 2, 0, 1}}) {
     const int c = s.c_in / s.groups, rs = s.kh * s.kw, hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
     auto x = round_bf16(randn(s.in_count(), 1)), dy = round_bf16(randn(s.out_count(), 4));
     auto w = randn(s.weight_count(), 2, 0.2f), b = randn(s.c_out, 3);
@@ -406,6 +408,40 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     for (size_t q = 0; q < size_t(s.n) * hw_in; ++q)
       for (int ch = 0; ch < s.c_in; ++ch) dxr[q * s.c_in + ch] = dxp[q * cp + ch];
     EXPECT_LT(rel_l2(to_nchw(dxr, s.n, s.c_in, hw_in), dx), kBf16);
+
+    // A stride-2 first layer of up to 4 channels, as GpuNet runs it: 2x2 pixel blocks, a half-size
+    // kernel of stride 1, the weight copy rearranged to match (no input gradient).
+    if (s.stride != 2 || s.c_in > 4) continue;
+    const gpu::InputLayout l = gpu::space_to_depth_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad);
+    const int kb = (s.kh + 1) / 2;
+    gpu::ConvPlan splan(ctx, s, false, l.c_stored, true);
+    const size_t sw = size_t(s.c_out) * kb * kb * l.c_stored, sat = w.size() + 3;
+    std::vector<gpu::WeightSegment> sseg{{0, w.size(), c, rs, sat, l.c_stored, s.kh}};
+    gpu::DeviceBuffer<gpu::WeightSegment> gsseg(1);
+    gsseg.upload(sseg.data(), 1);
+    auto gsw = up_bf16(std::vector<float>(sat + sw, 0.f));
+    gpu::refresh_weight_copy(ctx, w.size(), gw32.get(), {gsw.get(), gsseg.get(), 1});
+    const auto scopy = down_bf16(ctx, gsw);
+    // Every weight once in its block tap and channel, zeros elsewhere.
+    std::vector<float> sexp(sw, 0.f);
+    for (int o = 0; o < s.c_out; ++o)
+      for (int ch = 0; ch < c; ++ch)
+        for (int ky = 0; ky < s.kh; ++ky)
+          for (int kx = 0; kx < s.kw; ++kx)
+            sexp[((size_t(o) * kb + ky / 2) * kb + kx / 2) * l.c_stored + ((ky % 2) * 2 + kx % 2) * c + ch] =
+                wr[((size_t(o) * c + ch) * s.kh + ky) * s.kw + kx];
+    ASSERT_EQ(std::vector<float>(scopy.begin() + sat, scopy.end()), sexp) << "space-to-depth weight copy";
+    auto gxs = up_bf16(pack_input(l, s.n, to_nhwc(x, s.n, s.c_in, hw_in)));
+    auto gys = poisoned_bf16(y.size()), gss = poisoned_bf16(sw);
+    auto gdws = poisoned(dw.size() + 16), gdbs = poisoned(db.size());
+    gpu::conv_forward(ctx, splan, gxs.get(), gsw.get() + sat, gb.get(), gys.get());
+    gpu::conv_backward(ctx, splan, gxs.get(), gsw.get() + sat, gdy.get(), static_cast<gpu::bf16*>(nullptr),
+                       gdws.get(), gdbs.get(), gss.get());
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gys), s.n, s.c_out, hw_out), y), kBf16) << "space to depth, c_in " << s.c_in;
+    const auto dws = down(ctx, gdws);
+    EXPECT_LT(rel_l2(std::vector<float>(dws.begin(), dws.begin() + dw.size()), dw), kBf16) << "space to depth";
+    for (size_t k = dw.size(); k < dws.size(); ++k) ASSERT_TRUE(std::isnan(dws[k])) << "dw written past its end";
+    EXPECT_LT(rel_l2(down(ctx, gdbs), db), 1e-4);
   }
 }
 
@@ -681,7 +717,19 @@ TEST_F(GpuBf16, AugmentEqualsCpuRounded) {
   auto gy = poisoned_bf16(want.size());
   gpu::AugmentShape s{n, 3, int(stored.height), int(stored.width), aug.out_h, aug.out_w, aug.pad};
   gpu::augment_forward(ctx, s, gpx.get(), gcrops.get(), gss.get(), gy.get(), gpu::Layout::nhwc);
-  EXPECT_EQ(down_bf16(ctx, gy), to_nhwc(round_bf16(want), n, 3, hw));
+  const auto nhwc = to_nhwc(round_bf16(want), n, 3, hw);
+  EXPECT_EQ(down_bf16(ctx, gy), nhwc);
+  // Stored as a net's input: padded to 8 channels, and as 2x2 blocks for a 3x3/2 and a 7x7/2
+  // convolution with padding (zeros where the convolution pads, not the normalised zero pixel).
+  for (const gpu::InputLayout l : {gpu::plain_input(3, aug.out_h, aug.out_w, 8),
+                                   gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 3, 1),
+                                   gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 7, 3)}) {
+    s.packed = l;
+    auto gp = poisoned_bf16(size_t(n) * l.sample_size());
+    gpu::augment_forward(ctx, s, gpx.get(), gcrops.get(), gss.get(), gp.get(), gpu::Layout::nhwc);
+    const auto got = down_bf16(ctx, gp), expected = pack_input(l, n, nhwc);
+    EXPECT_EQ(got, expected) << "block " << l.block << ", " << l.c_stored << " channels";
+  }
 }
 
 TEST_F(GpuBf16, ReorderRoundTrips) {

@@ -61,13 +61,13 @@ gpu::DeviceBuffer<uint64_t> step_key(uint64_t key) {
 }
 
 void steps_match(const std::string& config, Dims input, int n, int steps, gpu::MathMode math = gpu::MathMode::fp32,
-                 const Bounds& bound = kFp32) {
+                 const Bounds& bound = kFp32, bool space_to_depth = true) {
   NetConfig cfg = read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/" + config);
   Net cpu(cfg, input, 10);
   cpu.init_weights(7);
   cpu.reserve(n);
   gpu::Context ctx(0, size_t(256) << 20, math);
-  gpu::GpuNet g(ctx, cpu, n);
+  gpu::GpuNet g(ctx, cpu, n, nullptr, space_to_depth);
   g.upload(cpu.weights(), cpu.state());
 
   std::mt19937 rng(3);
@@ -83,13 +83,8 @@ void steps_match(const std::string& config, Dims input, int n, int steps, gpu::M
   const void* input_x = gx.get();
   if (g.stores_bf16()) {
     x = test::round_bf16(x);
-    // Padded with zero channels where the GPU net wants more per pixel (3 -> 8 for ResNet-18).
-    const int hw = input.h * input.w, cp = g.input_channels();
-    const auto nhwc = test::to_nhwc(x, n, input.c, hw);
-    std::vector<float> padded(size_t(n) * hw * cp, 0.f);
-    for (size_t p = 0; p < size_t(n) * hw; ++p)
-      for (int c = 0; c < input.c; ++c) padded[p * cp + c] = nhwc[p * input.c + c];
-    gx16 = test::up_bf16(padded);
+    // Stored as the GPU net wants it (ResNet-18: 2x2 pixel blocks, or padded from 3 to 8 channels).
+    gx16 = test::up_bf16(test::pack_input(g.input_layout(), n, test::to_nhwc(x, n, input.c, input.h * input.w)));
     input_x = gx16.get();
   } else {
     gx.upload(x.data(), x.size());
@@ -168,16 +163,33 @@ TEST(GpuNet, Bf16FmnistStepsMatchCpu) {
   steps_match("fmnist.toml", {1, 28, 28}, 32, 5, gpu::MathMode::bf16, {5e-3, 0.25, 3e-2, 1e-4, 1e-3});
 }
 
-TEST(GpuNet, Bf16PadsThreeInputChannelsToEight) {
+TEST(GpuNet, Bf16StoresFewInputChannelsForFastConvolutions) {
   gpu::Context ctx(0, size_t(256) << 20, gpu::MathMode::bf16);
   Net rgb(read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/resnet18.toml"), {3, 32, 32}, 10);
   Net gray(read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/fmnist.toml"), {1, 28, 28}, 10);
-  EXPECT_EQ(gpu::GpuNet(ctx, rgb, 2).input_channels(), 8);
-  EXPECT_EQ(gpu::GpuNet(ctx, gray, 2).input_channels(), 1);
+  // ResNet-18's 7x7/2 stem with padding 3 over 32x32: 16x16 outputs, 4x4 taps of 2x2 blocks, so
+  // 19x19 stored pixels of 12 channels padded to 16.
+  const gpu::InputLayout s2d = gpu::GpuNet(ctx, rgb, 2).input_layout();
+  EXPECT_EQ(s2d.block, 2);
+  EXPECT_EQ(s2d.c_stored, 16);
+  EXPECT_EQ(s2d.h_stored, 19);
+  EXPECT_EQ(s2d.w_stored, 19);
+  EXPECT_EQ(s2d.pad, 3);
+  const gpu::InputLayout padded = gpu::GpuNet(ctx, rgb, 2, nullptr, false).input_layout();
+  EXPECT_EQ(padded.block, 1);
+  EXPECT_EQ(padded.c_stored, 8);
+  EXPECT_EQ(padded.h_stored, 32);
+  EXPECT_EQ(gpu::GpuNet(ctx, gray, 2).input_layout().c_stored, 1);  // a stride-1 first convolution
   gpu::Context ctx32(0, size_t(256) << 20, gpu::MathMode::fp32);
-  EXPECT_EQ(gpu::GpuNet(ctx32, rgb, 2).input_channels(), 3);
+  EXPECT_EQ(gpu::GpuNet(ctx32, rgb, 2).input_layout().c_stored, 3);
+  EXPECT_EQ(gpu::GpuNet(ctx32, rgb, 2).input_layout().block, 1);
 }
 
 TEST(GpuNet, Bf16Resnet18StepsMatchCpu) {
   steps_match("resnet18.toml", {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.08, 5e-3, 1e-4});
+}
+
+// The same with the stem reading 3 channels padded to 8 instead of 2x2 pixel blocks.
+TEST(GpuNet, Bf16Resnet18WithoutSpaceToDepthStepsMatchCpu) {
+  steps_match("resnet18.toml", {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.08, 5e-3, 1e-4}, false);
 }

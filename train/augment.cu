@@ -1,29 +1,36 @@
 // CUDA twin of augment.cpp: the stored uint8 samples go to the GPU and are cropped, flipped and
 // normalised there, from the crop/flip choices the loader drew on the CPU, into the layout and
 // element type the net reads (fp32 NCHW, or bf16 NHWC for a bf16 net).
+#include "shared/log.h"
 #include "train/layers/gpu_ops.h"
 #include "train/layers/storage.cuh"
 
 namespace convoy::gpu {
 namespace {
 
+// The NHWC output's stored layout: the AugmentShape's, or c channels per pixel as they are.
+InputLayout nhwc_layout(const AugmentShape& s) {
+  return s.packed.c_stored ? s.packed : plain_input(s.c, s.out_h, s.out_w, s.c);
+}
+
 // One thread per output value, in output order, so the writes coalesce; the same arithmetic as
-// Augmenter::apply (v * scale + shift in float), hence bit-identical float output.
+// Augmenter::apply (v * scale + shift in float), hence bit-identical float output. NHWC output goes
+// through the stored layout: padding channels and (space to depth) the convolution's padding
+// pixels are zero, every other value the augmented sample's.
 template <typename T, Layout L>
-__global__ void augment(AugmentShape s, const uint8_t* __restrict__ hwc, const int32_t* __restrict__ crops,
-                        const float* __restrict__ scale_shift, T* __restrict__ out) {
-  const int oc = L == Layout::nhwc && s.out_c > s.c ? s.out_c : s.c;
-  const size_t plane = size_t(s.out_h) * s.out_w, per = plane * oc;
+__global__ void augment(AugmentShape s, InputLayout l, const uint8_t* __restrict__ hwc,
+                        const int32_t* __restrict__ crops, const float* __restrict__ scale_shift,
+                        T* __restrict__ out) {
+  const size_t plane = size_t(s.out_h) * s.out_w;
+  const size_t per = L == Layout::nchw ? plane * s.c : l.sample_size();
   CONVOY_GRID_STRIDE(k, size_t(s.n) * per) {
     const size_t n = k / per, r = k % per;
     int c, y, x;
     if (L == Layout::nchw) {
       c = int(r / plane), y = int(r % plane) / s.out_w, x = int(r % plane) % s.out_w;
     } else {
-      c = int(r % oc);
-      const int p = int(r / oc);
-      y = p / s.out_w, x = p % s.out_w;
-      if (c >= s.c) {  // padding channels
+      const int p = int(r / l.c_stored);
+      if (!input_source(l, p / l.w_stored, p % l.w_stored, int(r % l.c_stored), y, x, c)) {
         out[k] = store<T>(0.f);
         continue;
       }
@@ -43,12 +50,13 @@ __global__ void augment(AugmentShape s, const uint8_t* __restrict__ hwc, const i
 template <typename T>
 void augment_forward(Context& ctx, const AugmentShape& s, const uint8_t* hwc, const int32_t* crops,
                      const float* scale_shift, T* out, Layout layout) {
-  const int oc = layout == Layout::nhwc && s.out_c > s.c ? s.out_c : s.c;
-  const size_t total = size_t(s.n) * oc * s.out_h * s.out_w;
+  const InputLayout l = nhwc_layout(s);
+  if (l.c != s.c || l.h != s.out_h || l.w != s.out_w) fail("augment: the stored layout is of another sample shape");
+  const size_t total = s.n * (layout == Layout::nchw ? size_t(s.c) * s.out_h * s.out_w : l.sample_size());
   if (layout == Layout::nchw)
-    augment<T, Layout::nchw><<<grid_for(total), 256, 0, ctx.stream()>>>(s, hwc, crops, scale_shift, out);
+    augment<T, Layout::nchw><<<grid_for(total), 256, 0, ctx.stream()>>>(s, l, hwc, crops, scale_shift, out);
   else
-    augment<T, Layout::nhwc><<<grid_for(total), 256, 0, ctx.stream()>>>(s, hwc, crops, scale_shift, out);
+    augment<T, Layout::nhwc><<<grid_for(total), 256, 0, ctx.stream()>>>(s, l, hwc, crops, scale_shift, out);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

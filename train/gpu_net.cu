@@ -43,7 +43,7 @@ T* as(const DeviceBuffer<unsigned char>& b) {
 
 }  // namespace
 
-GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
+GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, bool space_to_depth)
     : ctx_(ctx), net_(net), max_batch_(max_batch) {
   Arena& a = arena ? *arena : own_arena_;
   const bool half = ctx.bf16();
@@ -57,14 +57,25 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
   const auto& nodes = net.nodes();
   size_t scratch = 0, dw16 = 0, dy16 = 0;
   buf_.resize(nodes.size());
-  // Pad the input's channels (bf16) when only ungrouped convolutions read it.
-  input_c_ = net.input_dims().c;
-  if (half && input_c_ > 1 && input_c_ < 8) {
+  // bf16: pad the input's channels when only ungrouped convolutions read it, or fold 2x2 pixel
+  // blocks into its channels when one stride-2 convolution reads it.
+  const Dims id = net.input_dims();
+  input_ = plain_input(id.c, id.h, id.w, id.c);
+  if (half && id.c < 8) {
     bool only_convs = true;
+    int readers = 0;
+    const Node* reader = nullptr;
     for (const Node& nd : nodes)
       for (int k : nd.in)
-        if (k < 0 && (nd.spec.kind != LayerKind::conv || nd.spec.groups != 1)) only_convs = false;
-    if (only_convs) input_c_ = 8;
+        if (k < 0) {
+          ++readers, reader = &nd;
+          if (nd.spec.kind != LayerKind::conv || nd.spec.groups != 1) only_convs = false;
+        }
+    if (only_convs && readers == 1 && space_to_depth && id.c <= 4 && reader->spec.stride == 2 &&
+        reader->spec.kernel >= 2)
+      input_ = space_to_depth_input(id.c, id.h, id.w, reader->spec.kernel, reader->spec.pad);
+    else if (only_convs && id.c > 1)
+      input_ = plain_input(id.c, id.h, id.w, 8);
   }
   copy_at_.assign(nodes.size(), 0);
   size_t copy_size = params;  // padded first-layer weights go after the flat ones
@@ -89,9 +100,11 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena)
     if (half && nd.spec.kind == LayerKind::conv) {
       const int c = in.c / nd.spec.groups, rs = nd.spec.kernel * nd.spec.kernel;
       if (nd.w_count >= (size_t(1) << 32)) fail("GpuNet: a convolution with 2^32 weights or more");
-      if (nd.in[0] < 0 && input_c_ != in.c) {
-        const size_t padded = nd.w_count / size_t(c) * size_t(input_c_);
-        host_segments_.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs, copy_size, input_c_});
+      if (nd.in[0] < 0 && (input_.c_stored != in.c || input_.block != 1)) {
+        const int kb = (nd.spec.kernel + 1) / 2, taps = input_.block == 2 ? kb * kb : rs;
+        const size_t padded = size_t(nd.spec.filters) * taps * size_t(input_.c_stored);
+        host_segments_.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs, copy_size, input_.c_stored,
+                                  input_.block == 2 ? nd.spec.kernel : 0});
         copy_at_[i] = copy_size;
         copy_size += padded;
         dw16 = std::max(dw16, padded);
@@ -175,7 +188,9 @@ const ConvPlan& GpuNet::plan(int node, int n) {
   if (it != plans_.end()) return *it->second;
   const Node& nd = net_.nodes()[node];
   const Dims in = nd.in[0] < 0 ? net_.input_dims() : net_.nodes()[nd.in[0]].out;
-  auto p = std::make_unique<ConvPlan>(ctx_, conv_shape(nd, in, n), nd.in[0] >= 0, nd.in[0] < 0 ? input_c_ : 0);
+  const bool first = nd.in[0] < 0;
+  auto p = std::make_unique<ConvPlan>(ctx_, conv_shape(nd, in, n), !first, first ? input_.c_stored : 0,
+                                      first && input_.block == 2);
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 

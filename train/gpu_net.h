@@ -21,7 +21,9 @@ class GpuNet {
   // arena, the buffers are requested from it and usable once its owner commits it; without one,
   // the net makes and commits its own. The context's math mode fixes how activations are stored:
   // fp32 NCHW, or (MathMode::bf16) bf16 NHWC with fp32 logits.
-  GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena = nullptr);
+  // space_to_depth: let a bf16 net whose input only a stride-2 convolution of up to 4 channels reads
+  // take it as 2x2 blocks (InputLayout block 2); off, such input is padded to 8 channels instead.
+  GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena = nullptr, bool space_to_depth = true);
 
   // Weights and running statistics in the CPU Net's flat layout (fp32 whatever the math mode).
   void upload(const std::vector<float>& weights, const std::vector<float>& state);
@@ -40,9 +42,11 @@ class GpuNet {
 
   // Whether activations, and so forward()'s input, are bf16 NHWC rather than fp32 NCHW.
   bool stores_bf16() const { return ctx_.bf16(); }
-  // Channels per pixel of forward()'s input: the net's, or for a bf16 net whose input only
-  // convolutions read, 3 (or 2..7) padded with zeros to 8, the width cuDNN's NHWC kernels run fast.
-  int input_channels() const { return input_c_; }
+  // How forward()'s input is stored for a bf16 net: its channels as they are, or for a net whose
+  // input only convolutions read, 3 (or 2..7) padded with zeros to 8, the width cuDNN's NHWC kernels
+  // run fast, or 2x2 blocks of pixels (space to depth) for a stride-2 first convolution. fp32
+  // nets read plain NCHW (c_stored = c).
+  const InputLayout& input_layout() const { return input_; }
   // A bf16 net multiplies with a bf16 copy of the weights. Pass weight_copy() to the fused
   // optimiser updates, which refresh it; after any other change of weights(), call
   // refresh_weight_copy(). Empty (and the call a no-op) for fp32 nets.
@@ -100,7 +104,7 @@ class GpuNet {
   // relu_of_[i] is that ReLU's node (-1 for none), and fused_[j] marks a ReLU run by its input.
   std::vector<int> relu_of_;
   std::vector<bool> fused_;
-  int input_c_ = 0;
+  InputLayout input_;
   std::vector<size_t> copy_at_;  // per node: where its weights start in weights16_ (w_off unless padded)
   std::map<std::pair<int, int>, std::unique_ptr<ConvPlan>> plans_;  // (node, batch) -> plan
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end

@@ -45,7 +45,7 @@ struct GpuStep::StepEvents {
 
 GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank,
                  int ranks, const GpuStepOptions& o)
-    : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch, &arena_), host_opt_(opt),
+    : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch, &arena_, o.space_to_depth), host_opt_(opt),
       max_batch_(max_batch), ranks_(ranks), o_(o),
       losses_host_(sizeof(float) * max_batch), probs_host_(sizeof(float) * max_batch * std::max(1, net.classes())),
       acc_host_(4 * sizeof(double)) {
@@ -54,11 +54,11 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) name_ += std::string(" (") + prop.name + ")";
   aug_ = {max_batch, int(aug.stored.channels), int(aug.stored.height), int(aug.stored.width),
-          aug.out_h, aug.out_w, aug.pad, net_.input_channels()};
+          aug.out_h, aug.out_w, aug.pad, net_.input_layout()};
   const Dims in = net.input_dims();
   if (in.c != aug_.c || in.h != aug_.out_h || in.w != aug_.out_w)
     fail("GpuStep: the net's input differs from the augmented sample shape");
-  arena_.request(x_, size_t(max_batch) * in.h * in.w * net_.input_channels() *
+  arena_.request(x_, size_t(max_batch) * net_.input_layout().sample_size() *
                          (ctx_.bf16() ? sizeof(bf16) : sizeof(float)));
   arena_.request(m_, opt.m.size());
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));

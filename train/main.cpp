@@ -56,6 +56,9 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   app.add_option("--device", t.device, "cpu | cuda | auto (a GPU when one is visible)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_flag("!--no-cuda-graph", t.cuda_graph, "CUDA backend: queue each step op by op instead of replaying a captured graph");
+  app.add_flag("!--no-space-to-depth", t.space_to_depth,
+               "CUDA backend, bf16: feed a stride-2 first convolution (ResNet's 7x7 stem) 3 channels padded to 8 "
+               "instead of 2x2 pixel blocks as 16 channels");
   app.add_option("--cudnn-algos", t.cudnn_algos,
                  "CUDA backend: heuristic = deterministic convolution algorithms by cuDNN's ranking (runs repeat bit for "
                  "bit); measure = deterministic ones timed at start (the choice, and so the last bits, may differ between "

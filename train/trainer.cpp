@@ -264,6 +264,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
               : o.precision == "bf16" ? gpu::MathMode::bf16
                                       : gpu::MathMode::tf32;
     go.graph = o.cuda_graph;
+    go.space_to_depth = o.space_to_depth;
     go.profile = o.profile;
     go.workspace_bytes = size_t(o.cudnn_workspace_mb) << 20;
     go.algos = o.cudnn_algos == "measure"   ? gpu::AlgoSearch::measure
@@ -271,8 +272,9 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
                                             : gpu::AlgoSearch::heuristic;
     gpu = std::make_unique<gpu::GpuStep>(device, net, opt, train_loader.augmenter(), std::max(local_batch, 1), rank,
                                          ranks, go);
-    log_info("CUDA backend on %s (rank 0), %.0f MiB of tensors in one arena, %s math, %s convolution algorithms, %s%s",
+    log_info("CUDA backend on %s (rank 0), %.0f MiB of tensors in one arena, %s math, %s convolution algorithms%s, %s%s",
              gpu->device_name(), double(gpu->arena_bytes()) / (1 << 20), o.precision.c_str(), o.cudnn_algos.c_str(),
+             gpu->input_space_to_depth() ? ", input as 2x2 pixel blocks (space to depth)" : "",
              o.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
              ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
 #endif

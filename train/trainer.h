@@ -21,6 +21,7 @@ struct TrainOptions {
   std::string device = "cpu";      // cpu | cuda | auto
   std::string precision = "tf32";  // CUDA backend: fp32 (exact float), tf32 (tensor cores) or bf16 (bf16 NHWC activations)
   bool cuda_graph = true;          // CUDA backend: replay the step as a captured CUDA graph
+  bool space_to_depth = true;      // CUDA backend, bf16: a stride-2 first convolution reads 2x2 pixel blocks
   std::string cudnn_algos = "heuristic";  // CUDA backend: heuristic (repeatable) | measure (fastest)
   int cudnn_workspace_mb = 1024;           // CUDA backend: cuDNN workspace
   bool print_net = false;

@@ -11,11 +11,11 @@
 namespace convoy::gpu {
 namespace {
 
-// dw (fp32, [c_out, c, kh, kw]) from cuDNN's bf16 filter gradient in [c_out, kh, kw, c_pad] (the
-// padded channels' gradients are dropped).
-__global__ void widen_filter_grad(unsigned count, unsigned c, unsigned rs, unsigned c_pad,
+// dw (fp32, [c_out, c, kh, kw]) from cuDNN's bf16 filter gradient in the stored filter's order (the
+// padded channels' and taps' gradients are dropped).
+__global__ void widen_filter_grad(unsigned count, unsigned c, unsigned rs, unsigned c_pad, unsigned s2d_k,
                                   const bf16* __restrict__ krsc, float* __restrict__ dw) {
-  CONVOY_GRID_STRIDE(j, count) dw[j] = __bfloat162float(krsc[krsc_index(unsigned(j), c, rs, c_pad)]);
+  CONVOY_GRID_STRIDE(j, count) dw[j] = __bfloat162float(krsc[filter_index(unsigned(j), c, rs, c_pad, s2d_k)]);
 }
 
 // The first deterministic algorithm within the workspace, from cuDNN's heuristic ranking or from
@@ -57,12 +57,22 @@ Perf choose(AlgoSearch search, Heuristic heuristic, Measure timed, int total, si
 
 }  // namespace
 
-ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored)
+ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored, bool space_to_depth)
     : shape_(s), bf16_(ctx.bf16()), c_stored_(c_stored > 0 ? c_stored : s.c_in / s.groups) {
   if (s.relu) fail("the CUDA convolution runs its ReLU as a separate node (ConvShape::relu must be off)");
   if (c_stored > 0 && c_stored != s.c_in && (!bf16_ || s.groups != 1 || c_stored < s.c_in))
     fail("ConvPlan: padded input channels need a bf16 plan, one group and at least c_in channels");
+  if (space_to_depth && (!bf16_ || s.groups != 1 || s.stride != 2 || s.kh != s.kw || need_dx ||
+                         c_stored < 4 * s.c_in))
+    fail("ConvPlan: space to depth needs a bf16 plan of one group, stride 2, a square kernel, no input "
+         "gradient and 4 c_in stored channels");
+  if (space_to_depth) s2d_k_ = s.kh;
   const int cx = s.groups == 1 ? c_stored_ : s.c_in;  // channels of x as stored
+  // Space to depth: cuDNN sees the stored layout, a stride-1 unpadded convolution of half the kernel.
+  const InputLayout packed = space_to_depth_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad);
+  const int kb = (s.kh + 1) / 2;
+  const int xh = s2d_k_ ? packed.h_stored : s.h_in, xw = s2d_k_ ? packed.w_stored : s.w_in;
+  const int fh = s2d_k_ ? kb : s.kh, fw = s2d_k_ ? kb : s.kw, pad = s2d_k_ ? 0 : s.pad, stride = s2d_k_ ? 1 : s.stride;
   const cudnnTensorFormat_t format = bf16_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   const cudnnDataType_t type = bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
@@ -70,13 +80,13 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored)
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_));
   CONVOY_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
   CONVOY_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
-  CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, format, type, s.n, cx, s.h_in, s.w_in));
+  CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, format, type, s.n, cx, xh, xw));
   CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, format, type, s.n, s.c_out, s.h_out(), s.w_out()));
   CONVOY_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s.c_out, 1, 1));
-  CONVOY_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, type, format, s.c_out, cx / s.groups, s.kh, s.kw));
+  CONVOY_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, type, format, s.c_out, cx / s.groups, fh, fw));
   // The compute type is fp32 in every mode: bf16 tensors are multiplied on the tensor cores and
   // summed in fp32.
-  CONVOY_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, s.pad, s.pad, s.stride, s.stride, 1, 1,
+  CONVOY_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, pad, pad, stride, stride, 1, 1,
                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CONVOY_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, s.groups));
   CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(
@@ -162,7 +172,7 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
   const size_t count = s.weight_count();
   widen_filter_grad<<<grid_for(count), 256, 0, ctx.stream()>>>(unsigned(count), unsigned(s.c_in / s.groups),
                                                                unsigned(s.kh * s.kw), unsigned(p.c_stored_),
-                                                               dw_scratch, dw);
+                                                               unsigned(p.s2d_k_), dw_scratch, dw);
   CONVOY_CUDA_CHECK_LAUNCH();
   if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)

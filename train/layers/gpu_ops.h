@@ -14,6 +14,7 @@
 #include "train/layers/conv.h"
 #include "train/layers/dropout.h"
 #include "train/layers/fc.h"
+#include "train/layers/input_layout.h"
 #include "train/layers/pool.h"
 
 namespace convoy::gpu {
@@ -37,7 +38,10 @@ class ConvPlan {
   // zeros after them, and w is [c_out, kh, kw, c_stored] with zero weights there too. cuDNN's
   // NHWC tensor-core kernels want whole 16-byte pixels; 3-channel images padded to 8 run the
   // first convolution several times faster than 3 channels do.
-  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true, int c_stored = 0);
+  // space_to_depth (with c_stored, stride 2, no input gradient): x is stored as InputLayout's block
+  // 2 and w as [c_out, ceil(k/2), ceil(k/2), c_stored] (see filter_index in weight_copy.cuh).
+  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true, int c_stored = 0,
+           bool space_to_depth = false);
   ~ConvPlan();
   ConvPlan(const ConvPlan&) = delete;
   ConvPlan& operator=(const ConvPlan&) = delete;
@@ -53,6 +57,7 @@ class ConvPlan {
   bool has_dx_ = true;
   bool bf16_ = false;
   int c_stored_ = 0;  // channels per pixel of x and w as stored (shape_.c_in / groups unless padded)
+  int s2d_k_ = 0;     // space to depth: the kernel size k of the stride-2 convolution it computes
 };
 
 // The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
@@ -160,7 +165,7 @@ void batch_metrics(Context& ctx, int n, int classes, const float* probs, const i
 struct AugmentShape {
   int n = 0, c = 0, h = 0, w = 0;  // stored samples
   int out_h = 0, out_w = 0, pad = 0;
-  int out_c = 0;  // NHWC: channels per output pixel, c and then zeros (0: c)
+  InputLayout packed{};  // NHWC: how the output is stored (c_stored 0: c channels per pixel, as is)
 };
 template <typename T>
 void augment_forward(Context& ctx, const AugmentShape& s, const uint8_t* hwc, const int32_t* crops,
@@ -189,12 +194,14 @@ void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, 
 // A conv's weights in the flat parameter buffer, [c_out, c, kh, kw] there (c = c_in / groups),
 // which the bf16 copy holds in cuDNN's NHWC filter order [c_out, kh, kw, c]; rs = kh * kw.
 // dest: where the segment starts in the copy (begin, unless it is padded); c_pad: channels per
-// filter tap there (c, or more for a padded first convolution, whose extra weights stay zero).
+// filter tap there (c, or more for a padded first convolution, whose extra weights stay zero);
+// s2d_k: a space-to-depth first convolution's kernel size (0: none), see filter_index.
 struct WeightSegment {
   size_t begin = 0, end = 0;
   int c = 0, rs = 0;
   size_t dest = 0;
   int c_pad = 0;
+  int s2d_k = 0;
 };
 // The bf16 copy of the flat fp32 weights that a bf16 net computes with: the same offsets, the
 // segments (device array, sorted, disjoint) reordered (and padded ones moved past the flat
