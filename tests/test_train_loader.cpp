@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <utility>
 #include <string>
 
 #include "shared/atomic_file.h"
@@ -86,12 +87,15 @@ TEST(Loader, DeterministicFromSeedAndResumableMidEpoch) {
   const auto tail = epoch(b, 1, 4);
   ASSERT_EQ(tail.size(), e1.size() - 4);
   for (size_t k = 0; k < tail.size(); ++k) EXPECT_EQ(tail[k].x, e1[k + 4].x);
-  // Any number of readers and any prefetch depth give the same batches.
-  for (int readers : {1, 5}) {
+  // Any number of readers and any prefetch depth give the same batches; with 8 or more, the
+  // readers are woken only when a quarter of the window is free.
+  for (auto [readers, prefetch] : {std::pair{1, 1}, {5, 6}, {2, 9}, {3, 0}}) {
     LoaderOptions o = options(dir, true);
     o.readers = readers;
-    o.prefetch = readers == 1 ? 1 : 6;
+    o.prefetch = prefetch;
     Loader c(o, meta);
+    // 0: about 64 MiB of batches, at most 64 of them (these hold a few KiB).
+    EXPECT_EQ(c.prefetch(), prefetch == 0 ? 64 : prefetch);
     const auto same = epoch(c, 1);
     ASSERT_EQ(same.size(), e1.size());
     for (size_t k = 0; k < e1.size(); ++k) {

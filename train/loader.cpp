@@ -28,7 +28,17 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
       aug_(meta.shape, o.augment.crop, o.train ? o.augment.pad : 0, o.train && o.augment.flip, meta.mean, meta.std) {
   if (meta_.files.empty()) fail_file(join_path(o.dir, kDatasetJson), "lists no batch files");
   opt_.readers = std::max(1, opt_.readers);
-  opt_.prefetch = std::max(1, opt_.prefetch);
+  if (opt_.prefetch <= 0) {
+    // About 64 MiB of batches: a window that is a few steps of a large net, and tens of steps of
+    // a small one, whose steps are short enough for a thread wake-up to count.
+    const size_t batch_bytes = size_t(std::max(1, opt_.local_batch)) *
+                               (opt_.raw ? meta_.shape.bytes()
+                                         : sizeof(float) * meta_.shape.channels * aug_.out_h * aug_.out_w);
+    opt_.prefetch = int(std::clamp<size_t>((size_t(64) << 20) / std::max<size_t>(1, batch_bytes), 4, 64));
+  }
+  // The consumer wakes the readers once a quarter of the window is free, not after every batch:
+  // waking a sleeping thread costs the consumer microseconds, a share of a short step.
+  wake_at_ = std::max(1, opt_.prefetch / 4);
   // The shuffle window being built from and the next one being read: while the batches of one
   // window are assembled, the files of the next are read and verified.
   max_files_ = 2 * std::max(1, opt_.window_files);
@@ -317,6 +327,7 @@ bool Loader::next(HostBatch& out) {
   }
   ReadySlot& r = ready_[size_t(next_take_ % opt_.prefetch)];
   std::exception_ptr err;
+  if (!r.done) work_cv_.notify_all();  // the readers may be waiting for the window to empty further
   ready_cv_.wait(lk, [&] { return r.done || (err = file_error(next_take_)); });
   if (!r.done) std::rethrow_exception(err);
   if (r.error) std::rethrow_exception(r.error);
@@ -325,8 +336,9 @@ bool Loader::next(HostBatch& out) {
   if (!r.batch.labels.empty()) spare_batches_.push_back(std::move(r.batch));
   r = ReadySlot{};
   ++next_take_;
+  const bool wake = next_take_ + opt_.prefetch >= next_build_ + wake_at_;  // wake_at_ slots free
   lk.unlock();
-  work_cv_.notify_all();
+  if (wake) work_cv_.notify_all();
   return true;
 }
 

@@ -32,7 +32,8 @@ struct HostBatch {
 struct LoaderOptions {
   std::string dir;
   int local_batch = 128;
-  int readers = 2, prefetch = 4;
+  int readers = 2;
+  int prefetch = 0;            // batches kept ready; 0: about 64 MiB of them (4 to 64)
   bool train = true;           // shuffle and augment; else file order, centre crop, partial last batch
   bool raw = false;            // leave crop/flip/normalise to the consumer (HostBatch::pixels)
   int window_files = 4;
@@ -69,6 +70,7 @@ class Loader {
   // The next batch in order; false after the last one of the epoch. `out`'s previous buffers go
   // back to the loader to be filled again, so steady state allocates nothing.
   bool next(HostBatch& out);
+  int prefetch() const { return opt_.prefetch; }
   int out_channels() const { return int(meta_.shape.channels); }
   int out_height() const { return aug_.out_h; }
   int out_width() const { return aug_.out_w; }
@@ -100,6 +102,7 @@ class Loader {
   LoaderOptions opt_;
   DatasetMeta meta_;
   Augmenter aug_;
+  int wake_at_ = 1;    // free window slots at which next() wakes the readers
   int max_files_ = 0;  // files held at once (two shuffle windows); the prefetch window's files always get in
   int epoch_ = 0;
   std::vector<SampleRef> stream_;

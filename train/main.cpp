@@ -45,7 +45,7 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   app.add_option("--seed", t.seed, "seed for weights, order, augmentation and dropout");
   app.add_option("--threads", t.threads, "compute threads per rank (default: cores / ranks on the node)");
   app.add_option("--readers", t.readers, "loader threads");
-  app.add_option("--prefetch", t.prefetch, "batches the loader keeps ready");
+  app.add_option("--prefetch", t.prefetch, "batches the loader keeps ready (0: about 64 MiB of them, 4 to 64)");
   app.add_option("--shuffle-files", t.window_files, "shuffle buffer size in batch files");
   app.add_option("--log-every", t.log_every, "a progress line every N steps (0: none)");
   app.add_option("--metrics", t.metrics, "JSONL file of every metric");
@@ -101,12 +101,14 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
       ->check(CLI::IsMember({"raw", "float", "both"}));
   lb->add_option("--batch", lbo.batch, "batch size");
   lb->add_option("--readers", lbo.readers, "loader threads");
-  lb->add_option("--prefetch", lbo.prefetch, "batches the loader keeps ready");
+  lb->add_option("--prefetch", lbo.prefetch, "batches the loader keeps ready (0: about 64 MiB of them, 4 to 64)");
   lb->add_option("--shuffle-files", lbo.window_files, "shuffle buffer size in batch files");
   lb->add_option("--epochs", lbo.epochs, "epochs per mode (the first is left out of the median)");
   lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)");
   lb->add_option("--pad", lbo.pad, "zero padding before the random crop");
   lb->add_option("--seed", lbo.seed, "seed");
+  lb->add_option("--step-us", lbo.step_us,
+                 "microseconds the consumer spends per batch, spinning as a host waiting for a GPU step does");
   lb->add_flag("--digest", lbo.digest, "print a checksum of each epoch's batches (the same for any --readers)");
   try {
     app.parse(argc, argv);

@@ -256,6 +256,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   }
 
   GpuStepPtr gpu;
+  double gpu_setup_s = 0;  // building the step: context, handles, arena, weights up
   if (on_gpu) {
 #ifdef CONVOY_HAVE_CUDA
     const int device = local_rank() % gpu_count();
@@ -270,10 +271,12 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     go.algos = o.cudnn_algos == "measure"   ? gpu::AlgoSearch::measure
                : o.cudnn_algos == "fastest" ? gpu::AlgoSearch::fastest
                                             : gpu::AlgoSearch::heuristic;
+    Stopwatch setup_clock;
     gpu = std::make_unique<gpu::GpuStep>(device, net, opt, train_loader.augmenter(), std::max(local_batch, 1), rank,
                                          ranks, go);
-    log_info("CUDA backend on %s (rank 0), %.0f MiB of tensors in one arena, %s math, %s convolution algorithms%s, %s%s",
-             gpu->device_name(), double(gpu->arena_bytes()) / (1 << 20), o.precision.c_str(), o.cudnn_algos.c_str(),
+    gpu_setup_s = setup_clock.seconds();
+    log_info("CUDA backend on %s (rank 0, set up in %.2f s), %.0f MiB of tensors in one arena, %s math, %s convolution algorithms%s, %s%s",
+             gpu->device_name(), gpu_setup_s, double(gpu->arena_bytes()) / (1 << 20), o.precision.c_str(), o.cudnn_algos.c_str(),
              gpu->input_space_to_depth() ? ", input as 2x2 pixel blocks (space to depth)" : "",
              o.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
              ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
@@ -291,6 +294,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
 
   std::unique_ptr<MetricsLog> metrics;
   if (rank == 0 && !o.metrics.empty()) metrics = std::make_unique<MetricsLog>(o.metrics, !o.resume.empty());
+  if (metrics && gpu) metrics->write({{"kind", "setup"}, {"gpu_setup_seconds", gpu_setup_s}});
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
@@ -338,7 +342,8 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     if (epoch == start_epoch) std::copy(carried, carried + 3, sums);
     double t_io = 0, t_h2d = 0, t_fwd = 0, t_bwd = 0, t_update = 0, t_comm = 0;
     Stopwatch epoch_clock, lap;
-    if (epoch != start_epoch) train_loader.start_epoch(epoch, first);  // the first one started above
+    // Started before: the first epoch before the GPU's set-up, a later one before the evaluation
+    // of the epoch before it, so that its first batches are built while the evaluation runs.
     for (long long step = first; step < per_epoch; ++step) {
       lap.reset();
       if (!train_loader.next(b)) fail("loader ended early (internal error)");
@@ -399,6 +404,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
         return g_signal ? 128 + int(g_signal) : 0;
       }
     }
+    if (epoch + 1 < rec.epochs) train_loader.start_epoch(epoch + 1, 0);
     fold_gpu_metrics(sums);
     if (ranks > 1) sum_over_ranks(sums, 3);
     [[maybe_unused]] double t_idle = 0;

@@ -11,7 +11,7 @@ struct TrainOptions {
   int epochs = 0, batch = 0;  // 0: from the config
   uint64_t seed = 1;
   int threads = 0;            // OpenMP threads for compute; 0: all cores of this rank's share
-  int readers = 1, prefetch = 4, window_files = 4;
+  int readers = 1, prefetch = 0, window_files = 4;
   int log_every = 100;
   std::string metrics;        // JSONL path ("" = none)
   std::string checkpoint;     // written every checkpoint_every steps, on a signal and at the end
