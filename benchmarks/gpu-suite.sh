@@ -14,7 +14,7 @@ work=${CONVOY_SUITE_WORK:-$(mktemp -d)}
 mkdir -p "$out" "$work"
 export NCCL_NVLS_ENABLE=0
 # The tests that run the trainer find it here, not beside a build folder the host does not have.
-[ -n "${CONVOY_TRAIN:-}" ] || ! command -v train >/dev/null || export CONVOY_TRAIN=$(command -v train)
+if [ -z "${CONVOY_TRAIN:-}" ] && command -v train >/dev/null; then export CONVOY_TRAIN=$(command -v train); fi
 step() { echo "== $*" >&2; }
 
 { date -u; hostname; nvidia-smi -L; nproc; python3 -c 'import torch; print("torch", torch.__version__)'; } >"$out/machine.txt" 2>&1

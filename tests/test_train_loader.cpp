@@ -12,8 +12,8 @@
 #include <map>
 #include <random>
 #include <set>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "shared/atomic_file.h"
 #include "shared/dataset_meta.h"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "shared/crc32c.h"
@@ -37,16 +38,16 @@ uint32_t extend(uint32_t crc, const std::vector<T>& v) {
   return crc32c(v.data(), v.size() * sizeof(T), crc);
 }
 
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double percentile_99(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(0.99 * double(v.size())))];
 }
 
 EpochFigures drain(Loader& l, int epoch, bool digest, double step_us) {
@@ -74,8 +75,8 @@ EpochFigures drain(Loader& l, int epoch, bool digest, double step_us) {
   f.seconds = clock.seconds();
   f.cpu = cpu_seconds() - cpu0;
   for (double w : waits) f.wait += w;
-  f.wait_p50 = quantile(waits, 0.5);
-  f.wait_p99 = quantile(waits, 0.99);
+  f.wait_p50 = median(waits);
+  f.wait_p99 = percentile_99(std::move(waits));
   return f;
 }
 
