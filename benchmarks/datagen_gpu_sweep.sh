@@ -5,10 +5,10 @@
 # python3 + Pillow + numpy). Prints CSV; wall_s is the whole process.
 # usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]   (threads default: 1 4 8 16)
 # env: LARGE_COUNT (default 256), IMAGENET_COUNT (default 2048), THUMB_COUNT (default 8000) images in
-# the tars; REPEATS (default 1) rounds of every point, the three modes interleaved; OUT_ROOT (default
-# WORKDIR) for the outputs, e.g. /dev/shm so that the disk is not what is measured; SETS (default
-# "large:256 large:640 imagenet:256 thumbs:256") the image sets and sizes; MODES (default "off on
-# always").
+# the tars; REPEATS (default 1) rounds of every point, the modes interleaved (in reverse order every
+# other round, so that none always goes first); OUT_ROOT (default WORKDIR) for the outputs, e.g.
+# /dev/shm so that the disk is not what is measured; SETS (default "large:256 large:640
+# imagenet:256 thumbs:256") the image sets and sizes; MODES (default "off on always").
 set -euo pipefail
 dg=${1:?usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]}
 work=${2:?usage: datagen_gpu_sweep.sh DATAGEN WORKDIR [THREADS...]}
@@ -55,7 +55,9 @@ for set in ${SETS:-large:256 large:640 imagenet:256 thumbs:256}; do
   name=${set%%:*} size=${set##*:}
   for t in "${threads[@]}"; do
    for rep in $(seq 1 "${REPEATS:-1}"); do
-    for g in ${MODES:-off on always}; do
+    modes=(${MODES:-off on always})
+    ((rep % 2)) || modes=($(printf '%s\n' "${modes[@]}" | tac))
+    for g in "${modes[@]}"; do
       out="$out_root/out_${name}_${size}_${t}_$g"
       rm -rf "$out"
       args=(--input "$work/$name.tar" --output "$out" --size "$size" --threads "$t" --per-file 256)
@@ -64,11 +66,6 @@ for set in ${SETS:-large:256 large:640 imagenet:256 thumbs:256}; do
       start=$(date +%s%N)
       "$dg" "${args[@]}" 2> "$out.log" || { echo "datagen failed, see $out.log" >&2; exit 1; }
       wall=$(($(date +%s%N) - start))  # ns
-      if [ "$g" != off ] && [ -d "${out%_$g}_off" ]; then  # the samples must be the CPU run's, byte for byte
-        for f in "${out%_$g}_off"/*.cvb; do
-          cmp -s "$f" "$out/${f##*/}" || { echo "$out/${f##*/} differs from the CPU run's" >&2; exit 1; }
-        done
-      fi
       python3 - "$out/dataset.json" "$name" "$size" "$t" "$rep" "$g" "$wall" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -78,6 +75,14 @@ print(",".join(sys.argv[2:7] + [f"{s:.3f}", f"{int(sys.argv[7]) * 1e-9:.3f}", f"
                f"{p['decode']:.3f}", f"{p['resize']:.3f}"] + [f"{v:.3f}" for v in g] +
                [f"{p.get(k, 0):.0f}" for k in ("gpu_images", "cpu_images")]))
 PY
+    done
+    off="$out_root/out_${name}_${size}_${t}_off"
+    for g in "${modes[@]}"; do  # the samples must be the CPU run's, byte for byte
+      out="$out_root/out_${name}_${size}_${t}_$g"
+      [ "$g" != off ] && [ -d "$off" ] || continue
+      for f in "$off"/*.cvb; do
+        cmp -s "$f" "$out/${f##*/}" || { echo "$out/${f##*/} differs from the CPU run's" >&2; exit 1; }
+      done
     done
     rm -rf "$out_root/out_${name}_${size}_${t}_"{off,on,always}  # up to gigabytes each
    done

@@ -30,9 +30,15 @@ void BatchWriter::throw_if_failed() {
   if (!error_.empty()) throw Error(error_);
 }
 
-std::vector<uint8_t> BatchWriter::begin_file() {
+std::vector<uint8_t> BatchWriter::begin_file(const std::function<void()>& before_wait) {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [&] { return held_ < in_memory_ || !error_.empty(); });
+  const auto may = [&] { return held_ < in_memory_ || !error_.empty(); };
+  if (!may() && before_wait) {
+    lock.unlock();
+    before_wait();
+    lock.lock();
+  }
+  changed_.wait(lock, may);
   throw_if_failed();
   ++held_;
   if (spare_.empty()) return {};

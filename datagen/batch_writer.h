@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -28,8 +29,9 @@ class BatchWriter {
   // Waits until one more batch file may be held; returns a buffer for its images, one that a
   // written file no longer needs when there is one (its pages are already mapped), of whatever
   // size and contents it had. Every begin_file() is followed by one submit(), unless the run
-  // fails. Throws the error that stopped the writers, if any.
-  std::vector<uint8_t> begin_file();
+  // fails. Throws the error that stopped the writers, if any. before_wait (if any) is called,
+  // without the lock, before it blocks: a thread must first finish what the held files wait for.
+  std::vector<uint8_t> begin_file(const std::function<void()>& before_wait = {});
   // Hands over batch file b, made; kept: it is on disk already and verified, only its header is
   // read for the entry.
   void submit(uint64_t b, Batch batch, bool kept);

@@ -216,28 +216,7 @@ class Worker {
   // Makes (or keeps) batch files `files` with all threads and hands each to `writer`; calls
   // `report` on this thread, the one that may use MPI, for each file written.
   void run(const std::vector<uint64_t>& files, BatchWriter& writer, const Report& report) {
-    size_t next = 0;
-    if (lanes_ && !lanes_->started()) {
-      // --gpu-route auto: files are made on the CPU path, one at a time, until the CPU's resize
-      // time per image is known; then the GPU is started only if it would pay, and otherwise
-      // the rest goes the CPU path too.
-      while (next < files.size() && phases_.cpu_images == 0) run_cpu({files[next++]}, writer, report);
-      if (next < files.size() && !start_gpu_if_it_pays(files, next)) {
-        run_cpu(std::vector<uint64_t>(files.begin() + long(next), files.end()), writer, report);
-        next = files.size();
-      }
-    }
-    if (lanes_) {
-      for (; next < files.size(); ++next) {
-        const uint64_t b = files[next];
-        report_written(writer, report);
-        std::vector<uint8_t> buffer = writer.begin_file();
-        const std::vector<uint64_t> ids = planned(b);
-        if (!keep(b, ids, writer, phases_)) writer.submit(b, build(b, ids, std::move(buffer)), false);
-      }
-    } else {
-      run_cpu(files, writer, report);
-    }
+    make_files(files, writer, report);
     writer.finish();
     report_written(writer, report);
   }
@@ -260,11 +239,12 @@ class Worker {
   // The GPU can save at most the CPU's resize time, while starting it costs CUDA's start-up and
   // the pinned allocations (tenths of a second, more when many ranks share a GPU), and the
   // process's exit pays again to release them. So the automatic route starts the GPU only if the
-  // resize time left, per thread, is at least --gpu-min-saving seconds. files[next...] are left.
-  bool start_gpu_if_it_pays(const std::vector<uint64_t>& files, size_t next) {
+  // resize time left, per thread, is at least --gpu-min-saving seconds. A thread that resized
+  // `images` in `resize_s` seconds judges, for the files from `next` on.
+  bool start_gpu_if_it_pays(double resize_s, double images, const std::vector<uint64_t>& files, size_t next) {
     uint64_t left = 0;
     for (size_t i = next; i < files.size(); ++i) left += plan_.file_end(files[i]) - plan_.file_begin(files[i]);
-    const double saving = phases_.resize / phases_.cpu_images * double(left) / threads_;
+    const double saving = resize_s / images * double(left) / threads_;
     if (saving < opt_.gpu_min_saving) {
       log_all("rank %d: --gpu-resize: resizing the %llu images left would take about %.2f s per thread, less than "
               "the %.2f s the GPU must save to pay for starting it; the CPU resizes them (--gpu-route always "
@@ -295,13 +275,24 @@ class Worker {
     for (const auto& [b, e] : writer.take_written()) report(b, e);
   }
 
-  // The CPU path: one parallel region for all the files. Each thread takes the next sample from
-  // the queue, whichever file it belongs to; the thread that makes a file's last sample puts the
-  // file together and hands it to the writer. No thread waits at the end of a file.
-  void run_cpu(const std::vector<uint64_t>& files, BatchWriter& writer, const Report& report) {
+  // One parallel region for all the files. Each thread takes the next sample from the queue,
+  // whichever file it belongs to; the thread that finishes a file's last sample puts the file
+  // together and hands it to the writer. No thread waits at the end of a file.
+  // With --gpu-resize, a thread whose GPU lane is ready sends each sample where the lane's router
+  // says; the GPU's results come back to their slots whenever the lane's batches are done (tag:
+  // the file's position << 32 | slot), and a thread flushes its lane before it would block, so
+  // that no file waits for samples held back. Under --gpu-route auto the first thread to have
+  // resized kRouteSamples images, or to finish a file, judges from its own resize time whether
+  // the GPU pays for the files not yet begun, and starts it if so: a run that leaves the GPU off
+  // runs exactly the CPU path, plus that one judgement.
+  void make_files(const std::vector<uint64_t>& files, BatchWriter& writer, const Report& report) {
+    constexpr double kRouteSamples = 32;
+    const bool jpeg = opt_.encoding == Encoding::jpeg;
+    const size_t bytes = shape_.bytes();
     WorkQueue queue(files.size());
     std::vector<std::unique_ptr<FileJob>> jobs(files.size());
     std::vector<Phases> per_thread(static_cast<size_t>(threads_));
+    std::atomic<bool> judged{!lanes_ || lanes_->started()};
     std::mutex fatal_mu;
     std::string fatal;
     Stopwatch wall;
@@ -309,13 +300,54 @@ class Worker {
     {
       const int tid = omp_get_thread_num();
       Phases& t = per_thread[size_t(tid)];
+      auto note_fatal = [&](const std::exception& e) {
+        {
+          std::lock_guard<std::mutex> lock(fatal_mu);
+          if (fatal.empty()) fatal = e.what();
+        }
+        queue.stop();
+        writer.stop(e.what());
+      };
+      // One more sample of the file at position `file` is done (made or rejected); returns
+      // whether it was the file's last.
+      auto done = [&](size_t file) {
+        FileJob& f = *jobs[file];
+        if (f.left.fetch_sub(1) != 1) return false;
+        Stopwatch w;
+        writer.submit(f.b, assemble(f.b, f.ids, std::move(f.pixels), f.encoded, f.reason), false);
+        t.assemble += w.seconds();
+        jobs[file].reset();
+        return true;
+      };
+      const GpuLane::Deliver deliver = [&](size_t tag, const uint8_t* px) {
+        const size_t file = tag >> 32, slot = tag & 0xffffffffu;
+        FileJob& f = *jobs[file];
+        Stopwatch w;
+        uint8_t* raw = jpeg ? nullptr : f.pixels.data() + slot * bytes;
+        if (jpeg) {
+          codec().encode_jpeg(px, opt_.size, opt_.size, opt_.channels, opt_.quality, f.encoded[slot]);
+          t.encode += w.lap();
+        } else {
+          std::memcpy(raw, px, bytes);
+          t.resize += w.lap();
+        }
+        add_to_sums(f.ids[slot], raw, jpeg ? &f.encoded[slot] : nullptr);
+        t.stats += w.seconds();
+        t.gpu_images += 1;
+        done(file);
+      };
+      GpuLane* lane = nullptr;  // this thread's, once the lanes are ready
+      GpuResizeTimes lane_before;
+      const std::function<void()> flush = [&] {
+        if (lane) lane->drain(deliver);
+      };
       for (bool more = true; more;) {
         try {
           if (tid == 0) report_written(writer, report);
-          const WorkQueue::Item item = queue.next();
+          const WorkQueue::Item item = queue.next(flush);
           more = item.kind != WorkQueue::Item::none;
           if (item.kind == WorkQueue::Item::begin) {
-            std::vector<uint8_t> buffer = writer.begin_file();
+            std::vector<uint8_t> buffer = writer.begin_file(flush);
             const uint64_t b = files[item.file];
             std::vector<uint64_t> ids = planned(b);
             if (keep(b, ids, writer, t)) {
@@ -325,23 +357,34 @@ class Worker {
             jobs[item.file] = start(b, std::move(ids), std::move(buffer));
             queue.begun(item.file, jobs[item.file]->ids.size());
           } else if (item.kind == WorkQueue::Item::sample) {
+            if (!lane && lanes_ && (lane = lanes_->get(tid))) lane_before = lane->times();
             FileJob& f = *jobs[item.file];
-            make_slot(f, item.slot, t);
-            if (f.left.fetch_sub(1) == 1) {
-              Stopwatch w;
-              writer.submit(f.b, assemble(f.b, f.ids, std::move(f.pixels), f.encoded, f.reason), false);
-              t.assemble += w.seconds();
-              jobs[item.file].reset();
+            if (!lane) {
+              make_slot(f, item.slot, t);
+            } else if (route_slot(f, (uint64_t(item.file) << 32) | item.slot, *lane, deliver, t)) {
+              continue;  // on the GPU: done when delivered
             }
+            const bool last = done(item.file);
+            if (!judged.load(std::memory_order_relaxed) && t.cpu_images > 0 &&
+                (last || t.cpu_images >= kRouteSamples) && !judged.exchange(true))
+              start_gpu_if_it_pays(t.resize, t.cpu_images, files, queue.files_begun());
           }
         } catch (const std::exception& e) {
-          {
-            std::lock_guard<std::mutex> lock(fatal_mu);
-            if (fatal.empty()) fatal = e.what();
-          }
-          queue.stop();
-          writer.stop(e.what());
+          note_fatal(e);
         }
+      }
+      try {
+        flush();
+        if (lane) {
+          GpuResizeTimes d = lane->times();
+          t.gpu_stage += d.stage_s - lane_before.stage_s;
+          t.gpu_upload += d.upload_s - lane_before.upload_s;
+          t.gpu_kernel += d.kernel_s - lane_before.kernel_s;
+          t.gpu_download += d.download_s - lane_before.download_s;
+          t.gpu_wait += d.wait_s - lane_before.wait_s;
+        }
+      } catch (const std::exception& e) {
+        note_fatal(e);
       }
     }
     if (!fatal.empty()) fail(fatal);
@@ -498,136 +541,55 @@ class Worker {
     return batch;
   }
 
-  // --gpu-resize: one sample read, decoded and, where the lane's router says the GPU is cheaper,
-  // staged (decoded straight into pinned memory when the codec can; deliver() receives it once
-  // resized), else resized here like make_sample. Returns "" or the reason it is rejected.
-  std::string route_sample(uint64_t id, size_t slot, GpuLane& l, const GpuLane::Deliver& deliver, uint8_t* raw,
-                           std::vector<uint8_t>* jpeg, Phases& t) {
+  // --gpu-resize: slot `tag & 0xffffffff` of f read, decoded and, where the lane's router says the
+  // GPU is cheaper, staged (decoded straight into pinned memory when the codec can; deliver(tag)
+  // receives it once resized): returns true then. Otherwise it is resized here, or rejected, as
+  // make_slot does, and false is returned.
+  bool route_slot(FileJob& f, uint64_t tag, GpuLane& l, const GpuLane::Deliver& deliver, Phases& t) {
+    const size_t i = size_t(tag & 0xffffffffu);
+    const bool jpeg = opt_.encoding == Encoding::jpeg;
+    uint8_t* raw = jpeg ? nullptr : f.pixels.data() + i * shape_.bytes();
+    std::vector<uint8_t>* encoded = jpeg ? &f.encoded[i] : nullptr;
     thread_local std::vector<uint8_t> bytes;
     Stopwatch w;
-    source_.read(id, bytes);
+    source_.read(f.ids[i], bytes);
     t.read += w.lap();
     bool asked = false, placed = false;
+    double staging_s = 0;  // in stage(): the lane's wait and earlier samples' deliveries, counted there
     Scratch& sc = scratch();
     const ImageCodec::Placement place = [&](int width, int height) -> uint8_t* {
       asked = true;
       if (!l.take(width, height)) return sc.place(width, height, opt_.channels);
       placed = true;
-      return l.stage(width, height, slot, deliver);
+      Stopwatch ws;
+      uint8_t* p = l.stage(width, height, size_t(tag), deliver);
+      staging_s = ws.seconds();
+      return p;
     };
     try {
       cv::Mat img = codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits, place);
-      t.decode += w.lap();
-      if (placed) return "";
+      t.decode += w.lap() - staging_s;
+      if (placed) return true;
       if (img.empty()) img = sc.image(opt_.channels);
       if (!asked && l.take(img.cols, img.rows)) {
-        l.add(img.data, img.step[0], img.cols, img.rows, slot, deliver);
-        return "";
+        l.add(img.data, img.step[0], img.cols, img.rows, size_t(tag), deliver);
+        return true;
       }
-      l.note_cpu(img.cols, img.rows, resize_on_cpu(img, raw, jpeg, t));
-      return "";
+      l.note_cpu(img.cols, img.rows, resize_on_cpu(img, raw, encoded, t));
     } catch (const RejectError& e) {
       if (placed) l.drop_last();
-      return e.what();
+      f.reason[i] = e.what();
+      return false;
     } catch (const cv::Exception& e) {
       if (placed) l.drop_last();
-      return std::string("image cannot be decoded or resized: ") + e.err;
+      f.reason[i] = std::string("image cannot be decoded or resized: ") + e.err;
+      return false;
     }
-  }
-
-  // --gpu-resize: batch file b, its samples made by all threads in one parallel region and
-  // resized on the GPU, then added to the statistics and put together.
-  Batch build(uint64_t b, const std::vector<uint64_t>& ids, std::vector<uint8_t> buffer) {
-    const size_t n = ids.size(), bytes = shape_.bytes();
-    const bool jpeg = opt_.encoding == Encoding::jpeg;
-    std::vector<uint8_t> pixels = std::move(buffer);
-    pixels.resize(jpeg ? 0 : n * bytes);
-    std::vector<std::vector<uint8_t>> encoded(jpeg ? n : 0);
-    std::vector<std::string> reason(n);
-    std::vector<Phases> per_thread(static_cast<size_t>(threads_));
-    std::string fatal;
-    Stopwatch wall;
-    const bool gpu = lanes_->get(0) != nullptr;
-#pragma omp parallel num_threads(threads_)
-    {
-      Phases& t = per_thread[size_t(omp_get_thread_num())];
-      auto note_fatal = [&](const std::exception& e) {
-#pragma omp critical(datagen_fatal)
-        if (fatal.empty()) fatal = e.what();
-      };
-      // Until the lanes are made the threads resize on the CPU. Decided once per file, so that
-      // every thread of the team runs the same loop.
-      GpuLane* l = gpu ? lanes_->get(omp_get_thread_num()) : nullptr;
-      {  // the samples, each resized where the thread's router says
-        // Results from the GPU arrive in whatever order batches finish; each goes to its own slot.
-        const GpuLane::Deliver deliver = [&](size_t slot, const uint8_t* px) {
-          Stopwatch w;
-          if (jpeg) {
-            codec().encode_jpeg(px, opt_.size, opt_.size, opt_.channels, opt_.quality, encoded[slot]);
-            t.encode += w.seconds();
-          } else {
-            std::memcpy(pixels.data() + slot * bytes, px, bytes);
-            t.resize += w.seconds();
-          }
-        };
-        const GpuResizeTimes before = l ? l->times() : GpuResizeTimes{};
-        const uint64_t gpu_before = l ? l->router().gpu_images() : 0, cpu_before = l ? l->router().cpu_images() : 0;
-        bool failed = false;
-#pragma omp for schedule(dynamic, 1)
-        for (size_t i = 0; i < n; ++i) {
-          if (failed) continue;
-          uint8_t* raw = jpeg ? nullptr : pixels.data() + i * bytes;
-          std::vector<uint8_t>* enc = jpeg ? &encoded[i] : nullptr;
-          try {
-            if (l) {
-              reason[i] = route_sample(ids[i], i, *l, deliver, raw, enc, t);
-            } else {
-              reason[i] = make_sample(ids[i], raw, enc, t);
-              if (reason[i].empty()) t.cpu_images += 1;
-            }
-          } catch (const std::exception& e) {
-            note_fatal(e);
-            failed = true;
-          }
-        }
-        try {
-          if (l && !failed) {
-            l->drain(deliver);
-            const GpuResizeTimes after = l->times();
-            t.gpu_stage += after.stage_s - before.stage_s;
-            t.gpu_upload += after.upload_s - before.upload_s;
-            t.gpu_kernel += after.kernel_s - before.kernel_s;
-            t.gpu_download += after.download_s - before.download_s;
-            t.gpu_wait += after.wait_s - before.wait_s;
-            t.gpu_images += double(l->router().gpu_images() - gpu_before);
-            t.cpu_images += double(l->router().cpu_images() - cpu_before);
-          }
-        } catch (const std::exception& e) {
-          note_fatal(e);
-        }
-      }
-#pragma omp barrier
-      Stopwatch w;
-#pragma omp for schedule(dynamic, 1) nowait
-      for (size_t i = 0; i < n; ++i) {
-        try {
-          if (reason[i].empty())
-            add_to_sums(ids[i], jpeg ? nullptr : pixels.data() + i * bytes, jpeg ? &encoded[i] : nullptr);
-        } catch (const std::exception& e) {
-          note_fatal(e);
-        }
-      }
-      t.stats += w.seconds();
-    }
-    if (!fatal.empty()) fail(fatal);
-    Phases sum;
-    for (const auto& t : per_thread) sum += t;
-    sum.wait = std::max(0.0, wall.seconds() * threads_ - sum.busy());
-    phases_ += sum;
-    Stopwatch w;
-    Batch batch = assemble(b, ids, std::move(pixels), encoded, reason);
-    phases_.assemble += w.seconds();
-    return batch;
+    t.cpu_images += 1;
+    Stopwatch ws;
+    add_to_sums(f.ids[i], raw, encoded);
+    t.stats += ws.seconds();
+    return false;
   }
 
   // Batch file b from an earlier run, when it can be kept (see try_keep): its samples go into the

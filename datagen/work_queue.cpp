@@ -4,8 +4,9 @@
 
 namespace convoy::datagen {
 
-WorkQueue::Item WorkQueue::next() {
+WorkQueue::Item WorkQueue::next(const std::function<void()>& before_wait) {
   std::unique_lock<std::mutex> lock(mu_);
+  bool flushed = !before_wait;
   for (;;) {
     if (stopped_) return {};
     if (!open_.empty()) {
@@ -19,6 +20,13 @@ WorkQueue::Item WorkQueue::next() {
       return {Item::begin, next_file_++, 0};
     }
     if (beginning_ == 0) return {};
+    if (!flushed) {  // and then look again: what it flushed may have changed nothing here, or much
+      flushed = true;
+      lock.unlock();
+      before_wait();
+      lock.lock();
+      continue;
+    }
     changed_.wait(lock);
   }
 }
@@ -30,6 +38,11 @@ void WorkQueue::begun(size_t file, size_t samples) {
     if (samples > 0) open_.push_back({file, 0, samples});
   }
   changed_.notify_all();
+}
+
+size_t WorkQueue::files_begun() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_file_;
 }
 
 void WorkQueue::stop() {

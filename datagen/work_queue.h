@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
 
 namespace convoy::datagen {
@@ -21,12 +22,15 @@ class WorkQueue {
   explicit WorkQueue(size_t files) : files_(files) {}
 
   // The next piece of work; none once everything is handed out (or after stop()). While nothing
-  // but files still being begun is left, waits for their samples.
-  Item next();
+  // but files still being begun is left, waits for their samples, calling before_wait (if any)
+  // first, without the lock: a thread must flush what it holds back before it blocks.
+  Item next(const std::function<void()>& before_wait = {});
   // The file handed out as `begin` has `samples` samples to make (0: none, e.g. it was kept).
   void begun(size_t file, size_t samples);
   // After an error: next() answers none from now on.
   void stop();
+  // How many files have been begun so far.
+  size_t files_begun();
 
  private:
   struct Open {

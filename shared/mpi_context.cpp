@@ -18,6 +18,11 @@ void mpi_fail(int code, const char* call, const char* file, int line) {
 }
 
 MpiContext::MpiContext(int* argc, char*** argv) {
+  // Open MPI's hwloc would otherwise load its OpenCL plugin, which on a GPU host starts NVIDIA's
+  // OpenCL driver and with it the CUDA driver in every process, a CPU-only datagen run included.
+  // Neither tool binds by OpenCL devices. Values the user set are left as they are.
+  setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_opencl", 0);
+  setenv("HWLOC_COMPONENTS", "-opencl", 0);
   int provided = 0;
   CONVOY_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
   CONVOY_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));

@@ -99,7 +99,7 @@ TEST(GpuDatagen, GpuResizeRunIsByteIdenticalToTheCpuRun) {
     o.threads = 2;
     o.output = dir + "/" + c.name + "_cpu";
     ASSERT_EQ(run_datagen(o, mpi()), 0) << c.name;
-    for (int threads : {1, 3}) {
+    for (int threads : {1, 3, 8}) {
       RunOptions g = o;
       g.gpu_resize = true;
       g.gpu_always = true;  // every image through the GPU, so the kernels are what is compared
@@ -143,7 +143,7 @@ TEST(GpuDatagen, RoutedRunIsByteIdenticalToTheCpuRun) {
   ASSERT_EQ(run_datagen(o, mpi()), 0);
   RunOptions g = o;
   g.gpu_resize = true;
-  g.gpu_min_saving = 0;  // the GPU starts after the first file, however little it can save
+  g.gpu_min_saving = 0;  // the GPU starts at the first judgement, however little it can save
   g.output = dir + "/gpu";
   ASSERT_EQ(run_datagen(g, mpi()), 0);
   const auto names = batch_files(o.output);
@@ -163,6 +163,41 @@ TEST(GpuDatagen, RoutedRunIsByteIdenticalToTheCpuRun) {
   const auto def = to_json(read_dataset_meta(g.output))["timings"]["phases"];
   EXPECT_EQ(def["gpu_images"].get<double>(), 0.0);
   EXPECT_EQ(def["cpu_images"].get<double>(), meta["num_samples"].get<double>());
+}
+
+// One sample per file and more threads than files in memory: files wait on samples that other
+// threads' lanes hold, and threads flush their lanes before they block on the queue or the writer.
+TEST(GpuDatagen, OneSamplePerFileOnManyThreadsNeitherStallsNorDiffers) {
+  const std::string dir = scratch("gpu_per_file_1");
+  write_mixed_archive(dir + "/in.tar");
+  RunOptions o;
+  o.inputs = {dir + "/in.tar"};
+  o.size = 48;
+  o.per_file = 1;
+  o.seed = 3;
+  o.threads = 1;
+  o.output = dir + "/cpu";
+  ASSERT_EQ(run_datagen(o, mpi()), 0);
+  for (int per_file : {1, 2}) {
+    RunOptions g = o;
+    g.gpu_resize = true;
+    g.gpu_always = true;
+    g.threads = 6;
+    g.per_file = per_file;
+    g.output = dir + "/gpu" + std::to_string(per_file);
+    RunOptions c = o;
+    c.per_file = per_file;
+    c.output = dir + "/cpu" + std::to_string(per_file);
+    ASSERT_EQ(run_datagen(c, mpi()), 0);
+    ASSERT_EQ(run_datagen(g, mpi()), 0);
+    const auto names = batch_files(c.output);
+    ASSERT_EQ(names, batch_files(g.output));
+    for (const auto& n : names) EXPECT_EQ(read_file(c.output + "/" + n), read_file(g.output + "/" + n)) << n;
+    auto a = to_json(read_dataset_meta(c.output)), b = to_json(read_dataset_meta(g.output));
+    EXPECT_GT(b["timings"]["phases"]["gpu_images"].get<double>(), 0.0);
+    a.erase("timings"), b.erase("timings");
+    EXPECT_EQ(a, b);
+  }
 }
 
 // Two images per batch: the lane must switch resizers, and deliver each sample (and not the one

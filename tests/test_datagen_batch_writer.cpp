@@ -1,6 +1,6 @@
 // The batch writer: files byte-identical to write_batch_file with their dataset.json entries, kept
-// files left untouched, the bound on files in memory, buffers handed back for reuse, and a write
-// error thrown to the threads that go on.
+// files left untouched, the bound on files in memory (and the flush before blocking on it), buffers
+// handed back for reuse, and a write error thrown to the threads that go on.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -83,6 +83,26 @@ TEST(BatchWriter, HoldsNoMoreFilesThanAllowedAndHandsBuffersBack) {
   EXPECT_EQ(reused.size(), 4 * 48u);
   w.submit(1, raw_batch(1, 1, 5), false);
   w.submit(2, raw_batch(2, 1, 5), false);
+  w.finish();
+  EXPECT_EQ(w.take_written().size(), 3u);
+}
+
+// A thread that would block first runs its flush, which may itself finish a held file (as a GPU
+// lane's delivery does): the wait then ends without anyone else submitting.
+TEST(BatchWriter, BeginFileFlushesBeforeItBlocks) {
+  const std::string dir = scratch("flush");
+  BatchWriter w(dir, 2, 1);
+  int flushes = 0;
+  w.begin_file([&] { ++flushes; });
+  w.begin_file([&] { ++flushes; });
+  EXPECT_EQ(flushes, 0);  // room for both: no flush
+  w.begin_file([&] {
+    ++flushes;
+    w.submit(0, raw_batch(0, 2, 7), false);
+  });
+  EXPECT_EQ(flushes, 1);
+  w.submit(1, raw_batch(1, 1, 7), false);
+  w.submit(2, raw_batch(2, 1, 7), false);
   w.finish();
   EXPECT_EQ(w.take_written().size(), 3u);
 }

@@ -1,6 +1,6 @@
 // The work queue: samples of begun files before the next beginning, in file and slot order; a
-// waiter is released by the samples of a file being begun or by stop(); with several threads
-// every planned sample is handed out exactly once.
+// waiter flushes once before it waits and is released by the samples of a file being begun or by
+// stop(); with several threads every planned sample is handed out exactly once.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -44,6 +44,28 @@ TEST(WorkQueue, AWaiterGetsTheSamplesOfTheFileBeingBegun) {
   EXPECT_EQ(i.kind, Item::sample);
   EXPECT_EQ(i.file, 0u);
   EXPECT_EQ(q.next().kind, Item::none);
+}
+
+// Before it would wait, next() runs the caller's flush once, without the lock (the flush may
+// itself begin work: here it hands out the file being begun), then looks again.
+TEST(WorkQueue, AWaiterFlushesOnceBeforeItWaits) {
+  WorkQueue q(2);
+  ASSERT_EQ(q.next().kind, Item::begin);
+  int flushes = 0;
+  EXPECT_EQ(q.next([&] { ++flushes; }).kind, Item::begin);  // file 1: no wait, no flush
+  EXPECT_EQ(flushes, 0);
+  const Item i = q.next([&] {
+    ++flushes;
+    q.begun(1, 1);  // what the flush finished makes a sample to hand out
+  });
+  EXPECT_EQ(flushes, 1);
+  EXPECT_EQ(i.kind, Item::sample);
+  EXPECT_EQ(i.file, 1u);
+  auto waiter = std::async(std::launch::async, [&] { return q.next([&] { ++flushes; }); });
+  EXPECT_EQ(waiter.wait_for(100ms), std::future_status::timeout);  // file 0 is still being begun
+  q.begun(0, 0);
+  EXPECT_EQ(waiter.get().kind, Item::none);
+  EXPECT_EQ(flushes, 2);
 }
 
 TEST(WorkQueue, StopReleasesWaitersAndEndsTheWork) {
