@@ -27,13 +27,19 @@ GpuResizeTimes& GpuResizeTimes::operator+=(const GpuResizeTimes& o) {
   return *this;
 }
 
+int gpu_resize_listed_gpus() {
+  // The driver lists its GPUs here (Linux) without CUDA being started; CUDA_VISIBLE_DEVICES may
+  // hide some or all of them, which only CUDA itself can tell, when the lanes start.
+  std::error_code ec;
+  int n = 0;
+  for (std::filesystem::directory_iterator it("/proc/driver/nvidia/gpus", ec), end; !ec && it != end; it.increment(ec))
+    ++n;
+  return n;
+}
+
 void gpu_resize_check_available() {
   if (!gpu_resize_built()) fail(kNoCudaBuild);
-  // The driver lists its GPUs here (Linux) without CUDA being started; CUDA_VISIBLE_DEVICES may
-  // hide them all, which only CUDA itself can tell, when the lanes start.
-  std::error_code ec;
-  const std::filesystem::path gpus = "/proc/driver/nvidia/gpus";
-  if (!std::filesystem::is_directory(gpus, ec) || std::filesystem::is_empty(gpus, ec))
+  if (gpu_resize_listed_gpus() == 0)
     fail("--gpu-resize: no CUDA device is available (the NVIDIA driver lists no GPU in /proc/driver/nvidia/gpus)");
 }
 

@@ -76,6 +76,8 @@ int gpu_resize_device_count();
 // The device for a process: its rank among the processes of its node, modulo the devices there, so
 // one GPU serves one rank or is shared by several. Throws convoy::Error when there is none.
 int gpu_resize_device_for(int local_rank);
+// The GPUs the NVIDIA driver lists (/proc/driver/nvidia/gpus), found without starting CUDA.
+int gpu_resize_listed_gpus();
 // Refuses --gpu-resize up front (convoy::Error) in a build without CUDA, or where the NVIDIA driver
 // lists no GPU. It does not start CUDA: each process that starts it pays a fraction of a second,
 // which a datagen rank that ends up resizing on the CPU alone should not.
