@@ -71,6 +71,18 @@ std::vector<std::string> batch_files(const std::string& dir) {
   return names;
 }
 
+// A run over dir/in.tar (write_mixed_archive) into dir/out.
+RunOptions mixed_run(const std::string& dir, int size, int per_file, int seed, int threads, const std::string& out) {
+  RunOptions o;
+  o.inputs = {dir + "/in.tar"};
+  o.size = size;
+  o.per_file = per_file;
+  o.seed = uint64_t(seed);
+  o.threads = threads;
+  o.output = dir + "/" + out;
+  return o;
+}
+
 struct Config {
   const char* name;
   int size, channels;
@@ -133,13 +145,7 @@ TEST(GpuDatagen, GpuResizeRunIsByteIdenticalToTheCpuRun) {
 TEST(GpuDatagen, RoutedRunIsByteIdenticalToTheCpuRun) {
   const std::string dir = scratch("gpu_routed");
   write_mixed_archive(dir + "/in.tar");
-  RunOptions o;
-  o.inputs = {dir + "/in.tar"};
-  o.size = 64;
-  o.per_file = 3;
-  o.seed = 5;
-  o.threads = 2;
-  o.output = dir + "/cpu";
+  const RunOptions o = mixed_run(dir, 64, 3, 5, 2, "cpu");
   ASSERT_EQ(run_datagen(o, mpi()), 0);
   RunOptions g = o;
   g.gpu_resize = true;
@@ -153,7 +159,7 @@ TEST(GpuDatagen, RoutedRunIsByteIdenticalToTheCpuRun) {
   const auto& phases = meta["timings"]["phases"];
   EXPECT_EQ(phases["gpu_images"].get<double>() + phases["cpu_images"].get<double>(),
             meta["num_samples"].get<double>());
-  EXPECT_GE(phases["cpu_images"].get<double>(), 1.0);  // the first file, before the GPU started
+  EXPECT_GE(phases["cpu_images"].get<double>(), 1.0);  // those before the judgement that started the GPU
 
   // With the default threshold this small run never starts the GPU: every image on the CPU.
   g.gpu_min_saving = RunOptions().gpu_min_saving;
@@ -170,24 +176,11 @@ TEST(GpuDatagen, RoutedRunIsByteIdenticalToTheCpuRun) {
 TEST(GpuDatagen, OneSamplePerFileOnManyThreadsNeitherStallsNorDiffers) {
   const std::string dir = scratch("gpu_per_file_1");
   write_mixed_archive(dir + "/in.tar");
-  RunOptions o;
-  o.inputs = {dir + "/in.tar"};
-  o.size = 48;
-  o.per_file = 1;
-  o.seed = 3;
-  o.threads = 1;
-  o.output = dir + "/cpu";
-  ASSERT_EQ(run_datagen(o, mpi()), 0);
   for (int per_file : {1, 2}) {
-    RunOptions g = o;
+    const RunOptions c = mixed_run(dir, 48, per_file, 3, 1, "cpu" + std::to_string(per_file));
+    RunOptions g = mixed_run(dir, 48, per_file, 3, 6, "gpu" + std::to_string(per_file));
     g.gpu_resize = true;
     g.gpu_always = true;
-    g.threads = 6;
-    g.per_file = per_file;
-    g.output = dir + "/gpu" + std::to_string(per_file);
-    RunOptions c = o;
-    c.per_file = per_file;
-    c.output = dir + "/cpu" + std::to_string(per_file);
     ASSERT_EQ(run_datagen(c, mpi()), 0);
     ASSERT_EQ(run_datagen(g, mpi()), 0);
     const auto names = batch_files(c.output);
