@@ -291,8 +291,6 @@ class Worker {
   // runs exactly the CPU path, plus that one judgement.
   void make_files(const std::vector<uint64_t>& files, BatchWriter& writer, const Report& report) {
     constexpr double kRouteSamples = 32;
-    const bool jpeg = opt_.encoding == Encoding::jpeg;
-    const size_t bytes = shape_.bytes();
     WorkQueue queue(files.size());
     std::vector<std::unique_ptr<FileJob>> jobs(files.size());
     std::vector<Phases> per_thread(static_cast<size_t>(threads_));
@@ -326,18 +324,16 @@ class Worker {
       const GpuLane::Deliver deliver = [&](size_t tag, const uint8_t* px) {
         const size_t file = tag >> 32, slot = tag & 0xffffffffu;
         FileJob& f = *jobs[file];
+        const SlotOut out = slot_out(f, slot);
         Stopwatch w;
-        uint8_t* raw = jpeg ? nullptr : f.pixels.data() + slot * bytes;
-        if (jpeg) {
-          codec().encode_jpeg(px, opt_.size, opt_.size, opt_.channels, opt_.quality, f.encoded[slot]);
-          t.encode += w.lap();
+        if (out.encoded) {
+          codec().encode_jpeg(px, opt_.size, opt_.size, opt_.channels, opt_.quality, *out.encoded);
+          t.encode += w.seconds();
         } else {
-          std::memcpy(raw, px, bytes);
-          t.resize += w.lap();
+          std::memcpy(out.raw, px, shape_.bytes());
+          t.resize += w.seconds();
         }
-        add_to_sums(f.ids[slot], raw, jpeg ? &f.encoded[slot] : nullptr);
-        t.stats += w.seconds();
-        t.gpu_images += 1;
+        add_slot_to_sums(f, slot, out, t.gpu_images, t);
         done(file);
       };
       GpuLane* lane = nullptr;  // this thread's, once the lanes are ready
@@ -415,18 +411,29 @@ class Worker {
     return f;
   }
 
+  // Where slot i's sample goes: its raw pixels, or (JPEG output) its encoded bytes.
+  struct SlotOut {
+    uint8_t* raw = nullptr;
+    std::vector<uint8_t>* encoded = nullptr;
+  };
+  SlotOut slot_out(FileJob& f, size_t i) const {
+    if (opt_.encoding == Encoding::jpeg) return {nullptr, &f.encoded[i]};
+    return {f.pixels.data() + i * shape_.bytes(), nullptr};
+  }
+
+  // Slot i's finished sample added to this thread's statistics; `path` counts where it was resized.
+  void add_slot_to_sums(FileJob& f, size_t i, const SlotOut& out, double& path, Phases& t) {
+    path += 1;
+    Stopwatch w;
+    add_to_sums(f.ids[i], out.raw, out.encoded);
+    t.stats += w.seconds();
+  }
+
   // Slot i's sample, made and added to this thread's statistics.
   void make_slot(FileJob& f, size_t i, Phases& t) {
-    const bool jpeg = opt_.encoding == Encoding::jpeg;
-    uint8_t* raw = jpeg ? nullptr : f.pixels.data() + i * shape_.bytes();
-    std::vector<uint8_t>* encoded = jpeg ? &f.encoded[i] : nullptr;
-    f.reason[i] = make_sample(f.ids[i], raw, encoded, t);
-    if (f.reason[i].empty()) {
-      t.cpu_images += 1;
-      Stopwatch w;
-      add_to_sums(f.ids[i], raw, encoded);
-      t.stats += w.seconds();
-    }
+    const SlotOut out = slot_out(f, i);
+    f.reason[i] = make_sample(f.ids[i], out.raw, out.encoded, t);
+    if (f.reason[i].empty()) add_slot_to_sums(f, i, out, t.cpu_images, t);
   }
 
   ImageCodec& codec() {
@@ -551,9 +558,7 @@ class Worker {
   // make_slot does, and false is returned.
   bool route_slot(FileJob& f, uint64_t tag, GpuLane& l, const GpuLane::Deliver& deliver, Phases& t) {
     const size_t i = size_t(tag & 0xffffffffu);
-    const bool jpeg = opt_.encoding == Encoding::jpeg;
-    uint8_t* raw = jpeg ? nullptr : f.pixels.data() + i * shape_.bytes();
-    std::vector<uint8_t>* encoded = jpeg ? &f.encoded[i] : nullptr;
+    const SlotOut out = slot_out(f, i);
     thread_local std::vector<uint8_t> bytes;
     Stopwatch w;
     source_.read(f.ids[i], bytes);
@@ -579,7 +584,7 @@ class Worker {
         l.add(img.data, img.step[0], img.cols, img.rows, size_t(tag), deliver);
         return true;
       }
-      l.note_cpu(img.cols, img.rows, resize_on_cpu(img, raw, encoded, t));
+      l.note_cpu(img.cols, img.rows, resize_on_cpu(img, out.raw, out.encoded, t));
     } catch (const RejectError& e) {
       if (placed) l.drop_last();
       f.reason[i] = e.what();
@@ -589,10 +594,7 @@ class Worker {
       f.reason[i] = std::string("image cannot be decoded or resized: ") + e.err;
       return false;
     }
-    t.cpu_images += 1;
-    Stopwatch ws;
-    add_to_sums(f.ids[i], raw, encoded);
-    t.stats += ws.seconds();
+    add_slot_to_sums(f, i, out, t.cpu_images, t);
     return false;
   }
 
