@@ -1,5 +1,6 @@
 // `datagen bench-decode`: single-core throughput of datagen's per-image work (decode with DCT
-// scaling, resize) against TurboJPEG decoding alone at full size, on the same images in memory.
+// scaling, resize) against TurboJPEG decoding alone at full size and libjpeg's entropy decoding
+// alone (the least any whole-image decode costs), on the same images in memory.
 #pragma once
 #include <string>
 

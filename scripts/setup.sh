@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libarchive-dev zlib1g-dev libbz2-dev liblzma-dev libzstd-dev libturbojpeg0-dev libpng-dev
+  libarchive-dev zlib1g-dev libbz2-dev liblzma-dev libzstd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
   libopencv-core-dev libopencv-imgproc-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev

@@ -66,4 +66,27 @@ refused "different datagen run" "${in[@]}" --size 32 --channels 1 --classes "$wo
   --per-file 5000 2> /dev/null
 "$dg" verify "$work/jpeg"
 grep -q '"encoding": "jpeg"' "$work/jpeg/dataset.json"
+
+# bench-decode: refuses a tar without JPEGs in one line; on JPEGs, gives every measurement a rate,
+# the entropy decoding alone (libjpeg, error handler that returns instead of exiting) included.
+refused "holds no RGB or gray JPEG images" bench-decode --input "$work/t10k.tar"
+/usr/bin/python3 - "$work/jpegs.tar" <<'PY'
+import io, sys, tarfile
+from PIL import Image
+with tarfile.open(sys.argv[1], "w") as tar:
+    for i in range(6):
+        img = Image.effect_noise((96 + 8 * i, 64), 40 + 10 * i).convert("RGB")
+        buf = io.BytesIO()
+        img.save(buf, "JPEG", quality=85, progressive=i % 2 == 1)
+        info = tarfile.TarInfo(f"c{i % 2}/img{i}.jpg")
+        info.size = buf.tell()
+        buf.seek(0)
+        tar.addfile(info, buf)
+PY
+"$dg" bench-decode --input "$work/jpegs.tar" --size 32 --limit 6 --repeat 1 > "$work/bench.txt"
+grep -q "6 JPEGs" "$work/bench.txt" || { cat "$work/bench.txt"; exit 1; }
+for what in "floor" "entropy decoding alone" "no resize" "(DCT scaling) + resize" "(full size) + resize"; do
+  grep -F -- "$what" "$work/bench.txt" | grep -qE " [0-9]+\.[0-9] images/s" ||
+    { echo "bench-decode gave no rate for '$what':"; cat "$work/bench.txt"; exit 1; }
+done
 echo ok
