@@ -100,16 +100,10 @@ TEST(GpuDatagen, GpuResizeRunIsByteIdenticalToTheCpuRun) {
       {"rgb_crop_large", 300, 3, ResizePolicy::crop, Encoding::raw},
   };
   for (const Config& c : configs) {
-    RunOptions o;
-    o.inputs = {dir + "/in.tar"};
-    o.size = c.size;
+    RunOptions o = mixed_run(dir, c.size, 5, 11, 2, std::string(c.name) + "_cpu");
     o.channels = c.channels;
     o.resize = c.policy;
     o.encoding = c.encoding;
-    o.per_file = 5;
-    o.seed = 11;
-    o.threads = 2;
-    o.output = dir + "/" + c.name + "_cpu";
     ASSERT_EQ(run_datagen(o, mpi()), 0) << c.name;
     for (int threads : {1, 3, 8}) {
       RunOptions g = o;
