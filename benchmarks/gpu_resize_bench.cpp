@@ -13,7 +13,7 @@
 
 #include "datagen/gpu_resize.h"
 #include "datagen/image_codec.h"
-#include "datagen/resize.h"
+#include "shared/resize.h"
 #include "shared/error.h"
 #include "shared/timer.h"
 #include "train/gpu_info.h"

@@ -4,11 +4,9 @@
 // one of them only.
 #include "datagen/bench.h"
 
-#include <jpeglib.h>
 #include <turbojpeg.h>
 
 #include <algorithm>
-#include <csetjmp>
 #include <cstdio>
 #include <functional>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "datagen/index.h"
 #include "datagen/sample_source.h"
 #include "shared/error.h"
+#include "shared/libjpeg_decompressor.h"
 #include "shared/timer.h"
 
 namespace convoy::datagen {
@@ -33,33 +32,16 @@ struct Handle {
 // DCT coefficients, no IDCT, upsampling or colour conversion). Every decode of the whole JPEG pays
 // this much however little it does afterwards, so it bounds what any datagen could reach.
 struct CoefficientReader {
-  struct Error {
-    jpeg_error_mgr mgr;
-    std::jmp_buf jump;
-  };
-  jpeg_decompress_struct info{};
-  Error err{};
-  CoefficientReader() {
-    info.err = jpeg_std_error(&err.mgr);
-    // libjpeg's default error_exit ends the process; jump back instead.
-    err.mgr.error_exit = [](j_common_ptr c) { std::longjmp(reinterpret_cast<Error*>(c->err)->jump, 1); };
-    jpeg_create_decompress(&info);
-  }
-  ~CoefficientReader() { jpeg_destroy_decompress(&info); }
-  CoefficientReader(const CoefficientReader&) = delete;
-  CoefficientReader& operator=(const CoefficientReader&) = delete;
-
+  LibjpegDecompressor d{false};
   // False if libjpeg refused the image.
   bool read(const std::vector<uint8_t>& jpeg) {
-    if (setjmp(err.jump)) {
-      jpeg_abort_decompress(&info);
-      return false;
-    }
-    jpeg_mem_src(&info, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
-    jpeg_read_header(&info, TRUE);
-    jpeg_read_coefficients(&info);
-    jpeg_finish_decompress(&info);
-    return true;
+    jpeg_decompress_struct& info = d.info();
+    return d.guarded([&] {
+      jpeg_mem_src(&info, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+      jpeg_read_header(&info, TRUE);
+      jpeg_read_coefficients(&info);
+      jpeg_finish_decompress(&info);
+    }).empty();
   }
 };
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "datagen/resize.h"
+#include "shared/resize.h"
 
 namespace convoy::datagen {
 

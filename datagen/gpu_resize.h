@@ -1,11 +1,11 @@
 // datagen --gpu-resize: many decoded images per upload and per launch, resized on the GPU to the
-// same S x S x C samples as datagen/resize.cpp, bit for bit. One GpuResizer per thread.
+// same S x S x C samples as shared/resize.cpp, bit for bit. One GpuResizer per thread.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
-#include "datagen/gpu_resize_math.h"
+#include "shared/resize_math.h"
 
 namespace convoy::datagen {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "datagen/image_codec.h"
-#include "datagen/resize.h"
+#include "shared/resize.h"
 #include "shared/batch_file.h"
 #include "shared/mpi_context.h"
 

@@ -14,7 +14,7 @@
 #undef CONVOY_TEST_TMP  // the build folder's tmp is not there where GPU tests run (a GPU host)
 #define CONVOY_TEST_TMP "/tmp/convoy_gpu_tests"
 #include "datagen/gpu_lane.h"
-#include "datagen/resize.h"
+#include "shared/resize.h"
 #include "datagen/run.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"

@@ -281,30 +281,25 @@ TEST_F(Gpu, OptimizerUpdatesMatchCpu) {
   }
 }
 
-TEST_F(Gpu, AugmentEqualsCpu) {
-  // 3-channel 12x10 stored samples, 8x8 crops with 2 pixels of padding, random crops and flips.
-  ImageShape stored{10, 12, 3};
-  Augmenter aug(stored, 8, 2, true, {120.0, 110.0, 100.0}, {60.0, 50.0, 0.0});
+TEST_F(Gpu, NormalizeEqualsCpu) {
+  // The loader's augmented 8x8 RGB samples, normalised on the GPU as on the CPU.
+  AugmentSpec spec;
+  spec.crop = 8, spec.pad = 2, spec.flip = true;
+  Augmenter aug(ImageShape{10, 12, 3}, spec, true, {120.0, 110.0, 100.0}, {60.0, 50.0, 0.0});
   const int n = 37;
   std::mt19937 rng(5);
-  std::vector<uint8_t> px(size_t(n) * stored.bytes());
+  const size_t per = aug.out_bytes();
+  std::vector<uint8_t> px(size_t(n) * per);
   for (auto& p : px) p = uint8_t(rng());
-  std::vector<int32_t> crops(3 * n);
-  const size_t per = size_t(3) * aug.out_h * aug.out_w;
   std::vector<float> want(n * per);
-  for (int i = 0; i < n; ++i) {
-    const CropFlip cf = aug.choose(i % 5 != 0, 99, i);  // some centred (evaluation) crops too
-    crops[3 * i] = cf.top, crops[3 * i + 1] = cf.left, crops[3 * i + 2] = cf.flip;
-    aug.apply(px.data() + i * stored.bytes(), cf, want.data() + i * per);
-  }
+  for (int i = 0; i < n; ++i) aug.normalize(px.data() + i * per, want.data() + i * per);
   std::vector<float> ss(aug.scale);
   ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
   auto gpx = up(px);
-  auto gcrops = up(crops);
   auto gss = up(ss);
   auto gy = poisoned(want.size());
-  gpu::AugmentShape s{n, 3, int(stored.height), int(stored.width), aug.out_h, aug.out_w, aug.pad};
-  gpu::augment_forward(ctx, s, gpx.get(), gcrops.get(), gss.get(), gy.get());
+  gpu::InputShape s{n, 3, aug.out_h, aug.out_w};
+  gpu::normalize_input(ctx, s, gpx.get(), gss.get(), gy.get());
   EXPECT_EQ(down(ctx, gy), want);  // bit for bit: the same float operations in the same order
 }
 
@@ -694,29 +689,24 @@ TEST_F(GpuBf16, AddReluEqualsSeparateOps) {
   EXPECT_TRUE(std::equal(want.begin() + 1, want.end(), got.begin() + 1));
 }
 
-TEST_F(GpuBf16, AugmentEqualsCpuRounded) {
-  ImageShape stored{10, 12, 3};
-  Augmenter aug(stored, 8, 2, true, {120.0, 110.0, 100.0}, {60.0, 50.0, 0.0});
+TEST_F(GpuBf16, NormalizeEqualsCpuRounded) {
+  AugmentSpec spec;
+  spec.crop = 8, spec.pad = 2, spec.flip = true;
+  Augmenter aug(ImageShape{10, 12, 3}, spec, true, {120.0, 110.0, 100.0}, {60.0, 50.0, 0.0});
   const int n = 37, hw = aug.out_h * aug.out_w;
   std::mt19937 rng(5);
-  std::vector<uint8_t> px(size_t(n) * stored.bytes());
+  const size_t per = aug.out_bytes();
+  std::vector<uint8_t> px(size_t(n) * per);
   for (auto& p : px) p = uint8_t(rng());
-  std::vector<int32_t> crops(3 * n);
-  const size_t per = size_t(3) * hw;
   std::vector<float> want(n * per);
-  for (int i = 0; i < n; ++i) {
-    const CropFlip cf = aug.choose(i % 5 != 0, 99, i);
-    crops[3 * i] = cf.top, crops[3 * i + 1] = cf.left, crops[3 * i + 2] = cf.flip;
-    aug.apply(px.data() + i * stored.bytes(), cf, want.data() + i * per);
-  }
+  for (int i = 0; i < n; ++i) aug.normalize(px.data() + i * per, want.data() + i * per);
   std::vector<float> ss(aug.scale);
   ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
   auto gpx = up(px);
-  auto gcrops = up(crops);
   auto gss = up(ss);
   auto gy = poisoned_bf16(want.size());
-  gpu::AugmentShape s{n, 3, int(stored.height), int(stored.width), aug.out_h, aug.out_w, aug.pad};
-  gpu::augment_forward(ctx, s, gpx.get(), gcrops.get(), gss.get(), gy.get(), gpu::Layout::nhwc);
+  gpu::InputShape s{n, 3, aug.out_h, aug.out_w};
+  gpu::normalize_input(ctx, s, gpx.get(), gss.get(), gy.get(), gpu::Layout::nhwc);
   const auto nhwc = to_nhwc(round_bf16(want), n, 3, hw);
   EXPECT_EQ(down_bf16(ctx, gy), nhwc);
   // Stored as a net's input: padded to 8 channels, and as 2x2 blocks for a 3x3/2 and a 7x7/2
@@ -726,7 +716,7 @@ TEST_F(GpuBf16, AugmentEqualsCpuRounded) {
                                    gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 7, 3)}) {
     s.packed = l;
     auto gp = poisoned_bf16(size_t(n) * l.sample_size());
-    gpu::augment_forward(ctx, s, gpx.get(), gcrops.get(), gss.get(), gp.get(), gpu::Layout::nhwc);
+    gpu::normalize_input(ctx, s, gpx.get(), gss.get(), gp.get(), gpu::Layout::nhwc);
     const auto got = down_bf16(ctx, gp), expected = pack_input(l, n, nhwc);
     EXPECT_EQ(got, expected) << "block " << l.block << ", " << l.c_stored << " channels";
   }

@@ -13,7 +13,7 @@
 #include <opencv2/core.hpp>
 
 #include "datagen/gpu_resize.h"
-#include "datagen/resize.h"
+#include "shared/resize.h"
 #include "shared/error.h"
 
 namespace convoy::datagen {

@@ -16,6 +16,13 @@ using namespace convoy;
 
 namespace {
 
+// fmnist's augmentation: the stored size, shifted by up to 2 pixels, flipped.
+AugmentSpec spec() {
+  AugmentSpec a;
+  a.pad = 2, a.flip = true;
+  return a;
+}
+
 struct Batches {
   NetConfig cfg;
   ImageShape stored;
@@ -25,18 +32,20 @@ struct Batches {
 
   Batches(int n, int count, const std::string& config = "fmnist.toml", ImageShape shape = {28, 28, 1})
       : cfg(read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/" + config)), stored(shape),
-        aug(stored, 0, 2, true, std::vector<double>(shape.channels, 72.9), std::vector<double>(shape.channels, 90.0)),
+        aug(stored, spec(), true, std::vector<double>(shape.channels, 72.9), std::vector<double>(shape.channels, 90.0)),
         net(cfg, Dims{int(shape.channels), int(shape.height), int(shape.width)}, 10) {
     net.init_weights(11);
     std::mt19937 rng(4);
     for (int b = 0; b < count; ++b) {
       HostBatch hb;
       hb.n = n;
-      hb.pixels.resize(size_t(n) * stored.bytes());
-      for (auto& p : hb.pixels) p = uint8_t(rng() % 256);
+      hb.pixels.resize(size_t(n) * aug.out_bytes());
+      std::vector<uint8_t> image(stored.bytes());
+      const PixelView whole{image.data(), size_t(stored.width) * stored.channels, int(stored.channels),
+                            PixelRect{0, 0, int(stored.width), int(stored.height)}};
       for (int i = 0; i < n; ++i) {
-        const CropFlip cf = aug.choose(true, 77 + b, i);
-        hb.crops.insert(hb.crops.end(), {cf.top, cf.left, int32_t(cf.flip)});
+        for (auto& p : image) p = uint8_t(rng() % 256);
+        aug.render(whole, aug.choose(77 + b, i), 1, hb.pixels.data() + i * aug.out_bytes());
         hb.labels.push_back(int32_t(rng() % 10));
         hb.keys.push_back(uint64_t(1000 * b + i));
       }
@@ -82,14 +91,11 @@ void follows_the_cpu_trainer(gpu::MathMode math, const TrainerBounds& bound) {
   Optimizer cpu_opt(s.cfg.train, cpu.weights().size());
   cpu.reserve(32);
   double cpu_loss = 0;
-  const size_t per = s.stored.bytes();
+  const size_t per = s.aug.out_bytes();
   for (size_t k = 0; k < s.batches.size(); ++k) {
     const HostBatch& b = s.batches[k];
     std::vector<float> x(size_t(b.n) * per);
-    for (int i = 0; i < b.n; ++i) {
-      const CropFlip cf{b.crops[3 * i], b.crops[3 * i + 1], b.crops[3 * i + 2] != 0};
-      s.aug.apply(b.pixels.data() + i * per, cf, x.data() + i * per);
-    }
+    for (int i = 0; i < b.n; ++i) s.aug.normalize(b.pixels.data() + i * per, x.data() + i * per);
     cpu_loss += b.n * cpu.forward(b.n, x.data(), b.labels.data(), true, 500 + k, b.keys.data());
     cpu.backward();
     cpu_opt.step(cpu.weights(), cpu.grads(), 1e-3);

@@ -5,7 +5,7 @@
 
 #include "datagen/image_codec.h"
 #include "datagen/png_codec.h"
-#include "datagen/resize.h"
+#include "shared/resize.h"
 #include "shared/error.h"
 #include "test_datagen_fixtures.h"
 

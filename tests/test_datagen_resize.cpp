@@ -1,4 +1,4 @@
-// datagen's own resampler (datagen/resize.cpp) against OpenCV's: INTER_AREA for shrinking, the
+// datagen's own resampler (shared/resize.cpp) against OpenCV's: INTER_AREA for shrinking, the
 // filter whose coefficients it uses, and INTER_LINEAR for enlarging, on random images and scales.
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "datagen/resize.h"
+#include "shared/resize.h"
 
 namespace convoy::datagen {
 namespace {

@@ -1,5 +1,5 @@
-// The CUDA resize's per-pixel arithmetic (datagen/gpu_resize_math.h), run on the CPU against the
-// real CPU path (datagen/resize.cpp), so CI checks without a GPU that the kernel's maths is exact.
+// The CUDA resize's per-pixel arithmetic (shared/resize_math.h), run on the CPU against the
+// real CPU path (shared/resize.cpp), so CI checks without a GPU that the kernel's maths is exact.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include <opencv2/core.hpp>
 
 #include "datagen/gpu_resize.h"
-#include "datagen/resize.h"
+#include "shared/resize.h"
 #include "shared/error.h"
 
 namespace convoy::datagen {

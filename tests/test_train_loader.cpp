@@ -1,8 +1,9 @@
 // The streaming loader: deterministic from the seed (same batches twice, from any start batch),
 // each sample at most once per epoch, all of them in evaluation, ranks dealt disjoint files,
 // JPEG batch files decoded to the raw pixels, damaged files refused with their name (at the batch
-// that needs them; every flip and cut), crops and flips equal to their per-pixel definition, and
-// the next epoch's first files read ahead and taken over.
+// that needs them; every flip and cut), crops and flips equal to their per-pixel definition, raw
+// batches equal to the float ones before normalisation, and the next epoch's first files read
+// ahead and taken over.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -134,7 +135,6 @@ TEST(Loader, ReadsAheadIntoTheNextEpoch) {
       EXPECT_EQ(next[k].keys, want[k].keys) << "batch " << k;
       EXPECT_EQ(next[k].x, want[k].x) << "batch " << k;
       EXPECT_EQ(next[k].pixels, want[k].pixels) << "batch " << k;
-      EXPECT_EQ(next[k].crops, want[k].crops) << "batch " << k;
     }
     // Files read ahead for an epoch that does not come next are not used.
     Loader b(o, meta);
@@ -151,9 +151,10 @@ TEST(Loader, ReadsAheadIntoTheNextEpoch) {
   EXPECT_EQ(e.files_read_ahead(), 0);
 }
 
-TEST(Loader, RawBatchesHoldTheStoredSamplesAndTheirCrops) {
-  // The CUDA backend's batches: the stored pixels and each sample's crop/flip, which augmented on
-  // the host give the float batches exactly. Epochs in a row reuse the batch buffers.
+TEST(Loader, RawBatchesHoldTheAugmentedSamples) {
+  // The CUDA backend's batches: each sample cropped and flipped as uint8, which normalised on the
+  // host gives the float batches exactly, and which is the stored image under the sample's crop.
+  // Epochs in a row reuse the batch buffers.
   const std::string dir = make("raw", Encoding::raw);
   const DatasetMeta meta = read_dataset_meta(dir);
   LoaderOptions o = options(dir, true);
@@ -165,7 +166,9 @@ TEST(Loader, RawBatchesHoldTheStoredSamplesAndTheirCrops) {
     const Batch b = read_batch_file(join_path(dir, f.name));
     for (size_t i = 0; i < b.count(); ++i) stored[b.ids[i]].assign(b.raw_image(i), b.raw_image(i) + b.shape.bytes());
   }
-  const size_t per_in = meta.shape.bytes(), per_out = size_t(3) * 10 * 10;
+  const Augmenter& aug = raw.augmenter();
+  const size_t per_out = size_t(3) * 10 * 10;
+  const uint64_t key = o.seed * 0xD1B54A32D192ED03ull + 7;  // epoch 0's
   for (int e : {0, 1}) {
     const auto want = epoch(floats, e), got = epoch(raw, e);
     ASSERT_EQ(got.size(), want.size());
@@ -174,15 +177,17 @@ TEST(Loader, RawBatchesHoldTheStoredSamplesAndTheirCrops) {
       ASSERT_EQ(b.keys, want[k].keys);
       EXPECT_EQ(b.labels, want[k].labels);
       EXPECT_TRUE(b.x.empty());
-      ASSERT_EQ(b.pixels.size(), size_t(b.n) * per_in);
-      ASSERT_EQ(b.crops.size(), size_t(b.n) * 3);
+      ASSERT_EQ(b.pixels.size(), size_t(b.n) * per_out);
       std::vector<float> x(per_out);
+      std::vector<uint8_t> px(per_out);
       for (int i = 0; i < b.n; ++i) {
-        const uint8_t* px = b.pixels.data() + size_t(i) * per_in;
-        ASSERT_EQ(std::vector<uint8_t>(px, px + per_in), stored.at(int64_t(b.keys[i]))) << "epoch " << e << " batch " << k;
-        const int32_t* c = b.crops.data() + 3 * i;
-        raw.augmenter().apply(px, CropFlip{c[0], c[1], c[2] != 0}, x.data());
+        const uint8_t* got_px = b.pixels.data() + size_t(i) * per_out;
+        aug.normalize(got_px, x.data());
         ASSERT_EQ(0, std::memcmp(x.data(), want[k].x.data() + size_t(i) * per_out, per_out * sizeof(float)));
+        if (e != 0) continue;
+        const SampleCrop c = aug.choose(key, int64_t(b.keys[i]));
+        aug.render(PixelView{stored.at(int64_t(b.keys[i])).data(), 12 * 3, 3, PixelRect{0, 0, 12, 12}}, c, 1, px.data());
+        ASSERT_EQ(0, std::memcmp(px.data(), got_px, per_out)) << "batch " << k << " sample " << i;
       }
     }
   }
@@ -262,12 +267,17 @@ TEST(Loader, AugmentEqualsThePerPixelDefinition) {
   for (int crop : {5, 9, 12}) {
     for (int pad : {0, 2, 11}) {
       if (crop > 7 + 2 * pad) continue;
-      const Augmenter aug(shape, crop, pad, true, {10.0, 0.0, 200.0}, {3.0, 1.0, 50.0});
+      AugmentSpec spec;
+      spec.crop = crop, spec.pad = pad, spec.flip = true;
+      const Augmenter aug(shape, spec, true, {10.0, 0.0, 200.0}, {3.0, 1.0, 50.0});
       std::vector<float> out(size_t(3) * crop * crop);
+      std::vector<uint8_t> u8(size_t(3) * crop * crop);
+      const PixelView whole{img.data(), 9 * 3, 3, PixelRect{0, 0, 9, 7}};
       for (int top = 0; top <= 7 + 2 * pad - crop; ++top)
         for (int left = 0; left <= 9 + 2 * pad - crop; ++left)
           for (bool flip : {false, true}) {
-            aug.apply(img.data(), CropFlip{top, left, flip}, out.data());
+            aug.render(whole, SampleCrop{top - pad, left - pad, crop, crop, flip}, 1, u8.data());
+            aug.normalize(u8.data(), out.data());
             for (int c = 0; c < 3; ++c)
               for (int y = 0; y < crop; ++y)
                 for (int x = 0; x < crop; ++x) {

@@ -1,30 +1,49 @@
-// One sample from stored uint8 HWC pixels to a normalised float CHW tensor: crop (random with
-// zero padding in training, centred in evaluation), optional horizontal flip, (x - mean) / std.
+// One sample from stored uint8 HWC pixels to the net's input: a region of the image (a random
+// window, torchvision's RandomResizedCrop, or the centred evaluation crop), resized to the output
+// size when it differs from it, optionally mirrored, then (x - mean) / std.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "shared/batch_file.h"
+#include "train/jpeg_region.h"
+#include "train/net_config.h"
 
 namespace convoy {
 
-struct CropFlip {
-  int top = 0, left = 0;  // in padded-image coordinates
+// A region of the stored image, in its pixel coordinates. A region of the output's size is copied
+// and may reach into the zero padding around the image; any other is resized to the output size.
+struct SampleCrop {
+  int top = 0, left = 0, height = 0, width = 0;
   bool flip = false;
 };
 
 struct Augmenter {
   ImageShape stored;
-  int out_h = 0, out_w = 0, pad = 0;
-  bool random_flip = false;
+  AugmentSpec spec;
+  bool train = true;
+  int out_h = 0, out_w = 0;
   std::vector<float> scale, shift;  // per channel: 1/std and -mean/std
 
-  // Output size = crop (or the stored size when crop is 0); errors if it does not fit.
-  Augmenter(ImageShape stored, int crop, int pad, bool flip, const std::vector<double>& mean,
+  // Output size = spec.crop (or the stored size when it is 0); errors if a window of it does not fit.
+  // Evaluation (train false) takes the centred crop, with no padding or flip.
+  Augmenter(ImageShape stored, const AugmentSpec& spec, bool train, const std::vector<double>& mean,
             const std::vector<double>& std);
-  // The crop and flip of one sample: drawn from (key, sample id) in training, centred otherwise.
-  CropFlip choose(bool train, uint64_t key, int64_t id) const;
-  void apply(const uint8_t* hwc, const CropFlip& cf, float* chw) const;
+
+  size_t out_bytes() const { return size_t(out_h) * size_t(out_w) * stored.channels; }
+  // The region and flip of one sample: drawn from (key, sample id) in training, centred otherwise.
+  SampleCrop choose(uint64_t key, int64_t id) const;
+  bool resizes(const SampleCrop& c) const { return c.height != out_h || c.width != out_w; }
+  // The JPEG decode's scale, 1, 2, 4 or 8: the largest that leaves the region at least the output's
+  // size, so a region twice the output or more is decoded smaller in the DCT domain.
+  int dct_scale(const SampleCrop& c) const;
+  // The part of the image, decoded at 1/scale, that the region needs (empty if it lies wholly in
+  // the padding).
+  PixelRect source_rect(const SampleCrop& c, int scale) const;
+  // The output's out_h x out_w x C pixels from `v`, which holds at least source_rect(c, scale).
+  void render(const PixelView& v, const SampleCrop& c, int scale, uint8_t* out) const;
+  // out_h x out_w x C uint8 to a normalised float CHW tensor.
+  void normalize(const uint8_t* hwc, float* chw) const;
 };
 
 }  // namespace convoy

@@ -15,15 +15,14 @@ size_t align_up(size_t n) { return (n + 255) & ~size_t(255); }
 // One batch in flight: the same layout in pinned host memory and on the device, so that one copy
 // moves all of it.
 struct GpuStep::Slot {
-  size_t px = 0, crops = 0, labels = 0, keys = 0, scalars = 0, bytes = 0;  // offsets
+  size_t px = 0, labels = 0, keys = 0, scalars = 0, bytes = 0;  // offsets
   PinnedBuffer host;
   DeviceBuffer<unsigned char> dev;  // a place in the step's arena
   // Recorded inside the step (and so inside its graph): a slot's graph always records these.
   CudaEvent fwd, bwd, comm;
   Slot(Arena& arena, size_t sample_bytes, int n) {
     px = 0;
-    crops = align_up(px + sample_bytes * n);
-    labels = align_up(crops + 3 * sizeof(int32_t) * n);
+    labels = align_up(px + sample_bytes * n);
     keys = align_up(labels + sizeof(int32_t) * n);
     scalars = align_up(keys + sizeof(uint64_t) * n);
     bytes = align_up(scalars + sizeof(StepScalars));
@@ -53,10 +52,9 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   name_ = "cuda:" + std::to_string(device);
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) name_ += std::string(" (") + prop.name + ")";
-  aug_ = {max_batch, int(aug.stored.channels), int(aug.stored.height), int(aug.stored.width),
-          aug.out_h, aug.out_w, aug.pad, net_.input_layout()};
+  input_ = {max_batch, int(aug.stored.channels), aug.out_h, aug.out_w, net_.input_layout()};
   const Dims in = net.input_dims();
-  if (in.c != aug_.c || in.h != aug_.out_h || in.w != aug_.out_w)
+  if (in.c != input_.c || in.h != input_.h || in.w != input_.w)
     fail("GpuStep: the net's input differs from the augmented sample shape");
   arena_.request(x_, size_t(max_batch) * net_.input_layout().sample_size() *
                          (ctx_.bf16() ? sizeof(bf16) : sizeof(float)));
@@ -64,7 +62,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));
   arena_.request(scale_shift_, 2 * aug.stored.channels);
   arena_.request(acc_, 4);
-  for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(arena_, aug.stored.bytes(), max_batch));
+  for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(arena_, aug.out_bytes(), max_batch));
   arena_.commit();
   std::vector<float> ss(aug.scale);
   ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
@@ -106,15 +104,13 @@ void GpuStep::flush_bucket() {
 }
 
 // The slot's raw batch to the net's input: fp32 NCHW, or bf16 NHWC for a bf16 net.
-void GpuStep::queue_augment(const Slot& sl, int n) {
-  AugmentShape a = aug_;
+void GpuStep::queue_normalize(const Slot& sl, int n) {
+  InputShape a = input_;
   a.n = n;
   if (net_.stores_bf16())
-    augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(),
-                    reinterpret_cast<bf16*>(x_.get()), Layout::nhwc);
+    normalize_input(ctx_, a, sl.d<uint8_t>(sl.px), scale_shift_.get(), reinterpret_cast<bf16*>(x_.get()), Layout::nhwc);
   else
-    augment_forward(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<int32_t>(sl.crops), scale_shift_.get(),
-                    reinterpret_cast<float*>(x_.get()), Layout::nchw);
+    normalize_input(ctx_, a, sl.d<uint8_t>(sl.px), scale_shift_.get(), reinterpret_cast<float*>(x_.get()), Layout::nchw);
 }
 
 void GpuStep::queue_compute(int slot, int n) {
@@ -122,7 +118,7 @@ void GpuStep::queue_compute(int slot, int n) {
   cudaStream_t s = ctx_.stream();
   const StepScalars* scalars = sl.d<StepScalars>(sl.scalars);
   const int32_t* labels = sl.d<int32_t>(sl.labels);
-  queue_augment(sl, n);
+  queue_normalize(sl, n);
   net_.forward(n, x_.get(), labels, true, &scalars->key, sl.d<uint64_t>(sl.keys));
   record_event(sl.fwd.get(), s);
   if (nccl_) {
@@ -166,7 +162,6 @@ void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
   const TrainRecipe& r = host_opt_.recipe;
   const StepScalars sc = step_scalars(key, lr, r.beta1, r.beta2, host_opt_.t);
   std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data(), b.pixels.size());
-  std::memcpy(sl.h<int32_t>(sl.crops), b.crops.data(), b.crops.size() * sizeof(int32_t));
   std::memcpy(sl.h<int32_t>(sl.labels), b.labels.data(), b.labels.size() * sizeof(int32_t));
   std::memcpy(sl.h<uint64_t>(sl.keys), b.keys.data(), b.keys.size() * sizeof(uint64_t));
   std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);
@@ -242,13 +237,12 @@ void GpuStep::evaluate(const HostBatch& b) {
   drain();
   Slot& sl = *slots_[0];
   std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data(), b.pixels.size());
-  std::memcpy(sl.h<int32_t>(sl.crops), b.crops.data(), b.crops.size() * sizeof(int32_t));
   std::memcpy(sl.h<int32_t>(sl.labels), b.labels.data(), b.labels.size() * sizeof(int32_t));
   const StepScalars sc{};
   std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);
   cudaStream_t s = ctx_.stream();
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.get(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, s));
-  queue_augment(sl, b.n);
+  queue_normalize(sl, b.n);
   net_.forward(b.n, x_.get(), sl.d<int32_t>(sl.labels), false, &sl.d<StepScalars>(sl.scalars)->key,
                sl.d<uint64_t>(sl.keys));
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(losses_host_.data(), net_.losses(), b.n * sizeof(float), cudaMemcpyDeviceToHost, s));

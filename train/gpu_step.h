@@ -75,7 +75,7 @@ class GpuStep {
  private:
   struct Slot;        // pinned and device buffers of one batch in flight
   struct StepEvents;  // the events recorded around one step
-  void queue_augment(const Slot& sl, int n);
+  void queue_normalize(const Slot& sl, int n);
   void queue_compute(int slot, int n);
   void bucket_ready(size_t lo, size_t hi);
   void flush_bucket();
@@ -86,7 +86,7 @@ class GpuStep {
   Arena arena_;  // every tensor of the net and of the step, in one allocation
   GpuNet net_;
   Optimizer host_opt_;  // recipe and step count; its arrays live on the device
-  AugmentShape aug_;
+  InputShape input_;
   int max_batch_, ranks_;
   GpuStepOptions o_;
   std::unique_ptr<NcclComm> nccl_;

@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <turbojpeg.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,34 +24,6 @@ struct Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
 };
-
-struct TjHandle {
-  tjhandle h = tjInitDecompress();
-  ~TjHandle() {
-    if (h) tjDestroy(h);
-  }
-};
-
-void decode_jpegs(const std::string& path, const BatchView& v, const ImageShape& shape, uint8_t* out) {
-  thread_local TjHandle tj;
-  if (!tj.h) fail_file(path, "cannot start the JPEG decoder");
-  if (shape.channels != 1 && shape.channels != 3)
-    fail_file(path, "JPEG samples need 1 or 3 channels, not " + std::to_string(shape.channels));
-  const int pf = shape.channels == 1 ? TJPF_GRAY : TJPF_RGB;
-  const uint8_t* images = v.images();
-  for (size_t i = 0; i < v.count(); ++i) {
-    const uint64_t a = v.offset(i), e = v.offset(i + 1);
-    int w = 0, h = 0, sub = 0, cs = 0;
-    if (tjDecompressHeader3(tj.h, images + a, (unsigned long)(e - a), &w, &h, &sub, &cs) != 0)
-      fail_file(path, "sample " + std::to_string(i) + ": " + tjGetErrorStr2(tj.h));
-    if (w != int(shape.width) || h != int(shape.height))
-      fail_file(path, "sample " + std::to_string(i) + ": JPEG is " + std::to_string(w) + "x" + std::to_string(h) +
-                          ", dataset.json says " + std::to_string(shape.width) + "x" + std::to_string(shape.height));
-    if (tjDecompress2(tj.h, images + a, (unsigned long)(e - a), out + i * shape.bytes(), w, 0, h, pf,
-                      TJFLAG_ACCURATEDCT) != 0)
-      fail_file(path, "sample " + std::to_string(i) + ": " + tjGetErrorStr2(tj.h));
-  }
-}
 
 }  // namespace
 
@@ -106,25 +77,20 @@ BatchView read_verified(const std::string& path, ByteBuffer& buf) {
 }
 
 void LoadedFile::load(const std::string& path, const ImageShape& shape) {
-  pixels_ = nullptr;
   labels_.clear();
   ids_.clear();
-  const BatchView v = read_verified(path, bytes_);
-  if (!(v.shape() == shape))
-    fail_file(path, "image shape " + std::to_string(v.header.height) + "x" + std::to_string(v.header.width) + "x" +
-                        std::to_string(v.header.channels) + " differs from dataset.json");
-  const size_t n = v.count();
+  view_ = read_verified(path, bytes_);
+  if (!(view_.shape() == shape))
+    fail_file(path, "image shape " + std::to_string(view_.header.height) + "x" + std::to_string(view_.header.width) +
+                        "x" + std::to_string(view_.header.channels) + " differs from dataset.json");
+  encoding_ = Encoding(view_.header.encoding);
+  if (encoding_ == Encoding::jpeg && shape.channels != 1 && shape.channels != 3)
+    fail_file(path, "JPEG samples need 1 or 3 channels, not " + std::to_string(shape.channels));
+  const size_t n = view_.count();
   labels_.resize(n);
   ids_.resize(n);
-  for (size_t i = 0; i < n; ++i) labels_[i] = v.label(i), ids_[i] = v.id(i);
+  for (size_t i = 0; i < n; ++i) labels_[i] = view_.label(i), ids_[i] = view_.id(i);
   sample_bytes_ = shape.bytes();
-  if (v.header.encoding == uint32_t(Encoding::raw)) {
-    pixels_ = v.images();
-    return;
-  }
-  uint8_t* out = decoded_.reserve(n * sample_bytes_);
-  decode_jpegs(path, v, shape, out);
-  pixels_ = out;
 }
 
 }  // namespace convoy

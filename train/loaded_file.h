@@ -1,5 +1,6 @@
 // One batch file in the loader's memory: read with pread into a buffer that is kept for the next
-// file, every checksum verified in place, JPEG samples decoded into a second kept buffer.
+// file, every checksum verified in place. JPEG samples stay compressed: the readers decode each
+// one, or the part of it a crop needs, when they build its batch.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,15 +31,20 @@ class LoadedFile {
   void load(const std::string& path, const ImageShape& shape);
 
   size_t count() const { return labels_.size(); }
-  const uint8_t* pixels(size_t i) const { return pixels_ + i * sample_bytes_; }  // HWC
+  bool jpeg() const { return encoding_ == Encoding::jpeg; }
+  const uint8_t* pixels(size_t i) const { return view_.images() + i * sample_bytes_; }  // raw files: HWC
+  // JPEG files: sample i's bytes.
+  const uint8_t* jpeg_data(size_t i) const { return view_.images() + view_.offset(i); }
+  size_t jpeg_size(size_t i) const { return size_t(view_.offset(i + 1) - view_.offset(i)); }
   int32_t label(size_t i) const { return labels_[i]; }
   int64_t id(size_t i) const { return ids_[i]; }
 
  private:
-  ByteBuffer bytes_, decoded_;
+  ByteBuffer bytes_;
+  BatchView view_;
+  Encoding encoding_ = Encoding::raw;
   std::vector<int32_t> labels_;
   std::vector<int64_t> ids_;
-  const uint8_t* pixels_ = nullptr;
   size_t sample_bytes_ = 0;
 };
 

@@ -1,8 +1,9 @@
-// Loader threads. Each reader takes the most urgent job there is: first the next batch in order,
-// once it is inside the prefetch window and its files are verified; else the next file in order
-// of first use, while fewer than `max_files_` are held (the files of the batches in the window are
-// always let in, so the loader cannot stall on its own limit). Batches may finish out of order and
-// are handed out in order; a damaged file surfaces as an error at the first batch that needs it.
+// Loader threads. Each reader takes the most urgent job there is: first the next part of the
+// earliest batch not fully claimed, once that batch is inside the prefetch window and its files
+// are verified; else the next file in order of first use, while fewer than `max_files_` are held
+// (the files of the batches in the window are always let in, so the loader cannot stall on its own
+// limit). Parts and batches may finish out of order and batches are handed out in order; a damaged
+// file surfaces as an error at the first batch that needs it, a damaged sample at its batch.
 #include "train/loader.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "shared/atomic_file.h"
 #include "shared/error.h"
+#include "train/jpeg_region.h"
 
 namespace convoy {
 
@@ -17,24 +19,45 @@ DecodedFile load_batch_file(const std::string& path, const ImageShape& shape) {
   LoadedFile f;
   f.load(path, shape);
   DecodedFile d;
-  const size_t n = f.count();
-  d.pixels.assign(f.pixels(0), f.pixels(0) + n * shape.bytes());
-  for (size_t i = 0; i < n; ++i) d.labels.push_back(f.label(i)), d.ids.push_back(f.id(i));
+  const size_t n = f.count(), bytes = shape.bytes();
+  d.pixels.resize(n * bytes);
+  JpegRegionDecoder dec;
+  const int W = int(shape.width), H = int(shape.height), C = int(shape.channels);
+  for (size_t i = 0; i < n; ++i) {
+    d.labels.push_back(f.label(i)), d.ids.push_back(f.id(i));
+    if (!f.jpeg()) {
+      std::memcpy(d.pixels.data() + i * bytes, f.pixels(i), bytes);
+      continue;
+    }
+    PixelView v;
+    try {
+      v = dec.decode(f.jpeg_data(i), f.jpeg_size(i), W, H, C, 1, PixelRect{0, 0, W, H});
+    } catch (const Error& e) {
+      fail_file(path, "sample " + std::to_string(i) + ": " + e.what());
+    }
+    for (int y = 0; y < H; ++y)
+      std::memcpy(d.pixels.data() + i * bytes + size_t(y) * W * C, v.data + y * v.stride, size_t(W) * C);
+  }
   return d;
 }
 
 Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
-    : opt_(o), meta_(meta),
-      aug_(meta.shape, o.augment.crop, o.train ? o.augment.pad : 0, o.train && o.augment.flip, meta.mean, meta.std) {
+    : opt_(o), meta_(meta), aug_(meta.shape, o.augment, o.train, meta.mean, meta.std) {
   if (meta_.files.empty()) fail_file(join_path(o.dir, kDatasetJson), "lists no batch files");
   opt_.readers = std::max(1, opt_.readers);
+  const size_t out_bytes = opt_.raw ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes();
+  // Parts of at least 16 samples and 1 MiB of output: small enough that a batch of JPEGs spreads
+  // over the readers, large enough that tiny samples do not make the readers queue on the lock.
+  part_samples_ = int(std::clamp<size_t>((size_t(1) << 20) / std::max<size_t>(1, out_bytes), 16,
+                                         size_t(std::max(16, opt_.local_batch))));
   if (opt_.prefetch <= 0) {
     // About 64 MiB of batches: a window that is a few steps of a large net, and tens of steps of
-    // a small one, whose steps are short enough for a thread wake-up to count.
-    const size_t batch_bytes = size_t(std::max(1, opt_.local_batch)) *
-                               (opt_.raw ? meta_.shape.bytes()
-                                         : sizeof(float) * meta_.shape.channels * aug_.out_h * aug_.out_w);
-    opt_.prefetch = int(std::clamp<size_t>((size_t(64) << 20) / std::max<size_t>(1, batch_bytes), 4, 64));
+    // a small one, whose steps are short enough for a thread wake-up to count; and enough parts
+    // in it for every reader.
+    const size_t batch_bytes = size_t(std::max(1, opt_.local_batch)) * out_bytes;
+    const int parts_per_batch = (std::max(1, opt_.local_batch) + part_samples_ - 1) / part_samples_;
+    const int for_readers = (2 * opt_.readers + parts_per_batch - 1) / parts_per_batch;
+    opt_.prefetch = std::max(for_readers, int(std::clamp<size_t>((size_t(64) << 20) / std::max<size_t>(1, batch_bytes), 4, 64)));
   }
   // The consumer wakes the readers once a quarter of the window is free, not after every batch:
   // waking a sleeping thread costs the consumer microseconds, a share of a short step.
@@ -43,6 +66,14 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
   // window are assembled, the files of the next are read and verified.
   max_files_ = 2 * std::max(1, opt_.window_files);
   ready_.resize(size_t(opt_.prefetch));
+}
+
+size_t Loader::memory_bound() const {
+  uint64_t largest = 0;
+  for (const BatchFileEntry& f : meta_.files) largest = std::max(largest, f.bytes);
+  const size_t out = size_t(opt_.local_batch) * (opt_.raw ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes());
+  return size_t(max_files_) * size_t(largest) + size_t(opt_.prefetch + 2) * out +
+         size_t(opt_.readers) * (meta_.shape.bytes() + sizeof(float) * aug_.out_bytes());
 }
 
 Loader::~Loader() { stop(); }
@@ -66,6 +97,7 @@ void Loader::start_epoch(int epoch, long long first) {
   end_ = opt_.train ? steps_per_epoch(meta_, p, opt_.local_batch) : (long long)(stream_.size() + b - 1) / b;
   epoch_ = epoch;
   first_ = next_build_ = next_take_ = std::min(first, end_);
+  next_part_ = 0;
   stopping_ = false;
 
   // Buffers of the last epoch are kept for this one.
@@ -158,44 +190,78 @@ std::exception_ptr Loader::file_error(long long k) const {
   return nullptr;
 }
 
-// Runs without the lock: the files of batch k stay loaded until release(k), and nothing else
-// writes to their slots meanwhile.
-void Loader::build(long long k, HostBatch& hb) const {
-  const size_t b = size_t(opt_.local_batch);
-  const size_t lo = size_t(k) * b, hi = std::min(stream_.size(), lo + b);
-  const int n = int(hi - lo);
-  const size_t per = size_t(meta_.shape.channels) * aug_.out_h * aug_.out_w;
-  const size_t stored = meta_.shape.bytes();
-  hb.n = n;
-  if (opt_.raw) {
-    hb.pixels.resize(size_t(n) * stored);
-    hb.crops.resize(3 * size_t(n));
-  } else {
-    hb.x.resize(size_t(n) * per);
+int Loader::parts(long long k) const {
+  const long long n = std::min<long long>(opt_.local_batch, (long long)stream_.size() - k * opt_.local_batch);
+  return int((n + part_samples_ - 1) / part_samples_);
+}
+
+// Under the lock: the first part of a batch readies its slot, so the others only write into it.
+void Loader::claim_part(long long k, int part) {
+  ReadySlot& r = ready_[size_t(k % opt_.prefetch)];
+  if (part == 0) {
+    r.parts_left = parts(k);
+    if (!spare_batches_.empty()) {
+      r.batch = std::move(spare_batches_.back());
+      spare_batches_.pop_back();
+    }
+    HostBatch& hb = r.batch;
+    const size_t b = size_t(opt_.local_batch), lo = size_t(k) * b, n = std::min(stream_.size(), lo + b) - lo;
+    hb.n = int(n);
+    if (opt_.raw)
+      hb.pixels.resize(n * aug_.out_bytes());
+    else
+      hb.x.resize(n * aug_.out_bytes());
+    hb.labels.resize(n);
+    hb.keys.resize(n);
   }
-  hb.labels.resize(n);
-  hb.keys.resize(n);
+  if (part + 1 == parts(k)) {
+    ++next_build_;
+    next_part_ = 0;
+  } else {
+    next_part_ = part + 1;
+  }
+}
+
+// Runs without the lock: the files of batch k stay loaded until its last part is done, and each
+// part writes its own samples of the batch.
+void Loader::build_part(long long k, int part, HostBatch& hb) const {
+  thread_local JpegRegionDecoder decoder;
+  thread_local std::vector<uint8_t> scratch;
+  const size_t b = size_t(opt_.local_batch), first = size_t(k) * b;
+  const size_t lo = first + size_t(part) * part_samples_;
+  const size_t hi = std::min({stream_.size(), first + b, lo + size_t(part_samples_)});
+  const size_t out_bytes = aug_.out_bytes();
+  const int W = int(meta_.shape.width), H = int(meta_.shape.height), C = int(meta_.shape.channels);
+  if (!opt_.raw) scratch.resize(out_bytes);
   const uint64_t key = opt_.seed * 0xD1B54A32D192ED03ull + uint64_t(epoch_) * 0x9E3779B97F4A7C15ull + 7;
   for (size_t i = lo; i < hi; ++i) {
+    const size_t j = i - first;
     const SampleRef r = stream_[i];
     const LoadedFile& f = *files_[r.file].data;
     const int64_t id = f.id(r.index);
-    const CropFlip cf = aug_.choose(opt_.train, key, id);
-    const uint8_t* px = f.pixels(r.index);
-    if (opt_.raw) {
-      std::memcpy(hb.pixels.data() + (i - lo) * stored, px, stored);
-      int32_t* c = hb.crops.data() + 3 * (i - lo);
-      c[0] = cf.top, c[1] = cf.left, c[2] = cf.flip;
+    const SampleCrop c = aug_.choose(key, id);
+    uint8_t* out = opt_.raw ? hb.pixels.data() + j * out_bytes : scratch.data();
+    if (f.jpeg()) {
+      const int s = aug_.dct_scale(c);
+      const PixelRect need = aug_.source_rect(c, s);
+      PixelView v;
+      if (need.w > 0) try {
+          v = decoder.decode(f.jpeg_data(r.index), f.jpeg_size(r.index), W, H, C, s, need);
+        } catch (const Error& e) {
+          fail_file(join_path(opt_.dir, meta_.files[r.file].name), "sample " + std::to_string(r.index) + ": " + e.what());
+        }
+      aug_.render(v, c, s, out);
     } else {
-      aug_.apply(px, cf, hb.x.data() + (i - lo) * per);
+      aug_.render(PixelView{f.pixels(r.index), size_t(W) * C, C, PixelRect{0, 0, W, H}}, c, 1, out);
     }
+    if (!opt_.raw) aug_.normalize(out, hb.x.data() + j * out_bytes);
     const int32_t label = f.label(r.index);
     if (label < 0 || size_t(label) >= meta_.classes.size())
       fail_file(join_path(opt_.dir, meta_.files[r.file].name),
                 "sample " + std::to_string(r.index) + " has label " + std::to_string(label) + " outside the " +
                     std::to_string(meta_.classes.size()) + " classes");
-    hb.labels[i - lo] = label;
-    hb.keys[i - lo] = uint64_t(id);
+    hb.labels[j] = label;
+    hb.keys[j] = uint64_t(id);
   }
 }
 
@@ -214,27 +280,25 @@ void Loader::worker() {
   std::unique_lock<std::mutex> lk(mu_);
   while (!stopping_) {
     if (next_build_ < end_ && next_build_ < next_take_ + opt_.prefetch && files_ready(next_build_)) {
-      const long long k = next_build_++;
-      HostBatch hb;
-      if (!spare_batches_.empty()) {
-        hb = std::move(spare_batches_.back());
-        spare_batches_.pop_back();
-      }
+      const long long k = next_build_;
+      const int part = next_part_;
+      claim_part(k, part);
+      ReadySlot& r = ready_[size_t(k % opt_.prefetch)];
       std::exception_ptr err;
       lk.unlock();
       try {
-        build(k, hb);
+        build_part(k, part, r.batch);
       } catch (...) {
         err = std::current_exception();
       }
       lk.lock();
-      release(k);
-      ReadySlot& r = ready_[size_t(k % opt_.prefetch)];
-      r.done = true;
-      r.batch = std::move(hb);
-      r.error = err;
-      ready_cv_.notify_all();
-      work_cv_.notify_all();  // files released: room for the next ones
+      if (err && !r.error) r.error = err;
+      if (--r.parts_left == 0) {
+        release(k);
+        r.done = true;
+        ready_cv_.notify_all();
+        work_cv_.notify_all();  // files released: room for the next ones
+      }
       continue;
     }
     if (next_load_ < load_order_.size() && files_[load_order_[next_load_]].state != FileState::waiting) {

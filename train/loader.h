@@ -1,7 +1,7 @@
 // The streaming loader: reader threads read and verify batch files ahead of use, in the order
-// the epoch first needs them, and assemble batches from them into a bounded window of `prefetch`
-// batches. Batch k is always built from the same samples with the same augmentation, whichever
-// thread builds it.
+// the epoch first needs them, and build batches from them into a bounded window of `prefetch`
+// batches, a few samples at a time (a part), so that decoding spreads over every reader. Batch k
+// is always built from the same samples with the same augmentation, whichever thread builds it.
 #pragma once
 #include <condition_variable>
 #include <exception>
@@ -21,10 +21,9 @@ namespace convoy {
 struct HostBatch {
   int n = 0;
   std::vector<float> x;  // [n, C, H, W], normalised (CPU backend)
-  // Raw batches (the CUDA backend augments on the GPU): the stored uint8 HWC samples and each
-  // one's crop and flip as int32 triples (top, left, flip); x stays empty.
+  // Raw batches (the CUDA backend normalises on the GPU): the augmented samples as uint8
+  // [n, out_h, out_w, C]; x stays empty.
   std::vector<uint8_t> pixels;
-  std::vector<int32_t> crops;
   std::vector<int32_t> labels;
   std::vector<uint64_t> keys;  // per-sample keys (dataset ids) for dropout masks
 };
@@ -32,17 +31,17 @@ struct HostBatch {
 struct LoaderOptions {
   std::string dir;
   int local_batch = 128;
-  int readers = 2;
+  int readers = 2;             // reader threads (loader_sizing.h chooses the default)
   int prefetch = 0;            // batches kept ready; 0: about 64 MiB of them (4 to 64)
   bool train = true;           // shuffle and augment; else file order, centre crop, partial last batch
-  bool raw = false;            // leave crop/flip/normalise to the consumer (HostBatch::pixels)
+  bool raw = false;            // uint8 samples for the consumer to normalise (HostBatch::pixels)
   int window_files = 4;
   uint64_t seed = 0;
   int rank = 0, ranks = 1;
   AugmentSpec augment;
 };
 
-// Raw HWC pixels of every sample in one batch file.
+// Raw HWC pixels of every sample in one batch file (JPEG samples decoded whole).
 struct DecodedFile {
   std::vector<uint8_t> pixels;
   std::vector<int32_t> labels;
@@ -71,6 +70,11 @@ class Loader {
   // back to the loader to be filled again, so steady state allocates nothing.
   bool next(HostBatch& out);
   int prefetch() const { return opt_.prefetch; }
+  int readers() const { return opt_.readers; }
+  // The most memory the loader's buffers take: max_files() files of the largest size, the prefetch
+  // window plus two batches in the consumer's hands, and each reader's decode scratch.
+  size_t memory_bound() const;
+  int max_files() const { return max_files_; }
   int out_channels() const { return int(meta_.shape.channels); }
   int out_height() const { return aug_.out_h; }
   int out_width() const { return aug_.out_w; }
@@ -88,6 +92,7 @@ class Loader {
   };
   struct ReadySlot {
     bool done = false;
+    int parts_left = 0;  // parts claimed or not yet claimed that have not finished
     HostBatch batch;
     std::exception_ptr error;
   };
@@ -96,13 +101,16 @@ class Loader {
   void worker();
   bool files_ready(long long k) const;
   std::exception_ptr file_error(long long k) const;
-  void build(long long k, HostBatch& b) const;
+  void claim_part(long long k, int part);
+  void build_part(long long k, int part, HostBatch& b) const;
+  int parts(long long k) const;
   void release(long long k);
 
   LoaderOptions opt_;
   DatasetMeta meta_;
   Augmenter aug_;
   int wake_at_ = 1;    // free window slots at which next() wakes the readers
+  int part_samples_ = 16;  // samples a reader builds at a time
   int max_files_ = 0;  // files held at once (two shuffle windows); the prefetch window's files always get in
   int epoch_ = 0;
   std::vector<SampleRef> stream_;
@@ -114,7 +122,9 @@ class Loader {
   int resident_ = 0;                  // files loading or loaded and still to be used
   std::vector<FileSlot> files_;       // by file number
   std::vector<std::unique_ptr<LoadedFile>> spare_files_;
+  // next_build_: the first batch with parts not yet claimed, next_part_ its next part.
   long long first_ = 0, next_build_ = 0, next_take_ = 0, end_ = 0;
+  int next_part_ = 0;
   std::vector<ReadySlot> ready_;       // batch k in ready_[k % prefetch]
   std::vector<HostBatch> spare_batches_;
   // Reading ahead into the next epoch: its first files in order of use, those read so far, and

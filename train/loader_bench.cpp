@@ -3,17 +3,21 @@
 #include "train/loader_bench.h"
 
 #include <sys/resource.h>
+#include <turbojpeg.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <utility>
 #include <vector>
 
+#include "shared/atomic_file.h"
 #include "shared/crc32c.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
 #include "shared/timer.h"
+#include "train/loaded_file.h"
 #include "train/loader.h"
+#include "train/loader_sizing.h"
 
 namespace convoy {
 namespace {
@@ -68,7 +72,7 @@ EpochFigures drain(Loader& l, int epoch, bool digest, double step_us) {
       waits.push_back(w);
     }
     f.samples += b.n;
-    if (digest) f.digest = extend(extend(extend(extend(extend(f.digest, b.labels), b.keys), b.crops), b.pixels), b.x);
+    if (digest) f.digest = extend(extend(extend(extend(f.digest, b.labels), b.keys), b.pixels), b.x);
     for (lap.reset(); lap.seconds() * 1e6 < step_us;) {
     }
   }
@@ -80,6 +84,38 @@ EpochFigures drain(Loader& l, int epoch, bool digest, double step_us) {
   return f;
 }
 
+struct TjDecompressor {
+  tjhandle h = tjInitDecompress();
+  ~TjDecompressor() {
+    if (h) tjDestroy(h);
+  }
+};
+
+// One core's plain TurboJPEG decode (tjDecompress2, the whole image, accurate IDCT) of the first
+// samples of the dataset, from memory, best of three passes: the yardstick the loader is held to.
+double plain_decode_rate(const std::string& dir, const DatasetMeta& meta, size_t max_samples) {
+  std::vector<std::vector<uint8_t>> jpegs;
+  LoadedFile f;
+  for (size_t k = 0; k < meta.files.size() && jpegs.size() < max_samples; ++k) {
+    f.load(join_path(dir, meta.files[k].name), meta.shape);
+    for (size_t i = 0; i < f.count() && jpegs.size() < max_samples; ++i)
+      jpegs.emplace_back(f.jpeg_data(i), f.jpeg_data(i) + f.jpeg_size(i));
+  }
+  TjDecompressor tj;
+  const int w = int(meta.shape.width), h = int(meta.shape.height);
+  const int pf = meta.shape.channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  std::vector<uint8_t> out(meta.shape.bytes());
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    Stopwatch clock;
+    for (const auto& j : jpegs)
+      if (tjDecompress2(tj.h, j.data(), (unsigned long)j.size(), out.data(), w, 0, h, pf, TJFLAG_ACCURATEDCT) != 0)
+        fail_file(dir, std::string("TurboJPEG refused a sample: ") + tjGetErrorStr2(tj.h));
+    best = std::max(best, double(jpegs.size()) / clock.seconds());
+  }
+  return best;
+}
+
 }  // namespace
 
 int run_loader_bench(const LoaderBenchOptions& o) {
@@ -89,14 +125,22 @@ int run_loader_bench(const LoaderBenchOptions& o) {
   if (o.mode == "raw" || o.mode == "both") modes.push_back(true);
   if (o.mode == "float" || o.mode == "both") modes.push_back(false);
   if (modes.empty()) fail("--mode must be raw, float or both");
-  std::printf("%s: %llu samples of %ux%ux%u (%s), batch %d, %d reader(s), shuffle window %d files\n",
-              o.data.c_str(), (unsigned long long)meta.num_samples, meta.shape.height, meta.shape.width,
-              meta.shape.channels, encoding_name(meta.encoding), o.batch, o.readers, o.window_files);
+  const ReaderChoice readers = choose_readers(o.readers, 0, o.local_ranks);
+  std::printf("%s: %llu samples of %ux%ux%u (%s), batch %d, shuffle window %d files; %s\n", o.data.c_str(),
+              (unsigned long long)meta.num_samples, meta.shape.height, meta.shape.width, meta.shape.channels,
+              encoding_name(meta.encoding), o.batch, o.window_files, readers.why.c_str());
+  const int cores = usable_cores();
+  double plain = 0;
+  if (meta.encoding == Encoding::jpeg) {
+    plain = plain_decode_rate(o.data, meta, 2048);
+    std::printf("plain decode: one core's plain TurboJPEG decode of the same JPEGs (whole image, from memory): "
+                "%.0f img/s; x %d cores: %.0f img/s\n", plain, cores, plain * cores);
+  }
   for (bool raw : modes) {
     LoaderOptions lo;
     lo.dir = o.data;
     lo.local_batch = o.batch;
-    lo.readers = o.readers;
+    lo.readers = readers.readers;
     lo.prefetch = o.prefetch;
     lo.window_files = o.window_files;
     lo.seed = o.seed;
@@ -104,6 +148,7 @@ int run_loader_bench(const LoaderBenchOptions& o) {
     lo.augment.crop = o.crop;
     lo.augment.pad = o.pad;
     lo.augment.flip = o.flip;
+    lo.augment.random_resized_crop = o.random_resized_crop;
     Loader l(lo, meta);
     std::printf("%s: prefetch window of %d batches\n", raw ? "raw" : "float", l.prefetch());
     std::vector<double> rates, costs;
@@ -126,7 +171,10 @@ int run_loader_bench(const LoaderBenchOptions& o) {
     const double m = median(rates), c = median(costs);
     std::printf("%s: median %.0f img/s, %.0f MB/s with %d reader(s) (%.0f img/s per reader); "
                 "%.1f CPU us/img (%.0f img/s per busy core)\n",
-                name, m, m * sample_mb, o.readers, m / o.readers, c, 1e6 / c);
+                name, m, m * sample_mb, lo.readers, m / lo.readers, c, 1e6 / c);
+    if (plain > 0)
+      std::printf("%s: %.2f x one core's plain decode, %.0f %% of %d cores x it\n", name, m / plain,
+                  100 * m / (plain * cores), cores);
   }
   return 0;
 }

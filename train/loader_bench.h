@@ -9,10 +9,12 @@ namespace convoy {
 struct LoaderBenchOptions {
   std::string data;
   std::string mode = "both";  // raw | float | both
-  int batch = 256, readers = 1, prefetch = 0, window_files = 4;
+  int batch = 256, readers = 0, prefetch = 0, window_files = 4;  // readers 0: every usable core
+  int local_ranks = 1;
   int epochs = 3;             // epoch 0 warms the page cache; the median of the rest is reported
   int crop = 0, pad = 0;
   bool flip = true;
+  bool random_resized_crop = false;
   bool digest = false;        // a CRC32C of every epoch's batches (slows the consumer)
   double step_us = 0;         // the consumer's own time per batch (a GPU step), spent spinning
   uint64_t seed = 1;

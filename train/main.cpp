@@ -44,7 +44,7 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   app.add_option("--batch", t.batch, "global batch size (default: the config's)");
   app.add_option("--seed", t.seed, "seed for weights, order, augmentation and dropout");
   app.add_option("--threads", t.threads, "compute threads per rank (default: cores / ranks on the node)");
-  app.add_option("--readers", t.readers, "loader threads");
+  app.add_option("--readers", t.readers, "loader threads (default: the cores of this rank's share less the trainer's)");
   app.add_option("--prefetch", t.prefetch, "batches the loader keeps ready (0: about 64 MiB of them, 4 to 64)");
   app.add_option("--shuffle-files", t.window_files, "shuffle buffer size in batch files");
   app.add_option("--log-every", t.log_every, "a progress line every N steps (0: none)");
@@ -100,12 +100,13 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   lb->add_option("--mode", lbo.mode, "raw (CUDA backend) | float (CPU backend) | both")
       ->check(CLI::IsMember({"raw", "float", "both"}));
   lb->add_option("--batch", lbo.batch, "batch size");
-  lb->add_option("--readers", lbo.readers, "loader threads");
+  lb->add_option("--readers", lbo.readers, "loader threads (default: every core this process may use)");
   lb->add_option("--prefetch", lbo.prefetch, "batches the loader keeps ready (0: about 64 MiB of them, 4 to 64)");
   lb->add_option("--shuffle-files", lbo.window_files, "shuffle buffer size in batch files");
   lb->add_option("--epochs", lbo.epochs, "epochs per mode (the first is left out of the median)");
   lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)");
   lb->add_option("--pad", lbo.pad, "zero padding before the random crop");
+  lb->add_flag("--random-resized-crop", lbo.random_resized_crop, "torchvision's RandomResizedCrop to --crop instead of a window");
   lb->add_option("--seed", lbo.seed, "seed");
   lb->add_option("--step-us", lbo.step_us,
                  "microseconds the consumer spends per batch, spinning as a host waiting for a GPU step does");
@@ -119,6 +120,7 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
     if (mpi.rank() == 0) std::printf("%d\n", convoy::gpu_count());
     return 0;
   }
+  t.local_ranks = e.local_ranks = lbo.local_ranks = mpi.local_size();
   if (*lb) return mpi.rank() == 0 ? convoy::run_loader_bench(lbo) : 0;
   if (*ev) return convoy::run_eval(e, mpi.rank(), mpi.size());
   if (*syn) {

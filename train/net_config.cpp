@@ -86,6 +86,23 @@ struct Reader {
     }
     return v;
   }
+  // A two-number array [lo, hi] with lo <= hi, each within [min, max].
+  void get_range(const toml::table& t, const char* key, double out[2], double min, double max) const {
+    const toml::node* n = t.get(key);
+    if (!n) return;
+    const toml::array* a = n->as_array();
+    const std::string why = std::string("'") + key + "' must be [low, high] with " + std::to_string(min) +
+                            " <= low <= high <= " + std::to_string(max);
+    if (!a || a->size() != 2) fail_at(*n, why);
+    double v[2];
+    for (size_t i = 0; i < 2; ++i) {
+      auto x = (*a)[i].value<double>();
+      if (!x || !((*a)[i].is_floating_point() || (*a)[i].is_integer())) fail_at(*n, why);
+      v[i] = *x;
+    }
+    if (!(v[0] >= min && v[0] <= v[1] && v[1] <= max)) fail_at(*n, why);
+    out[0] = v[0], out[1] = v[1];
+  }
   void only_keys(const toml::table& t, const std::set<std::string>& ok, const std::string& where) const {
     for (auto&& [k, v] : t)
       if (!ok.count(std::string(k.str())))
@@ -155,10 +172,21 @@ NetConfig parse_net_config(const std::string& text, const std::string& path) {
     tr.min_lr = r.get_num(*t, "min_lr", tr.min_lr, 0, 1e3);
   }
   if (const toml::table* d = root["data"].as_table()) {
-    r.only_keys(*d, {"crop", "pad", "flip"}, "[data]");
-    cfg.augment.crop = r.get_int(*d, "crop", 0, 0, 1 << 16);
-    cfg.augment.pad = r.get_int(*d, "pad", 0, 0, 1 << 10);
-    cfg.augment.flip = r.get_bool(*d, "flip", false);
+    r.only_keys(*d, {"crop", "pad", "flip", "random_resized_crop", "scale", "ratio", "eval_resize"}, "[data]");
+    AugmentSpec& a = cfg.augment;
+    a.crop = r.get_int(*d, "crop", 0, 0, 1 << 16);
+    a.pad = r.get_int(*d, "pad", 0, 0, 1 << 10);
+    a.flip = r.get_bool(*d, "flip", false);
+    a.random_resized_crop = r.get_bool(*d, "random_resized_crop", false);
+    r.get_range(*d, "scale", a.scale, 1e-6, 1);
+    r.get_range(*d, "ratio", a.ratio, 1e-3, 1e3);
+    a.eval_resize = r.get_int(*d, "eval_resize", 0, 0, 1 << 16);
+    if ((a.random_resized_crop || a.eval_resize) && a.crop == 0)
+      r.fail_at(*d, "[data] random_resized_crop and eval_resize need crop = <output side>");
+    if (a.random_resized_crop && a.pad)
+      r.fail_at(*d, "[data] random_resized_crop takes no pad");
+    if (a.eval_resize && a.eval_resize < a.crop)
+      r.fail_at(*d, "[data] eval_resize must be at least crop");
   }
 
   const toml::array* layers = root["layer"].as_array();

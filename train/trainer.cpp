@@ -4,6 +4,7 @@
 #include "train/trainer.h"
 
 #include <cblas.h>
+#include <sys/resource.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "train/data_parallel.h"
 #include "train/layers/dropout.h"
 #include "train/loader.h"
+#include "train/loader_sizing.h"
 #include "train/metrics_log.h"
 #include "train/net.h"
 #include "train/optimizer.h"
@@ -53,6 +55,13 @@ void set_threads(int threads, int ranks) {
   // Parallelism comes from OpenMP over images; each BLAS call runs on its caller's thread so
   // the two thread pools never fight over the cores.
   openblas_set_num_threads(1);
+}
+
+// The process's peak resident memory so far.
+long long peak_rss_bytes() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (long long)u.ru_maxrss * 1024;  // kilobytes on Linux
 }
 
 // Counts correct top-1 and top-5 predictions among n rows of probabilities.
@@ -192,17 +201,23 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   LoaderOptions lo;
   lo.dir = o.data;
   lo.local_batch = local_batch;
-  lo.readers = o.readers;
   lo.prefetch = o.prefetch;
   lo.window_files = o.window_files;
   lo.seed = seed;
   lo.rank = rank;
   lo.ranks = ranks;
   lo.augment = cfg.augment;
-  // The CUDA backend takes the stored uint8 samples and crops, flips and normalises on the GPU.
+  // The CUDA backend takes the augmented uint8 samples and normalises them on the GPU; its host
+  // thread needs a core of its own, the CPU backend's compute threads all of theirs.
   const bool on_gpu = use_gpu(o.device);
   lo.raw = on_gpu;
+  const ReaderChoice readers = choose_readers(o.readers, on_gpu ? 1 : omp_get_max_threads(), o.local_ranks);
+  lo.readers = readers.readers;
   Loader train_loader(lo, meta);
+  log_info("loader: %s; prefetch window %d batches, %d files held; buffers at most %.0f MiB (files x largest file + "
+           "(window + 2) x batch + readers x sample)",
+           readers.why.c_str(), train_loader.prefetch(), train_loader.max_files(),
+           double(train_loader.memory_bound()) / (1 << 20));
   std::unique_ptr<Loader> val_loader;
   if (!o.val.empty()) {
     const DatasetMeta vmeta = read_dataset_meta(o.val);
@@ -436,13 +451,16 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     if (o.profile && rank == 0) std::fprintf(stderr, "%s", net.profile().c_str());
     char idle[48] = "";
     if (gpu) std::snprintf(idle, sizeof idle, ", t_idle %.2f s", t_idle);
-    log_info("epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s%s",
-             epoch + 1, t_io, t_h2d, t_fwd, t_bwd, t_update, t_comm, idle);
+    log_info("epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s%s"
+             "; input stall %.2f %%, peak RSS %.0f MiB",
+             epoch + 1, t_io, t_h2d, t_fwd, t_bwd, t_update, t_comm, idle, 100 * t_io / train_s,
+             double(peak_rss_bytes()) / (1 << 20));
     if (metrics) {
       nlohmann::json j = {{"kind", "epoch"}, {"epoch", epoch + 1}, {"global_step", global_step}, {"train_loss", train_loss},
                           {"train_acc", train_acc}, {"seconds", secs}, {"train_seconds", train_s},
                           {"t_io", t_io}, {"t_h2d", t_h2d}, {"t_fwd", t_fwd}, {"t_bwd", t_bwd},
-                          {"t_update", t_update}, {"t_comm", t_comm}};
+                          {"t_update", t_update}, {"t_comm", t_comm}, {"images_per_second", sums[2] / train_s},
+                          {"input_stall", t_io / train_s}, {"peak_rss_bytes", peak_rss_bytes()}};
     if (gpu) j["t_idle"] = t_idle;
       if (have_eval) {
         j["test_loss"] = last.loss;
@@ -480,7 +498,7 @@ int run_eval(const EvalOptions& o, int rank, int ranks) {
   LoaderOptions lo;
   lo.dir = o.data;
   lo.local_batch = o.batch;
-  lo.readers = o.readers;
+  lo.readers = choose_readers(o.readers, omp_get_max_threads(), o.local_ranks).readers;
   lo.train = false;
   lo.rank = rank;
   lo.ranks = ranks;

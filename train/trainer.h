@@ -11,7 +11,8 @@ struct TrainOptions {
   int epochs = 0, batch = 0;  // 0: from the config
   uint64_t seed = 1;
   int threads = 0;            // OpenMP threads for compute; 0: all cores of this rank's share
-  int readers = 1, prefetch = 0, window_files = 4;
+  int readers = 0, prefetch = 0, window_files = 4;  // readers 0: loader_sizing.h chooses
+  int local_ranks = 1;        // ranks on this node (MpiContext), for the loader's default size
   int log_every = 100;
   std::string metrics;        // JSONL path ("" = none)
   std::string checkpoint;     // written every checkpoint_every steps, on a signal and at the end
@@ -30,7 +31,7 @@ struct TrainOptions {
 
 struct EvalOptions {
   std::string checkpoint, data;
-  int batch = 256, threads = 0, readers = 1;
+  int batch = 256, threads = 0, readers = 0, local_ranks = 1;
 };
 
 struct EvalResult {

@@ -158,18 +158,16 @@ void softmax_xent_backward(Context& ctx, int n, int classes, const float* probs,
 void batch_metrics(Context& ctx, int n, int classes, const float* probs, const int* labels, const float* losses,
                    double* acc);
 
-// CUDA twin of Augmenter::apply over a batch: stored uint8 HWC samples, each with its crop and
-// flip (int32 triples top, left, flip), to normalised samples in `layout` (NCHW as the CPU writes
-// them, or NHWC); scale_shift holds the per-channel 1/std then -mean/std. A bf16 output is the
-// CPU's float value rounded.
-struct AugmentShape {
-  int n = 0, c = 0, h = 0, w = 0;  // stored samples
-  int out_h = 0, out_w = 0, pad = 0;
+// CUDA twin of Augmenter::normalize over a batch: the loader's augmented uint8 HWC samples to
+// normalised samples in `layout` (NCHW as the CPU writes them, or NHWC); scale_shift holds the
+// per-channel 1/std then -mean/std. A bf16 output is the CPU's float value rounded.
+struct InputShape {
+  int n = 0, c = 0, h = 0, w = 0;  // the loader's augmented uint8 HWC samples
   InputLayout packed{};  // NHWC: how the output is stored (c_stored 0: c channels per pixel, as is)
 };
 template <typename T>
-void augment_forward(Context& ctx, const AugmentShape& s, const uint8_t* hwc, const int32_t* crops,
-                     const float* scale_shift, T* out, Layout layout = Layout::nchw);
+void normalize_input(Context& ctx, const InputShape& s, const uint8_t* hwc, const float* scale_shift, T* out,
+                     Layout layout = Layout::nchw);
 
 // fp32 NCHW through cuDNN.
 void bn_forward_train(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,

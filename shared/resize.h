@@ -6,7 +6,7 @@
 
 #include <opencv2/core.hpp>
 
-namespace convoy::datagen {
+namespace convoy {
 
 // crop: the centred square of side min(w, h) (offsets floor((w - side) / 2), floor((h - side) / 2)),
 //       resized to S x S; the same as short side to S, then centre crop, without the large
@@ -20,7 +20,7 @@ const char* resize_policy_name(ResizePolicy p);
 // src: HWC uint8, 1 to 4 channels (datagen gives 1 or 3). dst: S * S * src.channels() bytes.
 // Each axis on its own: a shrinking one is antialiased with box (area) weights, the coefficients
 // of cv::INTER_AREA; an enlarging one is bilinear (half-pixel centres, edges repeated); an axis
-// already of length S is left alone. Fixed-point integers throughout (datagen/gpu_resize_math.h
+// already of length S is left alone. Fixed-point integers throughout (shared/resize_math.h
 // gives the exact formula); only the S x S output is computed. A plain copy when the region is
 // already S x S.
 void resize_to_square(const cv::Mat& src, int size, ResizePolicy policy, uint8_t* dst);
@@ -31,4 +31,4 @@ const char* resize_instruction_set();
 // Tests: true makes resize_to_square use the baseline path even where AVX2 is there.
 void resize_force_baseline(bool on);
 
-}  // namespace convoy::datagen
+}  // namespace convoy

@@ -4,11 +4,11 @@
 // Why not cv::resize, which did this job before: its INTER_AREA at a non-integer ratio (375 -> 256,
 // the common ImageNet case) cost about as much as the JPEG decode, and its float arithmetic is hard
 // to reproduce bit for bit on the GPU. The resampler here uses the same box (area) coefficients,
-// computed once per output row and column as integers (datagen/gpu_resize_math.h, shared with the
+// computed once per output row and column as integers (shared/resize_math.h, shared with the
 // CUDA kernel). The vertical pass is a loop over whole rows that the compiler vectorises; the
 // horizontal pass, a gather the compiler leaves scalar, is written with SSE2 intrinsics for 3
 // channels. Both are built twice, for baseline x86-64 and for AVX2, and the CPU picks at run time.
-#include "datagen/resize.h"
+#include "shared/resize.h"
 
 #include <algorithm>
 #include <array>
@@ -42,10 +42,10 @@
 #define CONVOY_IVDEP
 #endif
 
-#include "datagen/gpu_resize_math.h"
+#include "shared/resize_math.h"
 #include "shared/error.h"
 
-namespace convoy::datagen {
+namespace convoy {
 
 ResizePolicy parse_resize_policy(const std::string& name) {
   if (name == "crop") return ResizePolicy::crop;
@@ -569,4 +569,4 @@ const char* resize_instruction_set() {
 
 void resize_force_baseline(bool on) { g_force_baseline.store(on, std::memory_order_relaxed); }
 
-}  // namespace convoy::datagen
+}  // namespace convoy

@@ -1,4 +1,4 @@
-// The resize's arithmetic, written once: the CPU path (datagen/resize.cpp) builds its tap tables
+// The resize's arithmetic, written once: the CPU path (shared/resize.cpp) builds its tap tables
 // from it and the CUDA kernel (datagen/gpu_resize.cu) evaluates it per pixel, bit for bit alike.
 #pragma once
 #include <cstddef>
@@ -10,9 +10,9 @@
 #define CONVOY_HD inline
 #endif
 
-namespace convoy::datagen {
+namespace convoy {
 
-enum class ResizePolicy;  // datagen/resize.h
+enum class ResizePolicy;  // shared/resize.h
 
 // The filter of one axis, chosen from that axis alone: a shrinking axis is antialiased, an
 // enlarging one interpolated, so a squash that shrinks x and enlarges y gets both.
@@ -225,4 +225,4 @@ CONVOY_HD void resize_pixel(const ResizeJob& j, const uint8_t* src, int dx, int 
   }
 }
 
-}  // namespace convoy::datagen
+}  // namespace convoy

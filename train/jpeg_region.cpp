@@ -1,0 +1,63 @@
+// The partial decode. Rows above the region are skipped (entropy-decoded only: Huffman data has no
+// random access), rows below are never touched, and columns outside the region's iMCU columns are
+// neither transformed nor colour-converted.
+#include "train/jpeg_region.h"
+
+#include <string>
+
+#include "shared/error.h"
+
+namespace convoy {
+
+PixelView JpegRegionDecoder::decode(const uint8_t* jpeg, size_t size, int width, int height, int channels, int scale,
+                                    PixelRect r) {
+  jpeg_decompress_struct& info = d_.info();
+  bool shape_ok = true;
+  std::string err = d_.guarded([&] {
+    jpeg_mem_src(&info, jpeg, static_cast<unsigned long>(size));
+    jpeg_read_header(&info, TRUE);
+    shape_ok = int(info.image_width) == width && int(info.image_height) == height;
+  });
+  if (!err.empty()) fail(err);
+  if (!shape_ok) {
+    const std::string got = std::to_string(info.image_width) + "x" + std::to_string(info.image_height);
+    jpeg_abort_decompress(&info);
+    fail("JPEG is " + got + ", dataset.json says " + std::to_string(width) + "x" + std::to_string(height));
+  }
+  const int sw = scaled_length(width, scale), sh = scaled_length(height, scale);
+  if (r.x < 0 || r.y < 0 || r.w <= 0 || r.h <= 0 || r.x + r.w > sw || r.y + r.h > sh) {
+    jpeg_abort_decompress(&info);
+    fail("internal: region outside the decoded image");
+  }
+  info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  info.dct_method = JDCT_ISLOW;
+  info.do_fancy_upsampling = TRUE;
+  info.scale_num = 1;
+  info.scale_denom = unsigned(scale);
+  JDIMENSION x0 = JDIMENSION(r.x), cw = JDIMENSION(r.w);
+  err = d_.guarded([&] { jpeg_start_decompress(&info); });
+  if (!err.empty()) fail(err);
+  if (int(info.output_width) != sw || int(info.output_height) != sh || int(info.output_components) != channels) {
+    jpeg_abort_decompress(&info);
+    fail("libjpeg decodes it to " + std::to_string(info.output_width) + "x" + std::to_string(info.output_height) +
+         "x" + std::to_string(info.output_components) + " at 1/" + std::to_string(scale) + " scale");
+  }
+  size_t stride = 0;
+  err = d_.guarded([&] {
+    if (cw < info.output_width) jpeg_crop_scanline(&info, &x0, &cw);  // x0 moves left to an iMCU edge
+    stride = size_t(info.output_width) * size_t(channels);
+    buf_.resize(stride * size_t(r.h));
+    rows_.resize(size_t(r.h));
+    for (int y = 0; y < r.h; ++y) rows_[size_t(y)] = buf_.data() + size_t(y) * stride;
+    if (r.y > 0) jpeg_skip_scanlines(&info, JDIMENSION(r.y));
+    while (int(info.output_scanline) < r.y + r.h)
+      jpeg_read_scanlines(&info, rows_.data() + (info.output_scanline - JDIMENSION(r.y)),
+                          JDIMENSION(r.y + r.h) - info.output_scanline);
+    // The rows below the region are not wanted: stop here rather than decode them.
+    jpeg_abort_decompress(&info);
+  });
+  if (!err.empty()) fail(err);
+  return PixelView{buf_.data() + size_t(r.x - int(x0)) * size_t(channels), stride, channels, r};
+}
+
+}  // namespace convoy
