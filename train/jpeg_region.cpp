@@ -3,6 +3,7 @@
 // neither transformed nor colour-converted.
 #include "train/jpeg_region.h"
 
+#include <algorithm>
 #include <string>
 
 #include "shared/error.h"
@@ -34,7 +35,6 @@ PixelView JpegRegionDecoder::decode(const uint8_t* jpeg, size_t size, int width,
   info.do_fancy_upsampling = TRUE;
   info.scale_num = 1;
   info.scale_denom = unsigned(scale);
-  JDIMENSION x0 = JDIMENSION(r.x), cw = JDIMENSION(r.w);
   err = d_.guarded([&] { jpeg_start_decompress(&info); });
   if (!err.empty()) fail(err);
   if (int(info.output_width) != sw || int(info.output_height) != sh || int(info.output_components) != channels) {
@@ -42,6 +42,15 @@ PixelView JpegRegionDecoder::decode(const uint8_t* jpeg, size_t size, int width,
     fail("libjpeg decodes it to " + std::to_string(info.output_width) + "x" + std::to_string(info.output_height) +
          "x" + std::to_string(info.output_components) + " at 1/" + std::to_string(scale) + " scale");
   }
+  // jpeg_crop_scanline moves the first column left to an iMCU edge, and fancy upsampling treats the
+  // first and last columns it decodes as the image's edges: a region that starts on an iMCU edge
+  // takes 2 columns of the iMCU before, and every region 2 columns after, so that its own pixels
+  // are those of a full decode.
+  const int imcu = info.max_h_samp_factor * info.min_DCT_scaled_size;
+  int a = r.x, e = r.x + r.w;
+  if (a % imcu < 2) a = std::max(0, a - 2);
+  e = std::min(sw, e + 2);
+  JDIMENSION x0 = JDIMENSION(a), cw = JDIMENSION(e - a);
   size_t stride = 0;
   err = d_.guarded([&] {
     if (cw < info.output_width) jpeg_crop_scanline(&info, &x0, &cw);  // x0 moves left to an iMCU edge
