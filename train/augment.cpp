@@ -58,6 +58,25 @@ SampleCrop random_resized(const AugmentSpec& a, int H, int W, uint64_t key, int6
   return SampleCrop{(H - h) / 2, (W - w) / 2, h, w, false};
 }
 
+// n pixels of `src` into `dst` in reverse order; the channel count fixed at compile time for the
+// common ones, so each pixel is a few moves rather than a call.
+template <int C>
+void mirror_fixed(const uint8_t* src, int n, uint8_t* dst) {
+  for (int x = 0; x < n; ++x)
+    for (int k = 0; k < C; ++k) dst[size_t(x) * C + k] = src[size_t(n - 1 - x) * C + k];
+}
+
+void mirror_row(const uint8_t* src, int n, int C, uint8_t* dst) {
+  if (C == 3) return mirror_fixed<3>(src, n, dst);
+  if (C == 1) return mirror_fixed<1>(src, n, dst);
+  for (int x = 0; x < n; ++x) std::memcpy(dst + size_t(x) * C, src + size_t(n - 1 - x) * C, size_t(C));
+}
+
+std::vector<uint8_t>& mirror_scratch() {
+  thread_local std::vector<uint8_t> v;
+  return v;
+}
+
 }  // namespace
 
 SampleCrop Augmenter::choose(uint64_t key, int64_t id) const {
@@ -107,10 +126,14 @@ void Augmenter::render(const PixelView& v, const SampleCrop& c, int s, uint8_t* 
   if (resizes(c)) {
     cv::Mat roi(r.h, r.w, CV_8UC(C), const_cast<uint8_t*>(at(r.y, r.x)), v.stride);
     resize_to_square(roi, out_w, ResizePolicy::squash, out);
-    if (c.flip)
-      for (int y = 0; y < out_h; ++y)
-        for (int a = 0, b = out_w - 1; a < b; ++a, --b)
-          std::swap_ranges(out + y * row + size_t(a) * C, out + y * row + size_t(a + 1) * C, out + y * row + size_t(b) * C);
+    if (c.flip) {
+      std::vector<uint8_t>& tmp = mirror_scratch();
+      tmp.assign(out, out + row);
+      for (int y = 0; y < out_h; ++y) {
+        std::memcpy(tmp.data(), out + y * row, row);
+        mirror_row(tmp.data(), out_w, C, out + y * row);
+      }
+    }
     return;
   }
   // A window: output column x shows image column left + x (left + out_w - 1 - x when mirrored);
@@ -126,12 +149,10 @@ void Augmenter::render(const PixelView& v, const SampleCrop& c, int s, uint8_t* 
     }
     std::memset(o, 0, size_t(x_lo) * C);
     std::memset(o + size_t(x_hi) * C, 0, size_t(out_w - x_hi) * C);
-    if (!c.flip) {
+    if (!c.flip)
       std::memcpy(o + size_t(x_lo) * C, at(sy, r.x), size_t(x_hi - x_lo) * C);
-    } else {
-      const uint8_t* src = at(sy, r.x);
-      for (int x = x_lo; x < x_hi; ++x) std::memcpy(o + size_t(x) * C, src + size_t(x_hi - 1 - x) * C, size_t(C));
-    }
+    else
+      mirror_row(at(sy, r.x), x_hi - x_lo, C, o + size_t(x_lo) * C);
   }
 }
 

@@ -301,8 +301,9 @@ void Loader::worker() {
       }
       continue;
     }
-    if (next_load_ < load_order_.size() && files_[load_order_[next_load_]].state != FileState::waiting) {
-      ++next_load_;  // taken over from the last epoch's reading ahead
+    if (next_load_ < load_order_.size() &&
+        (files_[load_order_[next_load_]].state != FileState::waiting || files_[load_order_[next_load_]].uses_left == 0)) {
+      ++next_load_;  // taken over from the last epoch's reading ahead (and perhaps used up already)
       continue;
     }
     if (next_load_ < load_order_.size()) {
