@@ -36,12 +36,25 @@ struct RangeSource {
   int fd;
   uint64_t base, len, pos = 0;
   std::vector<char> buf;
+  std::string* io_error;  // set by a read that fails, which libarchive would report as damage
 };
 
+// The file's first bytes, up to n: fewer only where the file is shorter.
+size_t read_head(int fd, unsigned char* buf, size_t n, const std::string& path) {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd, buf + got, n - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) fail_file(path, "read failed at byte " + std::to_string(got) + ": " + errno_text());
+    if (r == 0) break;
+    got += size_t(r);
+  }
+  return got;
+}
+
 // True when the file starts with the magic of a compression libarchive may find there.
-bool looks_compressed(int fd) {
-  unsigned char m[6] = {0};
-  if (::pread(fd, m, sizeof m, 0) < 4) return false;
+bool looks_compressed(const unsigned char* m, size_t n) {
+  if (n < 4) return false;
   return (m[0] == 0x1F && m[1] == 0x8B) ||                                   // gzip
          (m[0] == 'B' && m[1] == 'Z' && m[2] == 'h') ||                      // bzip2
          (m[0] == 0x28 && m[1] == 0xB5 && m[2] == 0x2F && m[3] == 0xFD) ||   // zstd
@@ -57,7 +70,10 @@ la_ssize_t range_read(archive* a, void* client, const void** out) {
   do got = ::pread(s->fd, s->buf.data(), n, static_cast<off_t>(s->base + s->pos));
   while (got < 0 && errno == EINTR);
   if (got < 0) {
-    archive_set_error(a, errno, "read failed: %s", errno_text().c_str());
+    const int e = errno;
+    const std::string why = "read failed at byte " + std::to_string(s->base + s->pos) + ": " + errno_text();
+    if (s->io_error->empty()) *s->io_error = why;
+    archive_set_error(a, e, "%s", why.c_str());
     return -1;
   }
   s->pos += static_cast<uint64_t>(got);
@@ -130,9 +146,18 @@ struct Walker {
   // The decompressor's own account of why the stream stopped: libarchive replaces it with a
   // generic "Truncated input file" when the failed read was part of a skip.
   const std::string* stream_error = nullptr;
+  const DecompressedFile* dec = nullptr;
+  std::string io_error = {};  // the first read of the file that failed (RangeSource's)
 
   std::string why(archive* a) const {
     return stream_error && !stream_error->empty() ? *stream_error : err_text(a);
+  }
+
+  // A read that failed (EIO) says nothing about the input's contents: it ends the run, where
+  // damage would keep what was read and save an index that a rerun would trust as complete.
+  void fail_if_read_failed() const {
+    if (!io_error.empty()) fail_file(input, io_error);
+    if (dec && dec->io_failed()) fail_file(input, dec->error());
   }
 
   // Walks an opened archive. random: positions are byte offsets in the input file, base added.
@@ -145,6 +170,7 @@ struct Walker {
       int rc = archive_read_next_header(a, &e);
       if (rc == ARCHIVE_EOF) break;
       if (rc < ARCHIVE_WARN) {
+        fail_if_read_failed();
         res.complete = false;
         res.error = input + ": archive ends or is damaged after member '" + last + "': " + why(a);
         break;
@@ -177,13 +203,14 @@ struct Walker {
       if (m.regular && nested && ends_with_tar(name)) {
         WalkResult sub;
         if (random) {
-          RangeSource src{fd, uint64_t(m.offset), m.size, 0, std::vector<char>(kHeaderReadBytes)};
+          RangeSource src{fd, uint64_t(m.offset), m.size, 0, std::vector<char>(kHeaderReadBytes), &io_error};
           ArchivePtr in = new_reader();
           archive_read_set_read_callback(in.get(), range_read);
           archive_read_set_seek_callback(in.get(), range_seek);
           archive_read_set_skip_callback(in.get(), range_skip);
           archive_read_set_callback_data(in.get(), &src);
           if (archive_read_open1(in.get()) != ARCHIVE_OK) {
+            fail_if_read_failed();
             sub.complete = false;
             sub.error = input + ": inner tar '" + m.path + "' cannot be read: " + err_text(in.get());
           } else {
@@ -195,6 +222,7 @@ struct Walker {
           archive_read_set_read_callback(in.get(), nested_read);
           archive_read_set_callback_data(in.get(), &src);
           if (archive_read_open1(in.get()) != ARCHIVE_OK) {
+            fail_if_read_failed();
             sub.complete = false;
             sub.error = input + ": inner tar '" + m.path + "' cannot be read: " + err_text(in.get());
           } else {
@@ -214,7 +242,10 @@ struct Walker {
       }
       m.read = [a, this, &m](void* buf, size_t n) -> size_t {
         la_ssize_t got = archive_read_data(a, buf, n);
-        if (got < 0) fail_file(input, "cannot read member '" + m.path + "': " + why(a));
+        if (got < 0) {
+          fail_if_read_failed();
+          fail_file(input, "cannot read member '" + m.path + "': " + why(a));
+        }
         return size_t(got);
       };
       if (!visit(m)) {
@@ -223,6 +254,7 @@ struct Walker {
       }
       // A streamed member is only known to be whole once its data has been read to the end.
       if (!random && m.regular && archive_read_data_skip(a) < ARCHIVE_WARN) {
+        fail_if_read_failed();
         res.complete = false;
         res.cut_member = m.path;
         res.error = input + ": archive is truncated or damaged in member '" + m.path + "': " + why(a);
@@ -325,9 +357,15 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
   if (::fstat(fd.fd, &st) != 0) fail_file(input, "cannot stat: " + errno_text());
   // gzip, bzip2, xz and zstd are decompressed by stream_decoder.cpp, which keeps all it can of a
   // cut file; other filters (lz4, compress, lzip) are left to libarchive.
-  std::unique_ptr<DecompressedFile> dec = DecompressedFile::open(fd.fd, uint64_t(st.st_size));
+  unsigned char head[DecompressedFile::kMagicBytes];
+  const size_t head_n = read_head(fd.fd, head, sizeof head, input);
+  std::unique_ptr<DecompressedFile> dec = DecompressedFile::open(fd.fd, uint64_t(st.st_size), head, head_n);
+  Walker w{input, visit, nested};
+  w.dec = dec.get();
+  if (dec) w.stream_error = &dec->error();
   RangeSource src{fd.fd, 0, uint64_t(st.st_size), 0,
-                  std::vector<char>(dec ? 0 : looks_compressed(fd.fd) ? kStreamReadBytes : kHeaderReadBytes)};
+                  std::vector<char>(dec ? 0 : looks_compressed(head, head_n) ? kStreamReadBytes : kHeaderReadBytes),
+                  &w.io_error};
   ArchivePtr a = new_reader();
   if (dec) {
     archive_read_set_read_callback(a.get(), decompressed_read);
@@ -338,11 +376,12 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
     archive_read_set_skip_callback(a.get(), range_skip);
     archive_read_set_callback_data(a.get(), &src);
   }
-  if (archive_read_open1(a.get()) != ARCHIVE_OK)
+  if (archive_read_open1(a.get()) != ARCHIVE_OK) {
+    w.fail_if_read_failed();
     fail_file(input, "not a readable tar archive: " + (dec && !dec->error().empty() ? dec->error() : err_text(a.get())));
-  Walker w{input, visit, nested};
-  if (dec) w.stream_error = &dec->error();
+  }
   WalkResult res = w.walk(a.get(), !dec, 0, "", "", fd.fd);
+  w.fail_if_read_failed();  // also one that libarchive took for the end of the archive
   if (dec) {
     res.kind = InputKind::stream;
     // libarchive may take a failed read for the end of an archive (an empty one, or one without

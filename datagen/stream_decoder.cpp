@@ -36,7 +36,7 @@ class StreamCodec {
 
 namespace {
 
-constexpr size_t kInBytes = 256 << 10, kOutBytes = 256 << 10, kMagicBytes = 6;
+constexpr size_t kInBytes = 256 << 10, kOutBytes = 256 << 10, kMagicBytes = DecompressedFile::kMagicBytes;
 // xz's dictionary size comes from the file: a hostile one could ask for gigabytes. xz -9 needs 64 MiB.
 constexpr uint64_t kXzMemoryLimit = 1ull << 30;
 
@@ -175,12 +175,8 @@ class ZstdCodec final : public StreamCodec {
 
 }  // namespace
 
-std::unique_ptr<DecompressedFile> DecompressedFile::open(int fd, uint64_t file_size) {
-  unsigned char head[kMagicBytes] = {0};
-  ssize_t got;
-  do got = ::pread(fd, head, sizeof head, 0);
-  while (got < 0 && errno == EINTR);
-  const size_t n = got > 0 ? size_t(got) : 0;
+std::unique_ptr<DecompressedFile> DecompressedFile::open(int fd, uint64_t file_size, const unsigned char* head,
+                                                         size_t n) {
   std::unique_ptr<StreamCodec> codec;
   if (is_gzip(head, n)) codec = std::make_unique<GzipCodec>();
   else if (is_bzip2(head, n)) codec = std::make_unique<Bzip2Codec>();
@@ -210,6 +206,7 @@ bool DecompressedFile::refill() {
   while (got < 0 && errno == EINTR);
   if (got < 0) {
     error_ = "read failed at byte " + std::to_string(file_pos_) + ": " + errno_text();
+    io_failed_ = true;
     return false;
   }
   file_pos_ += uint64_t(got);

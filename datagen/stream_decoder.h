@@ -13,8 +13,10 @@ class StreamCodec;
 
 class DecompressedFile {
  public:
-  // nullptr when the file at fd does not start like gzip, bzip2, xz or zstd.
-  static std::unique_ptr<DecompressedFile> open(int fd, uint64_t file_size);
+  // nullptr when the file at fd does not start like gzip, bzip2, xz or zstd; head: its first
+  // bytes, as many as the file has up to kMagicBytes.
+  static constexpr size_t kMagicBytes = 6;
+  static std::unique_ptr<DecompressedFile> open(int fd, uint64_t file_size, const unsigned char* head, size_t n);
   ~DecompressedFile();
   DecompressedFile(const DecompressedFile&) = delete;
   DecompressedFile& operator=(const DecompressedFile&) = delete;
@@ -23,6 +25,8 @@ class DecompressedFile {
   // -1 once nothing more can be recovered, error() then saying why (the bytes before are all out).
   ptrdiff_t read(const void** out);
   const std::string& error() const { return error_; }
+  // Whether error() is a failed read of the file (a disk error), not damaged data.
+  bool io_failed() const { return io_failed_; }
   const char* format() const;
 
  private:
@@ -36,7 +40,7 @@ class DecompressedFile {
   // Not zero-filled: every byte handed on was first written by a read or by the decoder.
   std::unique_ptr<unsigned char[]> in_, out_;
   size_t in_at_ = 0, in_len_ = 0;  // the unread input is in_[in_at_, in_at_ + in_len_)
-  bool eof_ = false, done_ = false;
+  bool eof_ = false, done_ = false, io_failed_ = false;
   std::string error_;
 };
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 
 #include "shared/atomic_file.h"
@@ -238,11 +239,27 @@ BatchHeader read_batch_header(const std::string& path) {
   if (fd < 0) fail_file(path, "cannot open: " + errno_text());
   struct stat st;
   uint8_t buf[sizeof(BatchHeader)] = {0};
-  ssize_t r = ::fstat(fd, &st) == 0 ? ::pread(fd, buf, sizeof buf, 0) : -1;
+  if (::fstat(fd, &st) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    fail_file(path, "cannot stat: " + why);
+  }
+  // A read may return fewer bytes than asked without the file being shorter: only 0 ends it.
+  size_t got = 0;
+  while (got < sizeof buf) {
+    const ssize_t r = ::pread(fd, buf + got, sizeof buf - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const std::string why = errno_text();
+      ::close(fd);
+      fail_file(path, "read failed: " + why);
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
   ::close(fd);
-  if (r < 0) fail_file(path, "read failed: " + errno_text());
   // check_batch_header wants the whole size: pass the file's size but only the header's bytes are read.
-  if (static_cast<size_t>(r) < sizeof buf) check_batch_header(path, buf, static_cast<size_t>(r));
+  if (got < sizeof buf) check_batch_header(path, buf, got);
   BatchHeader h;
   std::memcpy(&h, buf, sizeof h);
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) fail_file(path, "not a convoy batch file (bad magic)");
