@@ -2,6 +2,7 @@
 # Makes a tar of ImageNet-sized JPEGs cut from real photographs (any folder of large JPEG or PNG
 # images, e.g. Debian's plasma-workspace-wallpapers), for `datagen bench-decode` on photographic
 # content instead of synthetic patterns. Usage: photo_jpegs.py SRC_DIR OUT.tar [COUNT] [QUALITY] [SEED]
+# ilsvrc_photos.py and pack_photos.sh use its functions, so every set is cut the same way.
 import io
 import os
 import random
@@ -25,6 +26,32 @@ def sources(root):
     return sorted(best.values())
 
 
+def load_photos(root, min_side=1000):
+    """The photographs of root (see sources) with at least min_side pixels on the short side, as RGB."""
+    images = []
+    for p in sources(root):
+        im = Image.open(p)
+        if min(im.size) >= min_side:
+            images.append(im.convert("RGB"))
+    if not images:
+        sys.exit(f"{root}: no image of at least {min_side} pixels on its short side")
+    return images
+
+
+def cut(im, rng, quality):
+    """One ImageNet-shaped JPEG (its bytes) cut from the photograph im, drawing from rng."""
+    # ImageNet's most common shapes: 500x375 landscape, a quarter of them 375x500 portrait
+    w, h = (375, 500) if rng.random() < 0.25 else (500, 375)
+    # a random window of 1.5x to 4x the output, shrunk to it, as a photo downscaled for the web
+    f = rng.uniform(1.5, min(4.0, im.width / w, im.height / h))
+    cw, ch = int(w * f), int(h * f)
+    x, y = rng.randrange(im.width - cw + 1), rng.randrange(im.height - ch + 1)
+    crop = im.crop((x, y, x + cw, y + ch)).resize((w, h), Image.LANCZOS)
+    buf = io.BytesIO()
+    crop.save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit("usage: photo_jpegs.py SRC_DIR OUT.tar [COUNT] [QUALITY] [SEED]")
@@ -32,32 +59,16 @@ def main():
     count = int(sys.argv[3]) if len(sys.argv) > 3 else 400
     quality = int(sys.argv[4]) if len(sys.argv) > 4 else 90
     rng = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 else 1)
-    images = []
-    for p in sources(src):
-        im = Image.open(p)
-        if min(im.size) >= 1000:
-            images.append(im.convert("RGB"))
-    if not images:
-        sys.exit(f"{src}: no image of at least 1000 pixels on its short side")
+    images = load_photos(src)
     tmp = out + ".tmp"
     total = 0
     with tarfile.open(tmp, "w") as tar:
         for i in range(count):
-            im = images[i % len(images)]
-            # ImageNet's most common shapes: 500x375 landscape, a quarter of them 375x500 portrait
-            w, h = (375, 500) if rng.random() < 0.25 else (500, 375)
-            # a random window of 1.5x to 4x the output, shrunk to it, as a photo downscaled for the web
-            f = rng.uniform(1.5, min(4.0, im.width / w, im.height / h))
-            cw, ch = int(w * f), int(h * f)
-            x, y = rng.randrange(im.width - cw + 1), rng.randrange(im.height - ch + 1)
-            crop = im.crop((x, y, x + cw, y + ch)).resize((w, h), Image.LANCZOS)
-            buf = io.BytesIO()
-            crop.save(buf, "JPEG", quality=quality)
+            data = cut(images[i % len(images)], rng, quality)
             ti = tarfile.TarInfo(f"c{i % 10}/photo_{i:05d}.JPEG")  # a class folder each, for the labels
-            ti.size = buf.tell()
+            ti.size = len(data)
             total += ti.size
-            buf.seek(0)
-            tar.addfile(ti, buf)
+            tar.addfile(ti, io.BytesIO(data))
     os.replace(tmp, out)
     print(f"{out}: {count} JPEGs at quality {quality} from {len(images)} photographs, "
           f"{total / count / 1024:.1f} KiB and {total / (count * 500 * 375):.2f} bytes per pixel on average")
