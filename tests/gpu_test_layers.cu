@@ -291,15 +291,18 @@ TEST_F(Gpu, NormalizeEqualsCpu) {
   const size_t per = aug.out_bytes();
   std::vector<uint8_t> px(size_t(n) * per);
   for (auto& p : px) p = uint8_t(rng());
+  std::vector<uint8_t> flips(n);
+  for (auto& f : flips) f = uint8_t(rng() % 2);
   std::vector<float> want(n * per);
-  for (int i = 0; i < n; ++i) aug.normalize(px.data() + i * per, want.data() + i * per);
+  for (int i = 0; i < n; ++i) aug.normalize(px.data() + i * per, flips[i], want.data() + i * per);
   std::vector<float> ss(aug.scale);
   ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
   auto gpx = up(px);
+  auto gflips = up(flips);
   auto gss = up(ss);
   auto gy = poisoned(want.size());
   gpu::InputShape s{n, 3, aug.out_h, aug.out_w};
-  gpu::normalize_input(ctx, s, gpx.get(), gss.get(), gy.get());
+  gpu::normalize_input(ctx, s, gpx.get(), gflips.get(), gss.get(), gy.get());
   EXPECT_EQ(down(ctx, gy), want);  // bit for bit: the same float operations in the same order
 }
 
@@ -698,15 +701,18 @@ TEST_F(GpuBf16, NormalizeEqualsCpuRounded) {
   const size_t per = aug.out_bytes();
   std::vector<uint8_t> px(size_t(n) * per);
   for (auto& p : px) p = uint8_t(rng());
+  std::vector<uint8_t> flips(n);
+  for (auto& f : flips) f = uint8_t(rng() % 2);
   std::vector<float> want(n * per);
-  for (int i = 0; i < n; ++i) aug.normalize(px.data() + i * per, want.data() + i * per);
+  for (int i = 0; i < n; ++i) aug.normalize(px.data() + i * per, flips[i], want.data() + i * per);
   std::vector<float> ss(aug.scale);
   ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
   auto gpx = up(px);
+  auto gflips = up(flips);
   auto gss = up(ss);
   auto gy = poisoned_bf16(want.size());
   gpu::InputShape s{n, 3, aug.out_h, aug.out_w};
-  gpu::normalize_input(ctx, s, gpx.get(), gss.get(), gy.get(), gpu::Layout::nhwc);
+  gpu::normalize_input(ctx, s, gpx.get(), gflips.get(), gss.get(), gy.get(), gpu::Layout::nhwc);
   const auto nhwc = to_nhwc(round_bf16(want), n, 3, hw);
   EXPECT_EQ(down_bf16(ctx, gy), nhwc);
   // Stored as a net's input: padded to 8 channels, and as 2x2 blocks for a 3x3/2 and a 7x7/2
@@ -716,7 +722,7 @@ TEST_F(GpuBf16, NormalizeEqualsCpuRounded) {
                                    gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 7, 3)}) {
     s.packed = l;
     auto gp = poisoned_bf16(size_t(n) * l.sample_size());
-    gpu::normalize_input(ctx, s, gpx.get(), gss.get(), gp.get(), gpu::Layout::nhwc);
+    gpu::normalize_input(ctx, s, gpx.get(), gflips.get(), gss.get(), gp.get(), gpu::Layout::nhwc);
     const auto got = down_bf16(ctx, gp), expected = pack_input(l, n, nhwc);
     EXPECT_EQ(got, expected) << "block " << l.block << ", " << l.c_stored << " channels";
   }

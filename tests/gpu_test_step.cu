@@ -45,7 +45,9 @@ struct Batches {
                             PixelRect{0, 0, int(stored.width), int(stored.height)}};
       for (int i = 0; i < n; ++i) {
         for (auto& p : image) p = uint8_t(rng() % 256);
-        aug.render(whole, aug.choose(77 + b, i), 1, hb.pixels.data() + i * aug.out_bytes());
+        const SampleCrop c = aug.choose(77 + b, i);
+        aug.render(whole, c, 1, hb.pixels.data() + i * aug.out_bytes());
+        hb.flips.push_back(c.flip);
         hb.labels.push_back(int32_t(rng() % 10));
         hb.keys.push_back(uint64_t(1000 * b + i));
       }
@@ -95,7 +97,7 @@ void follows_the_cpu_trainer(gpu::MathMode math, const TrainerBounds& bound) {
   for (size_t k = 0; k < s.batches.size(); ++k) {
     const HostBatch& b = s.batches[k];
     std::vector<float> x(size_t(b.n) * per);
-    for (int i = 0; i < b.n; ++i) s.aug.normalize(b.pixels.data() + i * per, x.data() + i * per);
+    for (int i = 0; i < b.n; ++i) s.aug.normalize(b.pixels.data() + i * per, b.flips[i], x.data() + i * per);
     cpu_loss += b.n * cpu.forward(b.n, x.data(), b.labels.data(), true, 500 + k, b.keys.data());
     cpu.backward();
     cpu_opt.step(cpu.weights(), cpu.grads(), 1e-3);

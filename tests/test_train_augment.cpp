@@ -142,6 +142,7 @@ std::map<uint64_t, std::vector<uint8_t>> by_id(const std::string& dir, const Aug
         auto& px = out[b.keys[i]];
         EXPECT_TRUE(px.empty()) << "sample " << b.keys[i] << " twice";
         px.assign(b.pixels.begin() + i * per, b.pixels.begin() + (i + 1) * per);
+        px.push_back(b.flips[i]);
       }
   }
   return out;

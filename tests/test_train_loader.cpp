@@ -152,8 +152,9 @@ TEST(Loader, ReadsAheadIntoTheNextEpoch) {
 }
 
 TEST(Loader, RawBatchesHoldTheAugmentedSamples) {
-  // The CUDA backend's batches: each sample cropped and flipped as uint8, which normalised on the
-  // host gives the float batches exactly, and which is the stored image under the sample's crop.
+  // The CUDA backend's batches: each sample cropped as uint8 with its flip, which mirrored and
+  // normalised on the host give the float batches exactly; the pixels are the stored image under
+  // the sample's crop.
   // Epochs in a row reuse the batch buffers.
   const std::string dir = make("raw", Encoding::raw);
   const DatasetMeta meta = read_dataset_meta(dir);
@@ -178,14 +179,16 @@ TEST(Loader, RawBatchesHoldTheAugmentedSamples) {
       EXPECT_EQ(b.labels, want[k].labels);
       EXPECT_TRUE(b.x.empty());
       ASSERT_EQ(b.pixels.size(), size_t(b.n) * per_out);
+      ASSERT_EQ(b.flips.size(), size_t(b.n));
       std::vector<float> x(per_out);
       std::vector<uint8_t> px(per_out);
       for (int i = 0; i < b.n; ++i) {
         const uint8_t* got_px = b.pixels.data() + size_t(i) * per_out;
-        aug.normalize(got_px, x.data());
+        aug.normalize(got_px, b.flips[i], x.data());
         ASSERT_EQ(0, std::memcmp(x.data(), want[k].x.data() + size_t(i) * per_out, per_out * sizeof(float)));
         if (e != 0) continue;
         const SampleCrop c = aug.choose(key, int64_t(b.keys[i]));
+        EXPECT_EQ(b.flips[i], c.flip);
         aug.render(PixelView{stored.at(int64_t(b.keys[i])).data(), 12 * 3, 3, PixelRect{0, 0, 12, 12}}, c, 1, px.data());
         ASSERT_EQ(0, std::memcmp(px.data(), got_px, per_out)) << "batch " << k << " sample " << i;
       }
@@ -277,7 +280,7 @@ TEST(Loader, AugmentEqualsThePerPixelDefinition) {
         for (int left = 0; left <= 9 + 2 * pad - crop; ++left)
           for (bool flip : {false, true}) {
             aug.render(whole, SampleCrop{top - pad, left - pad, crop, crop, flip}, 1, u8.data());
-            aug.normalize(u8.data(), out.data());
+            aug.normalize(u8.data(), flip, out.data());
             for (int c = 0; c < 3; ++c)
               for (int y = 0; y < crop; ++y)
                 for (int x = 0; x < crop; ++x) {

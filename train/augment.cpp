@@ -1,5 +1,6 @@
 // Augmentation on the CPU, run by the loader's readers for both backends, so the CPU and the CUDA
-// backend train on the same bytes; the CUDA backend only normalises on the GPU (augment.cu).
+// backend train on the same bytes; the flip and the normalisation happen in one pass at the end,
+// on the GPU for the CUDA backend (augment.cu), where mirroring costs nothing.
 #include "train/augment.h"
 
 #include <opencv2/core.hpp>
@@ -58,25 +59,6 @@ SampleCrop random_resized(const AugmentSpec& a, int H, int W, uint64_t key, int6
   return SampleCrop{(H - h) / 2, (W - w) / 2, h, w, false};
 }
 
-// n pixels of `src` into `dst` in reverse order; the channel count fixed at compile time for the
-// common ones, so each pixel is a few moves rather than a call.
-template <int C>
-void mirror_fixed(const uint8_t* src, int n, uint8_t* dst) {
-  for (int x = 0; x < n; ++x)
-    for (int k = 0; k < C; ++k) dst[size_t(x) * C + k] = src[size_t(n - 1 - x) * C + k];
-}
-
-void mirror_row(const uint8_t* src, int n, int C, uint8_t* dst) {
-  if (C == 3) return mirror_fixed<3>(src, n, dst);
-  if (C == 1) return mirror_fixed<1>(src, n, dst);
-  for (int x = 0; x < n; ++x) std::memcpy(dst + size_t(x) * C, src + size_t(n - 1 - x) * C, size_t(C));
-}
-
-std::vector<uint8_t>& mirror_scratch() {
-  thread_local std::vector<uint8_t> v;
-  return v;
-}
-
 }  // namespace
 
 SampleCrop Augmenter::choose(uint64_t key, int64_t id) const {
@@ -126,20 +108,11 @@ void Augmenter::render(const PixelView& v, const SampleCrop& c, int s, uint8_t* 
   if (resizes(c)) {
     cv::Mat roi(r.h, r.w, CV_8UC(C), const_cast<uint8_t*>(at(r.y, r.x)), v.stride);
     resize_to_square(roi, out_w, ResizePolicy::squash, out);
-    if (c.flip) {
-      std::vector<uint8_t>& tmp = mirror_scratch();
-      tmp.assign(out, out + row);
-      for (int y = 0; y < out_h; ++y) {
-        std::memcpy(tmp.data(), out + y * row, row);
-        mirror_row(tmp.data(), out_w, C, out + y * row);
-      }
-    }
     return;
   }
-  // A window: output column x shows image column left + x (left + out_w - 1 - x when mirrored);
-  // the columns inside the image form one run, the rest is padding.
-  const int x_lo = std::clamp(c.flip ? c.left + out_w - r.x - r.w : r.x - c.left, 0, out_w);
-  const int x_hi = std::clamp(x_lo + r.w, x_lo, out_w);
+  // A window: output column x shows image column left + x; the columns inside the image form one
+  // run, the rest is padding.
+  const int x_lo = std::clamp(r.x - c.left, 0, out_w), x_hi = std::clamp(x_lo + r.w, x_lo, out_w);
   for (int y = 0; y < out_h; ++y) {
     uint8_t* o = out + size_t(y) * row;
     const int sy = c.top + y;
@@ -149,20 +122,22 @@ void Augmenter::render(const PixelView& v, const SampleCrop& c, int s, uint8_t* 
     }
     std::memset(o, 0, size_t(x_lo) * C);
     std::memset(o + size_t(x_hi) * C, 0, size_t(out_w - x_hi) * C);
-    if (!c.flip)
-      std::memcpy(o + size_t(x_lo) * C, at(sy, r.x), size_t(x_hi - x_lo) * C);
-    else
-      mirror_row(at(sy, r.x), x_hi - x_lo, C, o + size_t(x_lo) * C);
+    std::memcpy(o + size_t(x_lo) * C, at(sy, r.x), size_t(x_hi - x_lo) * C);
   }
 }
 
-void Augmenter::normalize(const uint8_t* hwc, float* chw) const {
+void Augmenter::normalize(const uint8_t* hwc, bool flip, float* chw) const {
   const int C = int(stored.channels);
-  const size_t plane = size_t(out_h) * size_t(out_w);
   for (int c = 0; c < C; ++c) {
-    float* p = chw + size_t(c) * plane;
     const float s = scale[c], t = shift[c];
-    for (size_t i = 0; i < plane; ++i) p[i] = float(hwc[i * C + c]) * s + t;
+    for (int y = 0; y < out_h; ++y) {
+      float* p = chw + (size_t(c) * out_h + y) * out_w;
+      const uint8_t* src = hwc + size_t(y) * out_w * C + c;
+      if (flip)
+        for (int x = 0; x < out_w; ++x) p[x] = float(src[size_t(out_w - 1 - x) * C]) * s + t;
+      else
+        for (int x = 0; x < out_w; ++x) p[x] = float(src[size_t(x) * C]) * s + t;
+    }
   }
 }
 

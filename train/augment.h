@@ -1,6 +1,6 @@
 // One sample from stored uint8 HWC pixels to the net's input: a region of the image (a random
 // window, torchvision's RandomResizedCrop, or the centred evaluation crop), resized to the output
-// size when it differs from it, optionally mirrored, then (x - mean) / std.
+// size when it differs from it (render), then optionally mirrored and (x - mean) / std (normalize).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -40,10 +40,11 @@ struct Augmenter {
   // The part of the image, decoded at 1/scale, that the region needs (empty if it lies wholly in
   // the padding).
   PixelRect source_rect(const SampleCrop& c, int scale) const;
-  // The output's out_h x out_w x C pixels from `v`, which holds at least source_rect(c, scale).
+  // The output's out_h x out_w x C pixels, not yet mirrored, from `v`, which holds at least
+  // source_rect(c, scale).
   void render(const PixelView& v, const SampleCrop& c, int scale, uint8_t* out) const;
-  // out_h x out_w x C uint8 to a normalised float CHW tensor.
-  void normalize(const uint8_t* hwc, float* chw) const;
+  // render's out_h x out_w x C uint8, mirrored if `flip`, to a normalised float CHW tensor.
+  void normalize(const uint8_t* hwc, bool flip, float* chw) const;
 };
 
 }  // namespace convoy

@@ -15,14 +15,15 @@ size_t align_up(size_t n) { return (n + 255) & ~size_t(255); }
 // One batch in flight: the same layout in pinned host memory and on the device, so that one copy
 // moves all of it.
 struct GpuStep::Slot {
-  size_t px = 0, labels = 0, keys = 0, scalars = 0, bytes = 0;  // offsets
+  size_t px = 0, flips = 0, labels = 0, keys = 0, scalars = 0, bytes = 0;  // offsets
   PinnedBuffer host;
   DeviceBuffer<unsigned char> dev;  // a place in the step's arena
   // Recorded inside the step (and so inside its graph): a slot's graph always records these.
   CudaEvent fwd, bwd, comm;
   Slot(Arena& arena, size_t sample_bytes, int n) {
     px = 0;
-    labels = align_up(px + sample_bytes * n);
+    flips = align_up(px + sample_bytes * n);
+    labels = align_up(flips + n);
     keys = align_up(labels + sizeof(int32_t) * n);
     scalars = align_up(keys + sizeof(uint64_t) * n);
     bytes = align_up(scalars + sizeof(StepScalars));
@@ -108,9 +109,11 @@ void GpuStep::queue_normalize(const Slot& sl, int n) {
   InputShape a = input_;
   a.n = n;
   if (net_.stores_bf16())
-    normalize_input(ctx_, a, sl.d<uint8_t>(sl.px), scale_shift_.get(), reinterpret_cast<bf16*>(x_.get()), Layout::nhwc);
+    normalize_input(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<uint8_t>(sl.flips), scale_shift_.get(),
+                    reinterpret_cast<bf16*>(x_.get()), Layout::nhwc);
   else
-    normalize_input(ctx_, a, sl.d<uint8_t>(sl.px), scale_shift_.get(), reinterpret_cast<float*>(x_.get()), Layout::nchw);
+    normalize_input(ctx_, a, sl.d<uint8_t>(sl.px), sl.d<uint8_t>(sl.flips), scale_shift_.get(),
+                    reinterpret_cast<float*>(x_.get()), Layout::nchw);
 }
 
 void GpuStep::queue_compute(int slot, int n) {
@@ -146,7 +149,8 @@ void GpuStep::queue_compute(int slot, int n) {
 }
 
 void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
-  if (b.pixels.empty() || b.n <= 0) fail("GpuStep: the loader must hand over raw batches");
+  if (b.pixels.empty() || b.n <= 0 || b.flips.size() != size_t(b.n))
+    fail("GpuStep: the loader must hand over raw batches");
   if (b.n > max_batch_) fail("GpuStep: batch larger than the one it was built for");
   const long long k = step_;
   const int slot = int(k % 2);
@@ -162,6 +166,7 @@ void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
   const TrainRecipe& r = host_opt_.recipe;
   const StepScalars sc = step_scalars(key, lr, r.beta1, r.beta2, host_opt_.t);
   std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data(), b.pixels.size());
+  std::memcpy(sl.h<uint8_t>(sl.flips), b.flips.data(), b.flips.size());
   std::memcpy(sl.h<int32_t>(sl.labels), b.labels.data(), b.labels.size() * sizeof(int32_t));
   std::memcpy(sl.h<uint64_t>(sl.keys), b.keys.data(), b.keys.size() * sizeof(uint64_t));
   std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);
@@ -233,10 +238,12 @@ StepTimes GpuStep::take_times() {
 }
 
 void GpuStep::evaluate(const HostBatch& b) {
-  if (b.pixels.empty() || b.n <= 0 || b.n > max_batch_) fail("GpuStep: evaluation needs a raw batch within the built size");
+  if (b.pixels.empty() || b.n <= 0 || b.n > max_batch_ || b.flips.size() != size_t(b.n))
+    fail("GpuStep: evaluation needs a raw batch within the built size");
   drain();
   Slot& sl = *slots_[0];
   std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data(), b.pixels.size());
+  std::memcpy(sl.h<uint8_t>(sl.flips), b.flips.data(), b.flips.size());
   std::memcpy(sl.h<int32_t>(sl.labels), b.labels.data(), b.labels.size() * sizeof(int32_t));
   const StepScalars sc{};
   std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);

@@ -208,7 +208,7 @@ void Loader::claim_part(long long k, int part) {
     const size_t b = size_t(opt_.local_batch), lo = size_t(k) * b, n = std::min(stream_.size(), lo + b) - lo;
     hb.n = int(n);
     if (opt_.raw)
-      hb.pixels.resize(n * aug_.out_bytes());
+      hb.pixels.resize(n * aug_.out_bytes()), hb.flips.resize(n);
     else
       hb.x.resize(n * aug_.out_bytes());
     hb.labels.resize(n);
@@ -254,7 +254,10 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
     } else {
       aug_.render(PixelView{f.pixels(r.index), size_t(W) * C, C, PixelRect{0, 0, W, H}}, c, 1, out);
     }
-    if (!opt_.raw) aug_.normalize(out, hb.x.data() + j * out_bytes);
+    if (opt_.raw)
+      hb.flips[j] = c.flip;
+    else
+      aug_.normalize(out, c.flip, hb.x.data() + j * out_bytes);
     const int32_t label = f.label(r.index);
     if (label < 0 || size_t(label) >= meta_.classes.size())
       fail_file(join_path(opt_.dir, meta_.files[r.file].name),

@@ -21,9 +21,10 @@ namespace convoy {
 struct HostBatch {
   int n = 0;
   std::vector<float> x;  // [n, C, H, W], normalised (CPU backend)
-  // Raw batches (the CUDA backend normalises on the GPU): the augmented samples as uint8
-  // [n, out_h, out_w, C]; x stays empty.
+  // Raw batches (the CUDA backend mirrors and normalises on the GPU): the cropped and resized
+  // samples as uint8 [n, out_h, out_w, C] and whether each is to be mirrored; x stays empty.
   std::vector<uint8_t> pixels;
+  std::vector<uint8_t> flips;
   std::vector<int32_t> labels;
   std::vector<uint64_t> keys;  // per-sample keys (dataset ids) for dropout masks
 };

@@ -6,6 +6,7 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <thread>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -72,7 +73,7 @@ EpochFigures drain(Loader& l, int epoch, bool digest, double step_us) {
       waits.push_back(w);
     }
     f.samples += b.n;
-    if (digest) f.digest = extend(extend(extend(extend(f.digest, b.labels), b.keys), b.pixels), b.x);
+    if (digest) f.digest = extend(extend(extend(extend(extend(f.digest, b.labels), b.keys), b.pixels), b.flips), b.x);
     for (lap.reset(); lap.seconds() * 1e6 < step_us;) {
     }
   }
@@ -91,9 +92,15 @@ struct TjDecompressor {
   }
 };
 
-// One core's plain TurboJPEG decode (tjDecompress2, the whole image, accurate IDCT) of the first
-// samples of the dataset, from memory, best of three passes: the yardstick the loader is held to.
-double plain_decode_rate(const std::string& dir, const DatasetMeta& meta, size_t max_samples) {
+// Plain TurboJPEG decodes (tjDecompress2, the whole image, accurate IDCT) of the first samples of
+// the dataset, from memory, best of three passes: one core's rate, and the rate of `threads`
+// decoders running at once over the same samples, which shared caches, memory bandwidth and
+// sibling hyperthreads can hold below threads x one core's. The yardsticks the loader is held to.
+struct PlainDecodeRates {
+  double one = 0, concurrent = 0;
+};
+
+PlainDecodeRates plain_decode_rates(const std::string& dir, const DatasetMeta& meta, size_t max_samples, int threads) {
   std::vector<std::vector<uint8_t>> jpegs;
   LoadedFile f;
   for (size_t k = 0; k < meta.files.size() && jpegs.size() < max_samples; ++k) {
@@ -101,19 +108,27 @@ double plain_decode_rate(const std::string& dir, const DatasetMeta& meta, size_t
     for (size_t i = 0; i < f.count() && jpegs.size() < max_samples; ++i)
       jpegs.emplace_back(f.jpeg_data(i), f.jpeg_data(i) + f.jpeg_size(i));
   }
-  TjDecompressor tj;
   const int w = int(meta.shape.width), h = int(meta.shape.height);
   const int pf = meta.shape.channels == 1 ? TJPF_GRAY : TJPF_RGB;
-  std::vector<uint8_t> out(meta.shape.bytes());
-  double best = 0;
-  for (int pass = 0; pass < 3; ++pass) {
-    Stopwatch clock;
+  auto pass = [&] {
+    TjDecompressor tj;
+    std::vector<uint8_t> out(meta.shape.bytes());
     for (const auto& j : jpegs)
       if (tjDecompress2(tj.h, j.data(), (unsigned long)j.size(), out.data(), w, 0, h, pf, TJFLAG_ACCURATEDCT) != 0)
         fail_file(dir, std::string("TurboJPEG refused a sample: ") + tjGetErrorStr2(tj.h));
-    best = std::max(best, double(jpegs.size()) / clock.seconds());
+  };
+  PlainDecodeRates r;
+  for (int round = 0; round < 3; ++round) {
+    Stopwatch one;
+    pass();
+    r.one = std::max(r.one, double(jpegs.size()) / one.seconds());
+    Stopwatch all;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(pass);
+    for (auto& t : pool) t.join();
+    r.concurrent = std::max(r.concurrent, double(threads) * double(jpegs.size()) / all.seconds());
   }
-  return best;
+  return r;
 }
 
 }  // namespace
@@ -130,11 +145,13 @@ int run_loader_bench(const LoaderBenchOptions& o) {
               (unsigned long long)meta.num_samples, meta.shape.height, meta.shape.width, meta.shape.channels,
               encoding_name(meta.encoding), o.batch, o.window_files, readers.why.c_str());
   const int cores = usable_cores();
-  double plain = 0;
+  PlainDecodeRates plain;
   if (meta.encoding == Encoding::jpeg) {
-    plain = plain_decode_rate(o.data, meta, 2048);
+    plain = plain_decode_rates(o.data, meta, 2048, cores);
     std::printf("plain decode: one core's plain TurboJPEG decode of the same JPEGs (whole image, from memory): "
-                "%.0f img/s; x %d cores: %.0f img/s\n", plain, cores, plain * cores);
+                "%.0f img/s; x %d cores: %.0f img/s; %d such decoders at once: %.0f img/s (%.0f %% of %d x one)\n",
+                plain.one, cores, plain.one * cores, cores, plain.concurrent,
+                100 * plain.concurrent / (plain.one * cores), cores);
   }
   for (bool raw : modes) {
     LoaderOptions lo;
@@ -172,9 +189,9 @@ int run_loader_bench(const LoaderBenchOptions& o) {
     std::printf("%s: median %.0f img/s, %.0f MB/s with %d reader(s) (%.0f img/s per reader); "
                 "%.1f CPU us/img (%.0f img/s per busy core)\n",
                 name, m, m * sample_mb, lo.readers, m / lo.readers, c, 1e6 / c);
-    if (plain > 0)
-      std::printf("%s: %.2f x one core's plain decode, %.0f %% of %d cores x it\n", name, m / plain,
-                  100 * m / (plain * cores), cores);
+    if (plain.one > 0)
+      std::printf("%s: %.2f x one core's plain decode, %.0f %% of %d cores x it, %.0f %% of %d plain decoders at once\n",
+                  name, m / plain.one, 100 * m / (plain.one * cores), cores, 100 * m / plain.concurrent, cores);
   }
   return 0;
 }

@@ -53,7 +53,7 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   app.add_option("--checkpoint-every", t.checkpoint_every, "steps between checkpoints (0: only at the end and on signals)");
   app.add_option("--resume", t.resume, "continue exactly from this checkpoint");
   app.add_option("--stop-after", t.stop_after, "stop after this many steps in all (writes the checkpoint)");
-  app.add_option("--device", t.device, "cpu | cuda | auto (a GPU when one is visible)")
+  app.add_option("--device", t.device, "cpu | cuda | auto (default: a GPU when one is visible)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_flag("!--no-cuda-graph", t.cuda_graph, "CUDA backend: queue each step op by op instead of replaying a captured graph");
   app.add_flag("!--no-space-to-depth", t.space_to_depth,

@@ -19,7 +19,7 @@ struct TrainOptions {
   long long checkpoint_every = 0;
   std::string resume;
   long long stop_after = 0;   // stop (and checkpoint) after this many steps in total
-  std::string device = "cpu";      // cpu | cuda | auto
+  std::string device = "auto";     // cpu | cuda | auto (a GPU when one is visible)
   std::string precision = "tf32";  // CUDA backend: fp32 (exact float), tf32 (tensor cores) or bf16 (bf16 NHWC activations)
   bool cuda_graph = true;          // CUDA backend: replay the step as a captured CUDA graph
   bool space_to_depth = true;      // CUDA backend, bf16: a stride-2 first convolution reads 2x2 pixel blocks

@@ -158,16 +158,17 @@ void softmax_xent_backward(Context& ctx, int n, int classes, const float* probs,
 void batch_metrics(Context& ctx, int n, int classes, const float* probs, const int* labels, const float* losses,
                    double* acc);
 
-// CUDA twin of Augmenter::normalize over a batch: the loader's augmented uint8 HWC samples to
-// normalised samples in `layout` (NCHW as the CPU writes them, or NHWC); scale_shift holds the
-// per-channel 1/std then -mean/std. A bf16 output is the CPU's float value rounded.
+// CUDA twin of Augmenter::normalize over a batch: the loader's uint8 HWC samples, each mirrored
+// where flips[i] is set, to normalised samples in `layout` (NCHW as the CPU writes them, or NHWC);
+// scale_shift holds the per-channel 1/std then -mean/std. A bf16 output is the CPU's float value
+// rounded.
 struct InputShape {
   int n = 0, c = 0, h = 0, w = 0;  // the loader's augmented uint8 HWC samples
   InputLayout packed{};  // NHWC: how the output is stored (c_stored 0: c channels per pixel, as is)
 };
 template <typename T>
-void normalize_input(Context& ctx, const InputShape& s, const uint8_t* hwc, const float* scale_shift, T* out,
-                     Layout layout = Layout::nchw);
+void normalize_input(Context& ctx, const InputShape& s, const uint8_t* hwc, const uint8_t* flips,
+                     const float* scale_shift, T* out, Layout layout = Layout::nchw);
 
 // fp32 NCHW through cuDNN.
 void bn_forward_train(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
