@@ -1,12 +1,12 @@
-// Linked into every program of a CONVOY_SANITIZE build: each sanitizer report's summary line is also
-// appended to the file CONVOY_SANITIZER_LOG names, so that no report hides behind a discarded stderr.
+// Linked into every program of a CONVOY_SANITIZE or CONVOY_TSAN build: each report's summary line is
+// also appended to the file CONVOY_SANITIZER_LOG names, so that no report hides behind a discarded stderr.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 
-// Called by the ASan and UBSan runtimes (a weak symbol there) once per report, with its summary.
+// Called by the ASan, UBSan and TSan runtimes (a weak symbol there) once per report, with its summary.
 // UBSan calls it only with print_summary=1 and print_stacktrace=1. Plain system calls: the process may be in a bad way.
 extern "C" void __sanitizer_report_error_summary(const char* summary) {
   const size_t n = std::strlen(summary);
