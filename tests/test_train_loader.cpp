@@ -191,9 +191,36 @@ TEST(Loader, RawBatchesHoldTheAugmentedSamples) {
         EXPECT_EQ(b.flips[i], c.flip);
         aug.render(PixelView{stored.at(int64_t(b.keys[i])).data(), 12 * 3, 3, PixelRect{0, 0, 12, 12}}, c, 1, px.data());
         ASSERT_EQ(0, std::memcmp(px.data(), got_px, per_out)) << "batch " << k << " sample " << i;
+        if (!c.flip) continue;
+        aug.mirror(px.data());
+        std::vector<uint8_t> mirrored(per_out);
+        for (int y = 0; y < 10; ++y)
+          for (int xx = 0; xx < 10; ++xx) std::memcpy(&mirrored[(y * 10 + xx) * 3], got_px + (y * 10 + 9 - xx) * 3, 3);
+        ASSERT_EQ(px, mirrored);
       }
     }
   }
+}
+
+TEST(Loader, MirroredRawBatchesNeedNoFlip) {
+  // For a consumer that only takes pixels (the Python loader): the loader mirrors, flips are all 0,
+  // and normalising the pixels as they are gives the float batches.
+  const std::string dir = make("raw", Encoding::raw);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  LoaderOptions o = options(dir, true);
+  Loader floats(o, meta);
+  o.raw = o.mirror = true;
+  Loader mirrored(o, meta);
+  const auto want = epoch(floats, 3), got = epoch(mirrored, 3);
+  ASSERT_EQ(got.size(), want.size());
+  const size_t per = mirrored.augmenter().out_bytes();
+  std::vector<float> x(per);
+  for (size_t k = 0; k < got.size(); ++k)
+    for (int i = 0; i < got[k].n; ++i) {
+      ASSERT_EQ(got[k].flips[i], 0);
+      mirrored.augmenter().normalize(got[k].pixels.data() + i * per, false, x.data());
+      ASSERT_EQ(0, std::memcmp(x.data(), want[k].x.data() + i * per, per * sizeof(float))) << k << " " << i;
+    }
 }
 
 TEST(Loader, EvalYieldsEverySampleNormalised) {

@@ -126,6 +126,15 @@ void Augmenter::render(const PixelView& v, const SampleCrop& c, int s, uint8_t* 
   }
 }
 
+void Augmenter::mirror(uint8_t* hwc) const {
+  const size_t C = stored.channels;
+  for (int y = 0; y < out_h; ++y) {
+    uint8_t* row = hwc + size_t(y) * out_w * C;
+    for (size_t a = 0, b = size_t(out_w) - 1; a < b; ++a, --b)
+      for (size_t k = 0; k < C; ++k) std::swap(row[a * C + k], row[b * C + k]);
+  }
+}
+
 void Augmenter::normalize(const uint8_t* hwc, bool flip, float* chw) const {
   const int C = int(stored.channels);
   for (int c = 0; c < C; ++c) {

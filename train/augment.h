@@ -43,6 +43,9 @@ struct Augmenter {
   // The output's out_h x out_w x C pixels, not yet mirrored, from `v`, which holds at least
   // source_rect(c, scale).
   void render(const PixelView& v, const SampleCrop& c, int scale, uint8_t* out) const;
+  // Mirrors render's output in place, for a consumer that does not normalise it (normalize mirrors
+  // for free as it reads).
+  void mirror(uint8_t* hwc) const;
   // render's out_h x out_w x C uint8, mirrored if `flip`, to a normalised float CHW tensor.
   void normalize(const uint8_t* hwc, bool flip, float* chw) const;
 };

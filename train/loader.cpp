@@ -254,7 +254,9 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
     } else {
       aug_.render(PixelView{f.pixels(r.index), size_t(W) * C, C, PixelRect{0, 0, W, H}}, c, 1, out);
     }
-    if (opt_.raw)
+    if (opt_.raw && opt_.mirror && c.flip)
+      aug_.mirror(out), hb.flips[j] = 0;
+    else if (opt_.raw)
       hb.flips[j] = c.flip;
     else
       aug_.normalize(out, c.flip, hb.x.data() + j * out_bytes);

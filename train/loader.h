@@ -36,6 +36,7 @@ struct LoaderOptions {
   int prefetch = 0;            // batches kept ready; 0: about 64 MiB of them (4 to 64)
   bool train = true;           // shuffle and augment; else file order, centre crop, partial last batch
   bool raw = false;            // uint8 samples for the consumer to normalise (HostBatch::pixels)
+  bool mirror = false;         // raw: mirror the samples here (flips all 0), for a consumer that cannot
   int window_files = 4;
   uint64_t seed = 0;
   int rank = 0, ranks = 1;
