@@ -4,15 +4,10 @@
 #include <algorithm>
 #include <numeric>
 
+#include "shared/counter_rng.h"
+
 namespace convoy::datagen {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Uniform in [0, bound) without modulo bias (Lemire's multiply-and-reject).
 uint64_t below(uint64_t& state, uint64_t bound) {

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "shared/atomic_file.h"
+#include "shared/counter_rng.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
 #include "train/augment.h"
@@ -169,7 +170,7 @@ TEST(Loader, RawBatchesHoldTheAugmentedSamples) {
   }
   const Augmenter& aug = raw.augmenter();
   const size_t per_out = size_t(3) * 10 * 10;
-  const uint64_t key = o.seed * 0xD1B54A32D192ED03ull + 7;  // epoch 0's
+  const uint64_t key = augment_epoch_key(o.seed, 0);
   for (int e : {0, 1}) {
     const auto want = epoch(floats, e), got = epoch(raw, e);
     ASSERT_EQ(got.size(), want.size());

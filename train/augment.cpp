@@ -11,7 +11,7 @@
 
 #include "shared/error.h"
 #include "shared/resize.h"
-#include "train/layers/dropout.h"
+#include "shared/counter_rng.h"
 
 namespace convoy {
 

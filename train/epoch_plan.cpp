@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "train/layers/dropout.h"
+#include "shared/counter_rng.h"
 
 namespace convoy {
 namespace {
@@ -17,7 +17,7 @@ void shuffle(std::vector<T>& v, uint64_t key, uint64_t salt) {
     std::swap(v[i - 1], v[j]);
   }
 }
-uint64_t epoch_key(const PlanOptions& o) { return o.seed * 0x9E3779B97F4A7C15ull + uint64_t(o.epoch) + 1; }
+uint64_t epoch_key(const PlanOptions& o) { return order_epoch_key(o.seed, o.epoch); }
 }  // namespace
 
 std::vector<uint32_t> rank_files(const DatasetMeta& meta, const PlanOptions& o) {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "shared/atomic_file.h"
+#include "shared/counter_rng.h"
 #include "shared/error.h"
 #include "train/jpeg_region.h"
 
@@ -233,7 +234,7 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
   const size_t out_bytes = aug_.out_bytes();
   const int W = int(meta_.shape.width), H = int(meta_.shape.height), C = int(meta_.shape.channels);
   if (!opt_.raw) scratch.resize(out_bytes);
-  const uint64_t key = opt_.seed * 0xD1B54A32D192ED03ull + uint64_t(epoch_) * 0x9E3779B97F4A7C15ull + 7;
+  const uint64_t key = augment_epoch_key(opt_.seed, epoch_);
   for (size_t i = lo; i < hi; ++i) {
     const size_t j = i - first;
     const SampleRef r = stream_[i];

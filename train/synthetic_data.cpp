@@ -10,7 +10,7 @@
 #include "shared/atomic_file.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
-#include "train/layers/dropout.h"
+#include "shared/counter_rng.h"
 
 namespace convoy {
 namespace {

@@ -155,7 +155,7 @@ bool use_gpu(const std::string& device) {
 }
 
 uint64_t step_key(uint64_t seed, long long global_step) {
-  return seed * 0xA24BAED4963EE407ull + uint64_t(global_step) * 0x9FB21C651E98DF25ull + 11;
+  return dropout_step_key(seed, global_step);
 }
 
 }  // namespace

@@ -5,19 +5,6 @@
 #include "train/layers/elementwise.h"
 
 namespace convoy {
-namespace {
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-}  // namespace
-
-float counter_uniform(uint64_t key, uint64_t a, uint64_t b) {
-  const uint64_t h = mix(mix(mix(key) ^ a) ^ b);
-  return float(h >> 40) * (1.0f / 16777216.0f);
-}
 
 void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample_keys,
                      const float* x, float* y, float* mask) {

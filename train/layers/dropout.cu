@@ -1,17 +1,11 @@
 // CUDA twin of dropout.cpp: the same counter-based mask (splitmix64 of key, sample key and element
 // index), so CPU and GPU drop the same elements, for fp32 or bf16 activations.
+#include "shared/counter_rng.h"
 #include "train/layers/gpu_ops.h"
 #include "train/layers/storage.cuh"
 
 namespace convoy::gpu {
 namespace {
-
-__device__ inline uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Products take the kept scale unrounded (the mask only says which elements stay), so a bf16 y is
 // the CPU's x * mask rounded once.
@@ -22,9 +16,7 @@ __global__ void drop_fwd(DropoutShape s, size_t total, float keep, const uint64_
   const uint64_t key = *step_key ^ salt;
   CONVOY_GRID_STRIDE(k, total) {
     const size_t n = k / s.per_sample, i = k % s.per_sample;
-    const uint64_t h = mix(mix(mix(key) ^ sample_keys[n]) ^ i);
-    const float u = float(h >> 40) * (1.0f / 16777216.0f);
-    const float m = u < s.p ? 0.f : keep;
+    const float m = counter_uniform(key, sample_keys[n], i) < s.p ? 0.f : keep;
     mask[k] = store<T>(m);
     y[k] = store<T>(load(x[k]) * m);
   }

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shared/counter_rng.h"
+
 namespace convoy {
 
 struct DropoutShape {
@@ -13,8 +15,6 @@ struct DropoutShape {
   float p = 0.5f;  // probability of dropping
 };
 
-// A uniform float in [0, 1) from three counters (a splitmix64 mix).
-float counter_uniform(uint64_t key, uint64_t a, uint64_t b);
 
 // mask[i] is 0 or 1 / (1 - p); y = x * mask.
 void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample_keys,
