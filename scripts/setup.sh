@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs convoy's Debian packages (only those missing) and builds a Release build in build/.
 # Idempotent: a second run installs nothing and rebuilds only what changed. Arguments name the
-# targets to build (default: everything, tests included), e.g. `scripts/setup.sh datagen train`.
+# targets to build (default: everything, tests included), e.g. `scripts/setup.sh datagen train`;
+# the Python module lands in build/python/ (PYTHONPATH=build/python /usr/bin/python3 -c 'import convoy').
 # CONVOY_BUILD_DIR picks another build folder, CONVOY_CMAKE_ARGS adds CMake options (clang and
 # libomp are for the fuzz targets in fuzz/, which need libFuzzer).
 set -euo pipefail
@@ -14,6 +15,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev
   python3 python3-numpy python3-matplotlib python3-crc32c python3-pil zstd
+  python3-dev pybind11-dev python3-pybind11 python3-pytest python3-torch python3-torchvision
   dataset-fashion-mnist
   clang libclang-rt-14-dev libomp-dev
 )

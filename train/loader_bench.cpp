@@ -162,6 +162,11 @@ int run_loader_bench(const LoaderBenchOptions& o) {
     lo.window_files = o.window_files;
     lo.seed = o.seed;
     lo.raw = raw;
+    lo.mirror = o.mirror;
+    lo.train = o.train;
+    lo.rank = o.rank;
+    lo.ranks = o.ranks;
+    lo.augment.eval_resize = o.eval_resize;
     lo.augment.crop = o.crop;
     lo.augment.pad = o.pad;
     lo.augment.flip = o.flip;

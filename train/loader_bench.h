@@ -15,6 +15,10 @@ struct LoaderBenchOptions {
   int crop = 0, pad = 0;
   bool flip = true;
   bool random_resized_crop = false;
+  int eval_resize = 0;
+  bool train = true;          // false: the evaluation pass (file order, centre crop)
+  bool mirror = false;        // raw: mirror in the loader (flips all 0), as the Python module does
+  int rank = 0, ranks = 1;    // the share of one rank of `ranks`, as train's rank would read it
   bool digest = false;        // a CRC32C of every epoch's batches (slows the consumer)
   double step_us = 0;         // the consumer's own time per batch (a GPU step), spent spinning
   uint64_t seed = 1;

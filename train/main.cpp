@@ -107,6 +107,13 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)");
   lb->add_option("--pad", lbo.pad, "zero padding before the random crop");
   lb->add_flag("--random-resized-crop", lbo.random_resized_crop, "torchvision's RandomResizedCrop to --crop instead of a window");
+  bool lb_no_flip = false, lb_eval = false;
+  lb->add_flag("--no-flip", lb_no_flip, "no random horizontal flip");
+  lb->add_flag("--eval", lb_eval, "the evaluation pass: file order, centred crop, partial last batch");
+  lb->add_option("--eval-resize", lbo.eval_resize, "with --eval: the short side to this before the centred crop");
+  lb->add_flag("--mirror", lbo.mirror, "raw mode: mirror the samples in the loader (flips all 0), as the Python module does");
+  lb->add_option("--rank", lbo.rank, "the share of this rank (with --ranks)")->check(CLI::NonNegativeNumber);
+  lb->add_option("--ranks", lbo.ranks, "ranks the dataset is dealt to")->check(CLI::PositiveNumber);
   lb->add_option("--seed", lbo.seed, "seed");
   lb->add_option("--step-us", lbo.step_us,
                  "microseconds the consumer spends per batch, spinning as a host waiting for a GPU step does");
@@ -121,6 +128,9 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
     return 0;
   }
   t.local_ranks = e.local_ranks = lbo.local_ranks = mpi.local_size();
+  lbo.flip = !lb_no_flip;
+  lbo.train = !lb_eval;
+  if (*lb && lbo.rank >= lbo.ranks) convoy::fail("--rank must be less than --ranks");
   if (*lb) return mpi.rank() == 0 ? convoy::run_loader_bench(lbo) : 0;
   if (*ev) return convoy::run_eval(e, mpi.rank(), mpi.size());
   if (*syn) {

@@ -1,0 +1,300 @@
+// The `convoy` Python module: the trainer's own loader (train/loader.h) as an iterable over one
+// epoch of (images, labels) numpy arrays, or torch tensors through DLPack, handed over uncopied.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shared/dataset_meta.h"
+#include "shared/error.h"
+#include "train/epoch_plan.h"
+#include "train/loader.h"
+#include "train/loader_sizing.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using convoy::HostBatch;
+
+// A batch's buffers while Python holds arrays over them. They come back to the pool when the last
+// array goes, and the next batch is built into them: a fresh batch each step would mean new pages
+// for the kernel to fault in and zero, a cost the trainer's loader never pays.
+struct Slot {
+  HostBatch batch;
+  std::vector<int64_t> labels;  // HostBatch's int32 labels widened, as torch's losses want them
+};
+
+class SlotPool {
+ public:
+  std::unique_ptr<Slot> take() {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (free_.empty()) return std::make_unique<Slot>();
+    std::unique_ptr<Slot> s = std::move(free_.back());
+    free_.pop_back();
+    return s;
+  }
+  void give(std::unique_ptr<Slot> s) {
+    std::lock_guard<std::mutex> lk(mu_);
+    // A consumer that keeps many batches alive and then drops them all should not pin them all.
+    if (free_.size() < 4) free_.push_back(std::move(s));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Slot>> free_;
+};
+
+// What the arrays' base capsule holds. The pool is shared, so arrays may outlive their Loader.
+struct SlotOwner {
+  std::unique_ptr<Slot> slot;
+  std::shared_ptr<SlotPool> pool;
+  ~SlotOwner() { pool->give(std::move(slot)); }
+};
+
+// Ranks on this node, as torchrun or Open MPI's mpirun tell their processes, for the readers'
+// share of the cores.
+int local_ranks_from_env() {
+  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(name)) {
+      const int n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  return 1;
+}
+
+std::pair<double, double> checked_pair(const std::pair<double, double>& p, const char* name) {
+  if (!(p.first > 0 && p.first <= p.second))
+    throw py::value_error(std::string(name) + " must be (low, high) with 0 < low <= high");
+  return p;
+}
+
+class PyLoader {
+ public:
+  PyLoader(const std::string& path, int batch_size, int rank, int world_size, uint64_t seed, int epoch, int crop,
+           int pad, bool flip, bool random_resized_crop, std::pair<double, double> scale,
+           std::pair<double, double> ratio, bool train, int eval_resize, int readers, bool drop_last,
+           int window_files, int prefetch, bool with_ids, bool as_torch)
+      : pool_(std::make_shared<SlotPool>()), epoch_(epoch), drop_last_(drop_last), with_ids_(with_ids) {
+    if (batch_size <= 0) throw py::value_error("batch_size must be positive");
+    if (world_size <= 0 || rank < 0 || rank >= world_size)
+      throw py::value_error("rank must be in [0, world_size) and world_size positive");
+    if (epoch < 0) throw py::value_error("epoch must not be negative");
+    if (crop < 0 || pad < 0 || eval_resize < 0 || readers < 0 || prefetch < 0)
+      throw py::value_error("crop, pad, eval_resize, readers and prefetch must not be negative");
+    if (window_files <= 0) throw py::value_error("window_files must be positive");
+    if (train && !drop_last)
+      throw py::value_error(
+          "drop_last=False is not supported with train=True: in training the loader yields the same number of full "
+          "batches on every rank (as `train` does), so the samples past them are left out; use train=False for "
+          "every sample");
+    if (as_torch) from_dlpack_ = py::module_::import("torch").attr("from_dlpack");
+    meta_ = convoy::read_dataset_meta(path);
+    opt_.dir = path;
+    opt_.local_batch = batch_size;
+    opt_.rank = rank;
+    opt_.ranks = world_size;
+    opt_.seed = seed;
+    opt_.train = train;
+    opt_.window_files = window_files;
+    opt_.prefetch = prefetch;
+    // The consumer takes pixels only: the loader mirrors them itself, so the flips are all 0.
+    opt_.raw = true;
+    opt_.mirror = true;
+    // One core for the Python thread that runs the step, as the CUDA backend keeps one for its host thread.
+    opt_.readers = convoy::choose_readers(readers, 1, local_ranks_from_env()).readers;
+    opt_.augment.crop = crop;
+    opt_.augment.pad = pad;
+    opt_.augment.flip = flip;
+    opt_.augment.random_resized_crop = random_resized_crop;
+    scale = checked_pair(scale, "scale");
+    ratio = checked_pair(ratio, "ratio");
+    opt_.augment.scale[0] = scale.first, opt_.augment.scale[1] = scale.second;
+    opt_.augment.ratio[0] = ratio.first, opt_.augment.ratio[1] = ratio.second;
+    opt_.augment.eval_resize = eval_resize;
+    loader_ = std::make_unique<convoy::Loader>(opt_, meta_);
+    const convoy::PlanOptions plan{seed, epoch, rank, world_size, train, window_files};
+    if (train) {
+      len_ = convoy::steps_per_epoch(meta_, plan, batch_size);
+    } else {
+      // Evaluation deals files by stride in file order, the same share in every epoch.
+      const long long n = (long long)convoy::rank_stream(meta_, plan).size();
+      len_ = drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
+    }
+    // The readers start on the first epoch now, while the caller builds its model.
+    start(epoch_);
+  }
+
+  PyLoader& iter() {
+    if (started_ != epoch_ || taken_ > 0 || done_) start(epoch_);
+    return *this;
+  }
+
+  py::object next() {
+    if (started_ < 0) start(epoch_);
+    if (done_ || taken_ >= len_) {
+      done_ = true;
+      throw py::stop_iteration();
+    }
+    std::unique_ptr<Slot> slot = pool_->take();
+    bool got = false;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lk(busy_);
+      got = loader_->next(slot->batch);
+    }
+    if (!got) {
+      pool_->give(std::move(slot));
+      done_ = true;
+      throw py::stop_iteration();
+    }
+    ++taken_;
+    const HostBatch& b = slot->batch;
+    slot->labels.assign(b.labels.begin(), b.labels.end());
+    const py::ssize_t n = b.n, h = loader_->out_height(), w = loader_->out_width(), c = loader_->out_channels();
+    uint8_t* pixels = slot->batch.pixels.data();
+    int64_t* labels = slot->labels.data();
+    // Dataset ids are non-negative int64 stored as uint64 keys: the same bytes.
+    auto* ids = reinterpret_cast<int64_t*>(slot->batch.keys.data());
+    auto* owner = new SlotOwner{std::move(slot), pool_};
+    py::capsule base(owner, [](void* p) { delete static_cast<SlotOwner*>(p); });
+    py::array images(py::dtype::of<uint8_t>(), {n, h, w, c}, {h * w * c, w * c, c, py::ssize_t(1)}, pixels, base);
+    py::array labels_a(py::dtype::of<int64_t>(), {n}, {py::ssize_t(sizeof(int64_t))}, labels, base);
+    py::list out;
+    out.append(convert(images));
+    out.append(convert(labels_a));
+    if (with_ids_) out.append(convert(py::array(py::dtype::of<int64_t>(), {n}, {py::ssize_t(sizeof(int64_t))}, ids, base)));
+    return py::tuple(out);
+  }
+
+  void set_epoch(int epoch) {
+    if (epoch < 0) throw py::value_error("epoch must not be negative");
+    epoch_ = epoch;
+    start(epoch_);
+  }
+
+  long long len() const { return len_; }
+  int epoch() const { return epoch_; }
+  const convoy::DatasetMeta& meta() const { return meta_; }
+  const convoy::LoaderOptions& options() const { return opt_; }
+  const convoy::Loader& loader() const { return *loader_; }
+  bool drop_last() const { return drop_last_; }
+
+ private:
+  // Everything the epoch yields is fixed by (seed, epoch, rank); starting it again replays it.
+  void start(int epoch) {
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lk(busy_);
+      loader_->start_epoch(epoch);
+    }
+    started_ = epoch;
+    taken_ = 0;
+    done_ = false;
+  }
+
+  py::object convert(const py::array& a) const {
+    return from_dlpack_.is_none() ? py::object(a) : from_dlpack_(a);
+  }
+
+  convoy::DatasetMeta meta_;
+  convoy::LoaderOptions opt_;
+  std::unique_ptr<convoy::Loader> loader_;
+  std::shared_ptr<SlotPool> pool_;
+  std::mutex busy_;  // the loader is used from one thread at a time; the GIL is not held around it
+  py::object from_dlpack_ = py::none();
+  int epoch_ = 0, started_ = -1;
+  long long taken_ = 0, len_ = 0;
+  bool done_ = false, drop_last_ = true, with_ids_ = false;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(convoy, m) {
+  m.doc() =
+      "convoy's batch-file loader for Python: the same reader threads, shuffle, sharding and augmentation as "
+      "`train`, yielding uint8 NHWC images and int64 labels without a copy.";
+  m.attr("__version__") = CONVOY_VERSION;
+  // Errors name the file (as the C++ tools print them); a subclass of RuntimeError.
+  py::register_exception<convoy::Error>(m, "Error", PyExc_RuntimeError);
+
+  py::class_<PyLoader>(m, "Loader", R"doc(
+Loader(path, batch_size, *, rank=0, world_size=1, seed=0, epoch=0, crop=0, pad=0, flip=False,
+       random_resized_crop=False, scale=(0.08, 1.0), ratio=(3/4, 4/3), train=True, eval_resize=0,
+       readers=0, drop_last=True, window_files=4, prefetch=0, with_ids=False, as_torch=False)
+
+Iterating gives one epoch of (images, labels): images uint8 [n, h, w, c] (NHWC, already cropped,
+resized and mirrored), labels int64 [n]; with with_ids=True a third array, each sample's dataset id.
+The arrays are views of the loader's buffers (no copy); the buffers are reused once every array over
+them is gone. as_torch=True gives torch tensors instead, through DLPack (torch.from_dlpack).
+
+batch_size is per process: `train --batch B` over N ranks is batch_size=B/N here. The order, the
+stride sharding over (rank, world_size) and each sample's crop and flip are a function of
+(seed, epoch, rank) alone, the same as `train` with the same options (window_files is train's
+--shuffle-files). Each iteration runs epoch `epoch`; set_epoch(e) picks the next one and starts
+reading it. Training yields len(loader) full batches, the same number on every rank (samples past
+them are left out, so drop_last=False is refused); evaluation (train=False) takes every sample of the
+rank in file order with the centred crop (eval_resize: the short side first to that size), and
+drop_last=False keeps the last partial batch. readers=0 picks one reader per core of this process's
+share, less one for the caller. Damaged files raise convoy.Error naming the file.
+)doc")
+      .def(py::init<const std::string&, int, int, int, uint64_t, int, int, int, bool, bool, std::pair<double, double>,
+                    std::pair<double, double>, bool, int, int, bool, int, int, bool, bool>(),
+           py::arg("path"), py::arg("batch_size"), py::kw_only(), py::arg("rank") = 0, py::arg("world_size") = 1,
+           py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("crop") = 0, py::arg("pad") = 0,
+           py::arg("flip") = false, py::arg("random_resized_crop") = false,
+           py::arg("scale") = std::make_pair(0.08, 1.0), py::arg("ratio") = std::make_pair(3.0 / 4.0, 4.0 / 3.0),
+           py::arg("train") = true, py::arg("eval_resize") = 0, py::arg("readers") = 0, py::arg("drop_last") = true,
+           py::arg("window_files") = 4, py::arg("prefetch") = 0, py::arg("with_ids") = false,
+           py::arg("as_torch") = false)
+      .def("__iter__", &PyLoader::iter, py::return_value_policy::reference_internal)
+      .def("__next__", &PyLoader::next)
+      .def("__len__", &PyLoader::len, "batches per epoch on this rank")
+      .def("__repr__",
+           [](const PyLoader& l) {
+             const convoy::LoaderOptions& o = l.options();
+             return "convoy.Loader('" + o.dir + "', " + std::to_string(o.local_batch) + ", rank=" +
+                    std::to_string(o.rank) + ", world_size=" + std::to_string(o.ranks) + ", epoch=" +
+                    std::to_string(l.epoch()) + ", train=" + (o.train ? "True" : "False") + "): " +
+                    std::to_string(l.len()) + " batches per epoch";
+           })
+      .def("set_epoch", &PyLoader::set_epoch, py::arg("epoch"),
+           "the epoch the next iteration runs; its files start being read now")
+      .def_property_readonly("epoch", &PyLoader::epoch)
+      .def_property_readonly("classes", [](const PyLoader& l) { return l.meta().classes; }, "the dataset's class names")
+      .def_property_readonly("mean", [](const PyLoader& l) { return l.meta().mean; },
+                             "per-channel mean of the dataset (dataset.json), in pixel units 0..255")
+      .def_property_readonly("std", [](const PyLoader& l) { return l.meta().std; },
+                             "per-channel standard deviation of the dataset (dataset.json), in pixel units")
+      .def_property_readonly(
+          "image_shape",
+          [](const PyLoader& l) {
+            return py::make_tuple(l.loader().out_height(), l.loader().out_width(), l.loader().out_channels());
+          },
+          "(h, w, c) of the images yielded (after the crop)")
+      .def_property_readonly(
+          "stored_shape",
+          [](const PyLoader& l) {
+            const convoy::ImageShape& s = l.meta().shape;
+            return py::make_tuple(s.height, s.width, s.channels);
+          },
+          "(h, w, c) of the images in the batch files")
+      .def_property_readonly("num_samples", [](const PyLoader& l) { return l.meta().num_samples; },
+                             "samples in the dataset (all ranks)")
+      .def_property_readonly("batch_size", [](const PyLoader& l) { return l.options().local_batch; })
+      .def_property_readonly("rank", [](const PyLoader& l) { return l.options().rank; })
+      .def_property_readonly("world_size", [](const PyLoader& l) { return l.options().ranks; })
+      .def_property_readonly("train", [](const PyLoader& l) { return l.options().train; })
+      .def_property_readonly("drop_last", &PyLoader::drop_last)
+      .def_property_readonly("readers", [](const PyLoader& l) { return l.loader().readers(); })
+      .def_property_readonly("prefetch", [](const PyLoader& l) { return l.loader().prefetch(); },
+                             "batches the readers keep ready")
+      .def_property_readonly("memory_bound", [](const PyLoader& l) { return l.loader().memory_bound(); },
+                             "the most bytes the loader's own buffers take");
+}

@@ -1,0 +1,28 @@
+# scripts/examples/train_torch.py end to end on the CPU: DDP over gloo with one process, two steps
+# of a ResNet-18 on a small synthetic dataset through the convoy module, then the validation pass.
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BIN, SRC, synth
+
+
+@pytest.mark.smoke
+def test_train_torch_cpu_smoke(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    data = synth(tmp_path / "train", files=4, per_file=16, size=32, channels=3, classes=4)
+    val = synth(tmp_path / "val", files=2, per_file=10, size=32, channels=3, classes=4, seed=9)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(BIN, "python"), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="2")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
+        env.pop(k, None)
+    p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "examples", "train_torch.py"), "--data", data,
+                        "--val", val, "--device", "cpu", "--steps", "2", "--batch", "8", "--crop", "28", "--pad", "2"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"epoch 0: 2 steps, loss [\d.]+, \d+ images/s .*val loss [\d.]+ top-1 [\d.]+ \(20 samples\)",
+                     p.stdout), p.stdout + p.stderr
