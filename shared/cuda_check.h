@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -19,6 +20,48 @@ namespace convoy {
 #define CONVOY_CUDA_CHECK(call)                                              \
   do {                                                                       \
     const cudaError_t convoy_cuda_err_ = (call);                             \
+    if (convoy_cuda_err_ != cudaSuccess)                                     \
+      ::convoy::cuda_fail(convoy_cuda_err_, #call, __FILE__, __LINE__);      \
+  } while (0)
+
+// Bytes as MiB for messages.
+inline std::string mib_text(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f MiB", double(bytes) / (1 << 20));
+  return buf;
+}
+
+// "cuda:N (name)" for the current device.
+inline std::string current_device_text() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+  cudaDeviceProp prop;
+  std::string s = "cuda:" + std::to_string(dev);
+  if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+    s += std::string(" (") + prop.name + ")";
+  else
+    cudaGetLastError();
+  return s;
+}
+
+// An allocation refused for want of memory (cudaErrorMemoryAllocation): one line saying what was
+// asked and, for device memory, how much the device has free.
+[[noreturn]] inline void cuda_out_of_memory(size_t bytes, bool device, const char* what) {
+  cudaGetLastError();  // not sticky, but it must not surface at the next check
+  const std::string asked = std::string(what ? what : "an allocation") + " needs " + mib_text(bytes);
+  if (!device) fail("out of page-locked host memory: " + asked);
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) cudaGetLastError();
+  fail(current_device_text() + ": out of memory: " + asked + ", " + mib_text(free) + " of " + mib_text(total) +
+       " are free");
+}
+
+// cudaMalloc / cudaMallocHost with the one-line message above when memory runs out.
+#define CONVOY_CUDA_ALLOC(call, bytes, device, what)                        \
+  do {                                                                       \
+    const cudaError_t convoy_cuda_err_ = (call);                             \
+    if (convoy_cuda_err_ == cudaErrorMemoryAllocation)                       \
+      ::convoy::cuda_out_of_memory((bytes), (device), (what));               \
     if (convoy_cuda_err_ != cudaSuccess)                                     \
       ::convoy::cuda_fail(convoy_cuda_err_, #call, __FILE__, __LINE__);      \
   } while (0)
@@ -91,13 +134,14 @@ class CudaGraphExec {
 };
 
 // Memory from one CUDA allocator, owned for its lifetime: page-locked host memory (so that
-// cudaMemcpyAsync really is asynchronous) or device memory.
-template <cudaError_t (*Alloc)(void**, size_t), cudaError_t (*Free)(void*)>
+// cudaMemcpyAsync really is asynchronous) or device memory. `what` names it in the message when
+// memory runs out.
+template <cudaError_t (*Alloc)(void**, size_t), cudaError_t (*Free)(void*), bool kDevice>
 class CudaMemory {
  public:
   CudaMemory() = default;
-  explicit CudaMemory(size_t bytes) : n_(bytes) {
-    if (bytes) CONVOY_CUDA_CHECK(Alloc(&p_, bytes));
+  explicit CudaMemory(size_t bytes, const char* what = nullptr) : n_(bytes) {
+    if (bytes) CONVOY_CUDA_ALLOC(Alloc(&p_, bytes), bytes, kDevice, what);
   }
   ~CudaMemory() { release(); }
   CudaMemory(CudaMemory&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
@@ -122,7 +166,7 @@ class CudaMemory {
   size_t n_ = 0;
 };
 
-using PinnedBuffer = CudaMemory<::cudaMallocHost, ::cudaFreeHost>;
-using DeviceBuffer = CudaMemory<::cudaMalloc, ::cudaFree>;
+using PinnedBuffer = CudaMemory<::cudaMallocHost, ::cudaFreeHost, false>;
+using DeviceBuffer = CudaMemory<::cudaMalloc, ::cudaFree, true>;
 
 }  // namespace convoy

@@ -2,10 +2,13 @@
 // update, graph-captured): the graph replays exactly what the op-by-op step does (fp32 and bf16),
 // and a few steps follow the CPU trainer's arithmetic: fp32 mode, weights within 1e-4 relative L2
 // error; bf16 mode, within the bounds a CPU run that rounds every activation and gradient to bf16
-// stays within against the fp32 one, with a margin (see FollowsTheCpuTrainerBf16).
+// stays within against the fp32 one, with a margin (see FollowsTheCpuTrainerBf16). A NaN loss
+// skips the step on the device and reaches the host two steps later.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "train/gpu_step.h"
@@ -135,3 +138,40 @@ TEST(GpuStep, FollowsTheCpuTrainer) { follows_the_cpu_trainer(gpu::MathMode::fp3
 // gradient is the least accurate; see gpu_test_net.cu). A layout or reordering mistake puts the
 // momentum error near 1.
 TEST(GpuStep, FollowsTheCpuTrainerBf16) { follows_the_cpu_trainer(gpu::MathMode::bf16, {1e-2, 3e-3, 0.35}); }
+
+// A loss that is NaN at every step (a NaN bias in the last fc layer): the device skips every
+// update and, with skip_nonfinite, puts batch norm's running statistics back; the host learns of
+// step 0 when it waits for that step's slot before queuing step 2, not before (it does not
+// synchronise for it); the weights, momentum and running statistics come back as they were.
+TEST(GpuStep, NonFiniteLossSkipsTheStepAndIsFoundTwoStepsLate) {
+  for (gpu::MathMode math : {gpu::MathMode::fp32, gpu::MathMode::bf16}) {
+    Batches s(16, 4, "resnet18.toml", {32, 32, 3});
+    Net net = s.net;
+    net.weights().back() = std::nanf("");
+    const std::vector<float> w0 = net.weights(), s0 = net.state();
+    Optimizer opt(s.cfg.train, net.weights().size());
+    gpu::GpuStepOptions o;
+    o.math = math;
+    o.skip_nonfinite = true;
+    gpu::GpuStep step(0, net, opt, s.aug, 16, 0, 1, o);
+    step.train(s.batches[0], 500, 0.01);
+    step.train(s.batches[1], 501, 0.01);
+    EXPECT_EQ(step.first_nonfinite().step, -1);
+    step.train(s.batches[2], 502, 0.01);
+    EXPECT_EQ(step.first_nonfinite().step, 0);
+    EXPECT_TRUE(std::isnan(step.first_nonfinite().loss));
+    step.train(s.batches[3], 503, 0.01);
+    EXPECT_TRUE(step.graphed());
+    const gpu::StepMetrics m = step.take_metrics();
+    EXPECT_EQ(m.skipped, 4);
+    EXPECT_EQ(m.samples, 0.0);  // skipped steps are left out of the sums
+    step.sync_to(net, opt);
+    EXPECT_EQ(opt.t, 4);
+    auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    EXPECT_TRUE(same(net.weights(), w0)) << "a skipped step changed the weights";
+    EXPECT_TRUE(same(net.state(), s0)) << "a skipped step changed the running statistics";
+    EXPECT_TRUE(std::all_of(opt.m.begin(), opt.m.end(), [](float x) { return x == 0; }));
+  }
+}

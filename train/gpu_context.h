@@ -59,6 +59,8 @@ class Context {
   cublasHandle_t cublas() const { return cublas_; }
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Device memory the context itself holds: the cuDNN and cuBLAS workspaces.
+  size_t workspaces_bytes() const { return workspace_bytes_ + kCublasWorkspace; }
   MathMode math() const { return math_; }
   bool bf16() const { return math_ == MathMode::bf16; }
   AlgoSearch algo_search() const { return algo_search_; }
@@ -118,7 +120,7 @@ class Arena {
     binds_.push_back([&b, at, count](unsigned char* base) { b.bind(reinterpret_cast<T*>(base + at), count); });
   }
   void commit() {
-    memory_ = convoy::DeviceBuffer(std::max<size_t>(bytes_, 256));
+    memory_ = convoy::DeviceBuffer(std::max<size_t>(bytes_, 256), "the net's tensors (one arena)");
     for (auto& bind : binds_) bind(memory_.data());
     binds_.clear();
   }

@@ -10,6 +10,19 @@ namespace {
 
 size_t align_up(size_t n) { return (n + 255) & ~size_t(255); }
 
+// Refuses, in one line, a step whose arena is larger than the device memory free now. The
+// context's workspaces are already allocated: they count as asked and as free.
+void check_fits(const Context& ctx, const std::string& name, int batch, size_t arena, size_t input, size_t optimiser) {
+  size_t free = 0, total = 0;
+  CONVOY_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  if (arena <= free) return;
+  const size_t ws = ctx.workspaces_bytes();
+  fail(name + ": the step needs " + mib_text(arena + ws) + " for a batch of " + std::to_string(batch) +
+       " (the net's weights, activations and gradients " + mib_text(arena - input - optimiser) + ", input batches " +
+       mib_text(input) + ", optimiser state " + mib_text(optimiser) + ", cuDNN and cuBLAS workspaces " +
+       mib_text(ws) + "), " + mib_text(free + ws) + " are free; use a smaller --batch");
+}
+
 }  // namespace
 
 // One batch in flight: the same layout in pinned host memory and on the device, so that one copy
@@ -20,6 +33,8 @@ struct GpuStep::Slot {
   DeviceBuffer<unsigned char> dev;  // a place in the step's arena
   // Recorded inside the step (and so inside its graph): a slot's graph always records these.
   CudaEvent fwd, bwd, comm;
+  // The device part is requested from the arena; the host part is allocated once the step is
+  // known to fit (see GpuStep's constructor).
   Slot(Arena& arena, size_t sample_bytes, int n) {
     px = 0;
     flips = align_up(px + sample_bytes * n);
@@ -27,7 +42,6 @@ struct GpuStep::Slot {
     keys = align_up(labels + sizeof(int32_t) * n);
     scalars = align_up(keys + sizeof(uint64_t) * n);
     bytes = align_up(scalars + sizeof(StepScalars));
-    host = PinnedBuffer(bytes);
     arena.request(dev, bytes);
   }
   template <typename T>
@@ -46,29 +60,40 @@ struct GpuStep::StepEvents {
 GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank,
                  int ranks, const GpuStepOptions& o)
     : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch, &arena_, o.space_to_depth), host_opt_(opt),
-      max_batch_(max_batch), ranks_(ranks), o_(o),
-      losses_host_(sizeof(float) * max_batch), probs_host_(sizeof(float) * max_batch * std::max(1, net.classes())),
-      acc_host_(4 * sizeof(double)) {
+      max_batch_(max_batch), ranks_(ranks), o_(o) {
   ctx_.set_algo_search(o.algos);
-  name_ = "cuda:" + std::to_string(device);
-  cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) name_ += std::string(" (") + prop.name + ")";
+  name_ = current_device_text();
+  Net& cpu = const_cast<Net&>(net);  // read-only use: the accessors are not const
   input_ = {max_batch, int(aug.stored.channels), aug.out_h, aug.out_w, net_.input_layout()};
   const Dims in = net.input_dims();
   if (in.c != input_.c || in.h != input_.h || in.w != input_.w)
     fail("GpuStep: the net's input differs from the augmented sample shape");
+  // Every device buffer is requested first, so that a step too large for the device is refused
+  // before the arena and the pinned host buffers are allocated.
+  const size_t net_bytes = arena_.bytes();
   arena_.request(x_, size_t(max_batch) * net_.input_layout().sample_size() *
                          (ctx_.bf16() ? sizeof(bf16) : sizeof(float)));
+  const size_t x_bytes = arena_.bytes() - net_bytes;
   arena_.request(m_, opt.m.size());
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));
+  const size_t opt_bytes = arena_.bytes() - net_bytes - x_bytes;
   arena_.request(scale_shift_, 2 * aug.stored.channels);
   arena_.request(acc_, 4);
+  const size_t before_slots = arena_.bytes();
   for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(arena_, aug.out_bytes(), max_batch));
+  const size_t input_bytes = x_bytes + (arena_.bytes() - before_slots);
+  if (o.skip_nonfinite && !cpu.state().empty()) arena_.request(state_before_, cpu.state().size());
+  check_fits(ctx_, name_, max_batch, arena_.bytes(), input_bytes, opt_bytes);
   arena_.commit();
+  for (auto& sl : slots_) sl->host = PinnedBuffer(sl->bytes, "a batch's pinned copy");
+  losses_host_ = PinnedBuffer(sizeof(float) * max_batch);
+  probs_host_ = PinnedBuffer(sizeof(float) * max_batch * std::max(1, net.classes()));
+  acc_host_ = PinnedBuffer(4 * sizeof(double));
+  checks_host_ = PinnedBuffer(2 * sizeof(StepScalars));
+  std::memset(checks_host_.data(), 0, checks_host_.size());
   std::vector<float> ss(aug.scale);
   ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
   scale_shift_.upload(ss.data(), ss.size());
-  Net& cpu = const_cast<Net&>(net);  // read-only use: the accessors are not const
   net_.upload(cpu.weights(), cpu.state());
   m_.upload(opt.m.data(), opt.m.size());
   if (!opt.v.empty()) v_.upload(opt.v.data(), opt.v.size());
@@ -119,9 +144,12 @@ void GpuStep::queue_normalize(const Slot& sl, int n) {
 void GpuStep::queue_compute(int slot, int n) {
   const Slot& sl = *slots_[slot];
   cudaStream_t s = ctx_.stream();
-  const StepScalars* scalars = sl.d<StepScalars>(sl.scalars);
+  StepScalars* scalars = sl.d<StepScalars>(sl.scalars);
   const int32_t* labels = sl.d<int32_t>(sl.labels);
   queue_normalize(sl, n);
+  if (state_before_.size())
+    CONVOY_CUDA_CHECK(cudaMemcpyAsync(state_before_.get(), net_.state(), state_before_.size() * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, s));
   net_.forward(n, x_.get(), labels, true, &scalars->key, sl.d<uint64_t>(sl.keys));
   record_event(sl.fwd.get(), s);
   if (nccl_) {
@@ -136,6 +164,11 @@ void GpuStep::queue_compute(int slot, int n) {
     CONVOY_CUDA_CHECK(cudaStreamWaitEvent(s, join_.get(), 0));
   }
   record_event(sl.comm.get(), s);
+  // The loss decides whether the update runs (StepScalars::nonfinite); with several ranks, one
+  // rank's non-finite loss skips the step on all of them, so their weights stay the same.
+  batch_metrics(ctx_, n, net_.classes(), net_.probs(), labels, net_.losses(), acc_.get(), scalars);
+  if (nccl_)
+    CONVOY_NCCL_CHECK(ncclAllReduce(&scalars->nonfinite, &scalars->nonfinite, 1, ncclUint32, ncclMax, nccl_->get(), s));
   const TrainRecipe& r = host_opt_.recipe;
   const size_t params = net_.param_count();
   if (r.optimizer == "sgd")
@@ -145,7 +178,11 @@ void GpuStep::queue_compute(int slot, int n) {
     adam_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), v_.get(), scalars, float(r.beta1),
                 float(r.beta2), float(r.adam_eps), float(r.weight_decay), r.optimizer == "adamw",
                 net_.weight_copy());
-  batch_metrics(ctx_, n, net_.classes(), net_.probs(), labels, net_.losses(), acc_.get());
+  if (state_before_.size())
+    restore_if_nonfinite(ctx_, state_before_.size(), net_.state(), state_before_.get(), scalars);
+  // The step's loss and verdict, for the host to read once it has waited for this step.
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(checks_host_.data() + slot * sizeof(StepScalars), scalars, sizeof(StepScalars),
+                                    cudaMemcpyDeviceToHost, s));
 }
 
 void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
@@ -212,6 +249,12 @@ void GpuStep::harvest(long long j) {
   times_.comm += elapsed_seconds(sl.bwd.get(), sl.comm.get());
   times_.update += elapsed_seconds(sl.comm.get(), e.end.get());
   ++times_.steps;
+  StepScalars c;
+  std::memcpy(&c, checks_host_.data() + size_t(j % 2) * sizeof(StepScalars), sizeof c);
+  if (c.nonfinite) {
+    ++skipped_;
+    if (nonfinite_.step < 0) nonfinite_ = {j, c.loss};
+  }
 }
 
 void GpuStep::drain() {
@@ -227,7 +270,9 @@ StepMetrics GpuStep::take_metrics() {
   double* a = reinterpret_cast<double*>(acc_host_.data());
   CONVOY_CUDA_CHECK(cudaMemcpy(a, acc_.get(), 4 * sizeof(double), cudaMemcpyDeviceToHost));
   CONVOY_CUDA_CHECK(cudaMemsetAsync(acc_.get(), 0, 3 * sizeof(double), ctx_.stream()));
-  return {a[0], a[1], a[2], a[3]};
+  const StepMetrics m{a[0], a[1], a[2], a[3], skipped_};
+  skipped_ = 0;
+  return m;
 }
 
 StepTimes GpuStep::take_times() {

@@ -27,9 +27,18 @@ struct StepTimes {
 };
 
 // Loss sum, top-1 hits and samples of the training steps since the last take, and the mean loss
-// of the last step.
+// of the last step; skipped: the steps among them whose loss was NaN or infinite (on any rank),
+// whose update was skipped and whose figures are left out of the sums.
 struct StepMetrics {
   double loss_sum = 0, hits = 0, samples = 0, last_loss = 0;
+  long long skipped = 0;
+};
+
+// The first training step (counted from 0, the first since construction) whose loss was NaN or
+// infinite, and its mean loss on this rank (finite where only another rank's was not); step -1: none yet.
+struct NonFiniteStep {
+  long long step = -1;
+  float loss = 0;
 };
 
 struct GpuStepOptions {
@@ -40,6 +49,9 @@ struct GpuStepOptions {
   AlgoSearch algos = AlgoSearch::heuristic;
   size_t workspace_bytes = size_t(1) << 30;  // cuDNN workspace (bounds the algorithms it may use)
   bool space_to_depth = true;             // bf16: a stride-2 first convolution reads 2x2 pixel blocks
+  // A step whose loss is not finite never updates the weights or the optimiser state; with this,
+  // batch norm's running statistics are kept as they were before it too (a copy per step).
+  bool skip_nonfinite = false;
 };
 
 class GpuStep {
@@ -55,6 +67,10 @@ class GpuStep {
   // Queues one training step on a raw batch (HostBatch::pixels) and returns without waiting for it;
   // the host waits only when it reuses the buffers of the step two before.
   void train(const HostBatch& b, uint64_t key, double lr);
+  // Each step's loss is checked on the device, which skips the update of a step whose loss is NaN
+  // or infinite; the host learns of it when it waits for that step: in train() at most two steps
+  // later, in take_metrics(), take_times(), sync_to() and evaluate() at once.
+  NonFiniteStep first_nonfinite() const { return nonfinite_; }
   // Waits for the queued steps; their metrics (and the last step's loss) since the last take.
   StepMetrics take_metrics();
   // Forward in evaluation mode; waits, then losses()/probs() hold the batch's figures.
@@ -96,6 +112,7 @@ class GpuStep {
   DeviceBuffer<unsigned char> x_;  // the augmented batch, in the net's storage (GpuNet::stores_bf16())
   DeviceBuffer<float> m_, v_, scale_shift_;
   DeviceBuffer<double> acc_;  // StepMetrics, accumulated on the device
+  DeviceBuffer<float> state_before_;  // skip_nonfinite: the running statistics before the step
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four steps
   CudaGraphExec graph_[2];
@@ -103,6 +120,9 @@ class GpuStep {
   std::deque<long long> pending_;  // queued steps whose times are not yet harvested
   long long gap_from_ = -1;        // first step whose idle gap to its predecessor is meaningful
   PinnedBuffer losses_host_, probs_host_, acc_host_;
+  PinnedBuffer checks_host_;  // per slot, the StepScalars of its last step as the step left them
+  long long skipped_ = 0;     // steps with a non-finite loss harvested since the last take_metrics
+  NonFiniteStep nonfinite_;
   StepTimes times_;
   bool profile_ = false;  // per-node times, collected after every step
   std::string name_;

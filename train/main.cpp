@@ -73,6 +73,9 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   bool list_gpus = false;
   app.add_flag("--gpus", list_gpus, "print the number of GPUs this build can use, then exit");
+  app.add_flag("--skip-nonfinite", t.skip_nonfinite,
+               "skip a step whose loss is NaN or infinite (no update; counted as skipped_steps) instead of stopping "
+               "the run with an error");
   app.add_flag("--profile", t.profile, "print per-layer forward/backward seconds after each epoch");
   app.add_flag("--print-net", t.print_net, "print layers, output shapes, parameters and FLOPs per image, then exit");
 

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
@@ -37,8 +39,11 @@
 namespace convoy {
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
-extern "C" void on_signal(int sig) { g_signal = sig; }
+// Set by the handler, which may run on any thread (the loader's readers too); a lock-free atomic
+// is both async-signal-safe and free of data races.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal flag must be lock-free");
+extern "C" void on_signal(int sig) { g_signal.store(sig, std::memory_order_relaxed); }
 
 void set_threads(int threads, int ranks) {
   int t = threads;
@@ -158,10 +163,18 @@ uint64_t step_key(uint64_t seed, long long global_step) {
   return dropout_step_key(seed, global_step);
 }
 
+// Stops the run at the step (0-based over the run, as global_step before it) whose loss was not
+// finite; `loss` is this rank's, finite where only another rank's was not.
+[[noreturn]] void fail_nonfinite(long long step, long long per_epoch, double loss) {
+  const char* what = std::isnan(loss) ? "nan" : std::isinf(loss) ? (loss > 0 ? "inf" : "-inf") : "not finite on another rank";
+  fail("step " + std::to_string(step + 1) + " (epoch " + std::to_string(step / per_epoch + 1) + "): the loss is " +
+       what + "; stopping (--skip-nonfinite skips such steps)");
+}
+
 }  // namespace
 
 int run_training(const TrainOptions& o, int rank, int ranks) {
-  g_signal = 0;
+  g_signal.store(0);
   set_threads(o.threads, ranks);
   Checkpoint resume;
   NetConfig cfg;
@@ -245,6 +258,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   int start_epoch = 0;
   long long start_step = 0, global_step = 0;
   double carried[3] = {0, 0, 0};  // the interrupted epoch's loss sum, correct, samples
+  long long carried_skipped = 0;  // and its steps skipped for a non-finite loss
   if (!o.resume.empty()) {
     if (resume.weights.size() != net.weights().size() || resume.state.size() != net.state().size() ||
         resume.m.size() != opt.m.size() || resume.v.size() != opt.v.size())
@@ -259,6 +273,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     global_step = resume.info.at("global_step").get<long long>();
     auto sums = resume.info.at("epoch_sums");
     for (int i = 0; i < 3; ++i) carried[i] = sums.at(i).get<double>();
+    carried_skipped = resume.info.value("epoch_skipped", 0LL);
   }
   // The readers start on the first epoch's files now, while the GPU (if any) sets itself up.
   if (start_epoch < rec.epochs) train_loader.start_epoch(start_epoch, start_step);
@@ -271,6 +286,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   }
 
   GpuStepPtr gpu;
+  [[maybe_unused]] const long long gpu_first_step = global_step;  // GpuStep counts its steps from 0
   double gpu_setup_s = 0;  // building the step: context, handles, arena, weights up
   if (on_gpu) {
 #ifdef CONVOY_HAVE_CUDA
@@ -281,6 +297,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
                                       : gpu::MathMode::tf32;
     go.graph = o.cuda_graph;
     go.space_to_depth = o.space_to_depth;
+    go.skip_nonfinite = o.skip_nonfinite;
     go.profile = o.profile;
     go.workspace_bytes = size_t(o.cudnn_workspace_mb) << 20;
     go.algos = o.cudnn_algos == "measure"   ? gpu::AlgoSearch::measure
@@ -314,7 +331,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   std::signal(SIGTERM, on_signal);
 
   // `epoch` and `step` are where a resumed run starts.
-  auto save = [&](int epoch, long long step, const double* sums) {
+  auto save = [&](int epoch, long long step, const double* sums, long long skipped) {
     if (o.checkpoint.empty()) return;
 #ifdef CONVOY_HAVE_CUDA
     if (gpu) gpu->sync_to(net, opt);
@@ -323,8 +340,8 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     Checkpoint c;
     c.info = {{"config_text", cfg.text}, {"config_path", cfg.path}, {"seed", seed}, {"batch", rec.batch},
               {"epochs", rec.epochs}, {"epoch", epoch}, {"step", step}, {"global_step", global_step},
-              {"opt_t", opt.t}, {"epoch_sums", {sums[0], sums[1], sums[2]}}, {"ranks", ranks},
-              {"data", o.data}};
+              {"opt_t", opt.t}, {"epoch_sums", {sums[0], sums[1], sums[2]}}, {"epoch_skipped", skipped},
+              {"ranks", ranks}, {"data", o.data}};
     c.weights = net.weights();
     c.state = net.state();
     c.m = opt.m;
@@ -333,15 +350,27 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     log_info("checkpoint %s at step %lld", o.checkpoint.c_str(), global_step);
   };
 
+  // The CUDA backend checks each step's loss on the GPU and the host learns of a non-finite one
+  // when it waits for that step: at most two steps later, and before any checkpoint. Without
+  // --skip-nonfinite the run stops there, its last checkpoint left as it was.
+  [[maybe_unused]] auto check_gpu_loss = [&] {
+#ifdef CONVOY_HAVE_CUDA
+    if (!gpu || o.skip_nonfinite) return;
+    const gpu::NonFiniteStep bad = gpu->first_nonfinite();
+    if (bad.step >= 0) fail_nonfinite(gpu_first_step + bad.step, per_epoch, bad.loss);
+#endif
+  };
   // The CUDA backend keeps the training metrics on the GPU: they join the epoch's sums when the
   // sums are read (log lines, checkpoints, the end of an epoch). Returns the last step's loss.
-  auto fold_gpu_metrics = [&]([[maybe_unused]] double* sums) -> double {
+  auto fold_gpu_metrics = [&]([[maybe_unused]] double* sums, [[maybe_unused]] long long& skipped) -> double {
 #ifdef CONVOY_HAVE_CUDA
     if (gpu) {
       const gpu::StepMetrics m = gpu->take_metrics();
+      check_gpu_loss();
       sums[0] += m.loss_sum;
       sums[1] += m.hits;
       sums[2] += m.samples;
+      skipped += m.skipped;
       return m.last_loss;
     }
 #endif
@@ -351,9 +380,11 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   EvalResult last;
   bool have_eval = false;
   HostBatch b;
+  std::vector<float> state_before;  // CPU backend, --skip-nonfinite: the running statistics before a step
   for (int epoch = start_epoch; epoch < rec.epochs; ++epoch) {
     const long long first = epoch == start_epoch ? start_step : 0;
     double sums[3] = {0, 0, 0};
+    long long skipped = epoch == start_epoch ? carried_skipped : 0;  // steps with a non-finite loss
     if (epoch == start_epoch) std::copy(carried, carried + 3, sums);
     double t_io = 0, t_h2d = 0, t_fwd = 0, t_bwd = 0, t_update = 0, t_comm = 0;
     Stopwatch epoch_clock, lap;
@@ -370,57 +401,72 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
         // One call queues the whole step on the GPU and returns; the GPU keeps the metrics, and
         // the phases are timed there with events.
         gpu->train(b, step_key(seed, global_step), lr);
+        check_gpu_loss();
       }
 #endif
       if (!gpu) {
+        if (o.skip_nonfinite) state_before = net.state();  // batch norm's running statistics
         loss = net.forward(b.n, b.x.data(), b.labels.data(), true, step_key(seed, global_step), b.keys.data());
         t_fwd += lap.lap();
-        net.backward();
-        t_bwd += lap.lap();
-        if (ranks > 1) average_gradients(net.grads(), ranks);
-        t_comm += lap.lap();
-        opt.step(net.weights(), net.grads(), lr);
-        t_update += lap.lap();
-        double top1 = 0, top5 = 0;
-        count_correct(b.n, net.classes(), net.probs(), b.labels.data(), top1, top5);
-        sums[0] += loss * b.n;
-        sums[1] += top1;
-        sums[2] += b.n;
+        bool finite = std::isfinite(loss);
+        if (ranks > 1) finite = !any_rank(!finite);  // one rank's non-finite loss stops or skips the step on all
+        if (finite) {
+          net.backward();
+          t_bwd += lap.lap();
+          if (ranks > 1) average_gradients(net.grads(), ranks);
+          t_comm += lap.lap();
+          opt.step(net.weights(), net.grads(), lr);
+          t_update += lap.lap();
+          double top1 = 0, top5 = 0;
+          count_correct(b.n, net.classes(), net.probs(), b.labels.data(), top1, top5);
+          sums[0] += loss * b.n;
+          sums[1] += top1;
+          sums[2] += b.n;
+        } else if (o.skip_nonfinite) {
+          // As on the GPU: no update and the running statistics as they were, but the step
+          // counts (the learning-rate schedule, Adam's t).
+          net.state() = state_before;
+          ++opt.t;
+          ++skipped;
+        } else {
+          fail_nonfinite(global_step, per_epoch, loss);
+        }
       }
       ++global_step;
       if (o.log_every > 0 && (step + 1) % o.log_every == 0) {
-        if (gpu) loss = fold_gpu_metrics(sums);
+        if (gpu) loss = fold_gpu_metrics(sums, skipped);
         log_info("epoch %d step %lld/%lld loss %.4f lr %.5f %.0f img/s", epoch + 1, step + 1, per_epoch, loss, lr,
                  double((step + 1 - first) * rec.batch) / epoch_clock.seconds());
         if (metrics)
           metrics->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step + 1}, {"global_step", global_step},
                           {"loss", loss}, {"lr", lr}});
       }
-      bool stop = g_signal != 0 || (o.stop_after > 0 && global_step >= o.stop_after);
+      bool stop = g_signal.load() != 0 || (o.stop_after > 0 && global_step >= o.stop_after);
       if (ranks > 1) stop = any_rank(stop);
       const bool at_end = step + 1 == per_epoch;
       if (stop || (o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0 && !at_end)) {
-        fold_gpu_metrics(sums);
+        fold_gpu_metrics(sums, skipped);
         double total_sums[3] = {sums[0], sums[1], sums[2]};
         if (ranks > 1) sum_over_ranks(total_sums, 3);
         // Saved per rank share: on resume each rank's sums restart from the global figure / ranks.
         for (double& s : total_sums) s /= ranks;
         if (at_end)
-          save(epoch + 1, 0, std::array<double, 3>{0, 0, 0}.data());
+          save(epoch + 1, 0, std::array<double, 3>{0, 0, 0}.data(), 0);
         else
-          save(epoch, step + 1, total_sums);
+          save(epoch, step + 1, total_sums, skipped);
       }
       if (stop) {
         if (o.profile && rank == 0) std::fprintf(stderr, "%s", net.profile().c_str());
-        if (g_signal)
-          log_info("stopped by signal %d after step %lld", int(g_signal), global_step);
+        const int sig = g_signal.load();
+        if (sig)
+          log_info("stopped by signal %d after step %lld", sig, global_step);
         else
           log_info("stopped after step %lld", global_step);
-        return g_signal ? 128 + int(g_signal) : 0;
+        return sig ? 128 + sig : 0;
       }
     }
     if (epoch + 1 < rec.epochs) train_loader.start_epoch(epoch + 1, 0);
-    fold_gpu_metrics(sums);
+    fold_gpu_metrics(sums, skipped);
     if (ranks > 1) sum_over_ranks(sums, 3);
     [[maybe_unused]] double t_idle = 0;
 #ifdef CONVOY_HAVE_CUDA
@@ -443,8 +489,10 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
       val_text = buf;
     }
     const double secs = epoch_clock.seconds();
-    log_info("epoch %d/%d: loss %.4f train acc %.4f%s | %.1f s (train %.1f s, %.0f img/s)", epoch + 1, rec.epochs,
-             train_loss, train_acc, val_text.c_str(), secs, train_s, sums[2] / train_s);
+    char skip_text[64] = "";
+    if (o.skip_nonfinite) std::snprintf(skip_text, sizeof skip_text, " | %lld steps skipped (loss not finite)", skipped);
+    log_info("epoch %d/%d: loss %.4f train acc %.4f%s%s | %.1f s (train %.1f s, %.0f img/s)", epoch + 1, rec.epochs,
+             train_loss, train_acc, val_text.c_str(), skip_text, secs, train_s, sums[2] / train_s);
 #ifdef CONVOY_HAVE_CUDA
     if (gpu) gpu->add_profile_to(net);
 #endif
@@ -460,7 +508,8 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
                           {"train_acc", train_acc}, {"seconds", secs}, {"train_seconds", train_s},
                           {"t_io", t_io}, {"t_h2d", t_h2d}, {"t_fwd", t_fwd}, {"t_bwd", t_bwd},
                           {"t_update", t_update}, {"t_comm", t_comm}, {"images_per_second", sums[2] / train_s},
-                          {"input_stall", t_io / train_s}, {"peak_rss_bytes", peak_rss_bytes()}};
+                          {"input_stall", t_io / train_s}, {"peak_rss_bytes", peak_rss_bytes()},
+                          {"skipped_steps", skipped}};
     if (gpu) j["t_idle"] = t_idle;
       if (have_eval) {
         j["test_loss"] = last.loss;
@@ -471,7 +520,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
     }
   }
   const double zero[3] = {0, 0, 0};
-  save(rec.epochs, 0, zero);
+  save(rec.epochs, 0, zero, 0);
   if (have_eval && rank == 0) {
     std::printf("test accuracy: %.4f\n", last.top1);
     std::fflush(stdout);

@@ -25,6 +25,7 @@ struct TrainOptions {
   bool space_to_depth = true;      // CUDA backend, bf16: a stride-2 first convolution reads 2x2 pixel blocks
   std::string cudnn_algos = "heuristic";  // CUDA backend: heuristic (repeatable) | measure (fastest)
   int cudnn_workspace_mb = 1024;           // CUDA backend: cuDNN workspace
+  bool skip_nonfinite = false;  // a step whose loss is NaN or infinite is skipped (no update), not fatal
   bool print_net = false;
   bool profile = false;       // per-layer forward/backward times after each epoch
 };

@@ -129,7 +129,11 @@ struct StepScalars {
   uint64_t key = 0;           // the step's random key (dropout)
   float lr = 0;               // learning rate
   float c1 = 1, c2 = 1;       // Adam's bias corrections 1 - beta^t
-  float pad_ = 0;
+  // Written on the device by batch_metrics: the step's mean loss, and 1 when it is NaN or infinite
+  // (on any rank, once GpuStep has all-reduced it), in which case the fused updates (and
+  // restore_if_nonfinite) leave the weights and the optimiser state as they were.
+  uint32_t nonfinite = 0;
+  float loss = 0;
 };
 // The scalars of optimiser step t (t counts from 1) at learning rate lr.
 StepScalars step_scalars(uint64_t key, double lr, double beta1, double beta2, long long t);
@@ -155,8 +159,10 @@ void softmax_xent_backward(Context& ctx, int n, int classes, const float* probs,
 // Adds the batch's loss sum, top-1 hits and sample count to acc[0..2] and stores its mean loss in
 // acc[3], in a fixed order (one block), so the figures do not depend on scheduling. Top-1 counts
 // as the trainer's count_correct does: no class above the label's probability, ties to the lower index.
+// A batch whose loss sum is NaN or infinite adds nothing to acc[0..2]. With `step`, its mean loss
+// and whether that is finite go to step->loss and step->nonfinite (see StepScalars).
 void batch_metrics(Context& ctx, int n, int classes, const float* probs, const int* labels, const float* losses,
-                   double* acc);
+                   double* acc, StepScalars* step = nullptr);
 
 // CUDA twin of Augmenter::normalize over a batch: the loader's uint8 HWC samples, each mirrored
 // where flips[i] is set, to normalised samples in `layout` (NCHW as the CPU writes them, or NHWC);
@@ -214,12 +220,16 @@ struct WeightCopy {
 void refresh_weight_copy(Context& ctx, size_t n, const float* w, const WeightCopy& copy);
 
 // Fused over the flat parameter buffer; the same arithmetic as optimizer_update.cpp. The learning
-// rate and Adam's bias corrections come from the device StepScalars. A non-empty copy is refreshed
-// from the new weights in the same pass.
+// rate and Adam's bias corrections come from the device StepScalars; where its `nonfinite` is set,
+// nothing is changed (the step is skipped). A non-empty copy is refreshed from the new weights in
+// the same pass.
 void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, const StepScalars* s, float momentum,
                 bool nesterov, float weight_decay, const WeightCopy& copy = {});
 void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, const StepScalars* s,
                  float beta1, float beta2, float eps, float weight_decay, bool decoupled,
                  const WeightCopy& copy = {});
+// dst = src where s->nonfinite is set, else nothing: batch norm's running statistics, saved before
+// the forward pass of a step whose update is skipped, put back.
+void restore_if_nonfinite(Context& ctx, size_t n, float* dst, const float* src, const StepScalars* s);
 
 }  // namespace convoy::gpu

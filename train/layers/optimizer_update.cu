@@ -18,6 +18,7 @@ template <bool kCopy>
 __global__ void sgd(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ buf,
                     const StepScalars* __restrict__ s, float momentum, bool nesterov, float weight_decay,
                     WeightCopy copy) {
+  if (s->nonfinite) return;
   const float lr = s->lr;
   CONVOY_GRID_STRIDE(i, n) {
     const float d = g[i] + weight_decay * w[i];
@@ -33,6 +34,7 @@ template <bool kCopy>
 __global__ void adam(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m,
                      float* __restrict__ v, const StepScalars* __restrict__ s, float beta1, float beta2, float eps,
                      float weight_decay, bool decoupled, WeightCopy copy) {
+  if (s->nonfinite) return;
   const float lr = s->lr, c1 = s->c1, c2 = s->c2;
   CONVOY_GRID_STRIDE(i, n) {
     float d = g[i];
@@ -49,6 +51,12 @@ __global__ void adam(size_t n, float* __restrict__ w, const float* __restrict__ 
     w[i] = wi;
     keep<kCopy>(i, wi, copy);
   }
+}
+
+__global__ void restore(size_t n, float* __restrict__ dst, const float* __restrict__ src,
+                        const StepScalars* __restrict__ s) {
+  if (!s->nonfinite) return;
+  CONVOY_GRID_STRIDE(i, n) dst[i] = src[i];
 }
 
 }  // namespace
@@ -80,6 +88,11 @@ void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, flo
   else
     adam<false><<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled,
                                                        copy);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
+
+void restore_if_nonfinite(Context& ctx, size_t n, float* dst, const float* src, const StepScalars* s) {
+  restore<<<grid_for(n), 256, 0, ctx.stream()>>>(n, dst, src, s);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

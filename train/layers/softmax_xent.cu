@@ -37,7 +37,7 @@ __global__ void xent_bwd(int n, int classes, const float* __restrict__ probs, co
 // One block of 256 threads: each thread walks a fixed stride of samples and the block reduces in
 // a fixed tree, so the sums are the same on every run.
 __global__ void metrics(int n, int classes, const float* __restrict__ probs, const int* __restrict__ labels,
-                        const float* __restrict__ losses, double* __restrict__ acc) {
+                        const float* __restrict__ losses, double* __restrict__ acc, StepScalars* __restrict__ step) {
   __shared__ double loss_sum[256], hits[256];
   double l = 0, h = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -60,18 +60,25 @@ __global__ void metrics(int n, int classes, const float* __restrict__ probs, con
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    acc[0] += loss_sum[0];
-    acc[1] += hits[0];
-    acc[2] += n;
+    const bool finite = isfinite(loss_sum[0]);
+    if (finite) {
+      acc[0] += loss_sum[0];
+      acc[1] += hits[0];
+      acc[2] += n;
+    }
     acc[3] = loss_sum[0] / n;
+    if (step) {
+      step->nonfinite = !finite;
+      step->loss = float(loss_sum[0] / n);
+    }
   }
 }
 
 }  // namespace
 
 void batch_metrics(Context& ctx, int n, int classes, const float* probs, const int* labels, const float* losses,
-                   double* acc) {
-  metrics<<<1, 256, 0, ctx.stream()>>>(n, classes, probs, labels, losses, acc);
+                   double* acc, StepScalars* step) {
+  metrics<<<1, 256, 0, ctx.stream()>>>(n, classes, probs, labels, losses, acc, step);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
