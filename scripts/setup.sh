@@ -3,7 +3,8 @@
 # Idempotent: a second run installs nothing and rebuilds only what changed. Arguments name the
 # targets to build (default: everything, tests included), e.g. `scripts/setup.sh datagen train`.
 # CONVOY_BUILD_DIR picks another build folder, CONVOY_CMAKE_ARGS adds CMake options (clang and
-# libomp are for the fuzz targets in fuzz/, which need libFuzzer).
+# libomp are for the fuzz targets in fuzz/, which need libFuzzer; munge and Slurm for the one-node
+# cluster of tests/test_slurm_cluster.sh, which starts its own daemons and leaves the system's alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,7 @@ PACKAGES=(
   python3 python3-numpy python3-matplotlib python3-crc32c python3-pil zstd
   dataset-fashion-mnist
   clang libclang-rt-14-dev libomp-dev
+  munge slurmctld slurmd slurm-client
 )
 
 missing=()
