@@ -56,7 +56,7 @@ int body(int argc, char** argv) {
   CLI::App* idx2tar = app.add_subcommand("idx2tar", "Fashion-MNIST IDX files -> tar of PNGs in per-class folders");
   idx2tar->add_option("--images", idx.images, "images IDX file (.gz or plain)")->required();
   idx2tar->add_option("--labels", idx.labels, "labels IDX file (.gz or plain)")->required();
-  idx2tar->add_option("--out", idx.out, "tar file to write")->required();
+  idx2tar->add_option("--out", idx.out, "tar file to write (- for standard output)")->required();
   idx2tar->add_option("--classes-out", idx.classes_out, "also write the class names, one per line");
 
   std::string dir, out;
@@ -67,11 +67,11 @@ int body(int argc, char** argv) {
   inspect->add_option("dir", dir, "dataset folder")->required();
   CLI::App* preview = app.add_subcommand("preview", "write a PNG contact sheet of samples with their class names");
   preview->add_option("dir", dir, "dataset folder")->required();
-  preview->add_option("--out", out, "PNG file to write")->required();
+  preview->add_option("--out", out, "PNG file to write (- for standard output)")->required();
   preview->add_option("--count", count, "how many samples")->default_val(64);
   CLI::App* classes = app.add_subcommand("classes", "write a dataset's class names, one per line (for --classes)");
   classes->add_option("dir", dir, "dataset folder")->required();
-  classes->add_option("--out", out, "class file to write")->required();
+  classes->add_option("--out", out, "class file to write (- for standard output)")->required();
 
   BenchOptions bench;
   std::string bench_resize = "crop";

@@ -26,9 +26,41 @@ void fsync_dir(const std::string& dir) {
   ::close(fd);
 }
 
+// The descriptor that "-" or a descriptor's name stands for, else -1. Such a name is written through
+// the descriptor itself: opening /dev/stdout anew reopens its file, from the start, over what a
+// shell's >> appended to, and renaming over it would replace the link (as root, even in /dev).
+int named_descriptor(const std::string& path) {
+  if (path == "-" || path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (const std::string prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = path.substr(prefix.size());
+    if (digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(digits);
+  }
+  return -1;
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  // Written in place, errors name the path itself (tmp_ is what write() reports).
+  if (const int fd = named_descriptor(path_); fd >= 0) {
+    straight_ = true;
+    tmp_ = path_;
+    fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (fd_ < 0) fail_file(path_, "cannot write to it: " + errno_text());
+    return;
+  }
+  // A device or FIFO cannot take a rename (and /dev/null must never be replaced by a file).
+  struct stat st;
+  if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    straight_ = true;
+    tmp_ = path_;
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd_ < 0) fail_file(path_, "cannot open: " + errno_text());
+    return;
+  }
   tmp_ = path_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_file(tmp_, "cannot create: " + errno_text());
@@ -36,7 +68,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_.c_str());
+  if (!committed_ && !straight_) ::unlink(tmp_.c_str());
 }
 
 void AtomicFile::write(const void* data, size_t n) {
@@ -63,6 +95,14 @@ void AtomicFile::pwrite(const void* data, size_t n, uint64_t offset) {
 }
 
 void AtomicFile::commit() {
+  if (straight_) {
+    // Pipes and terminals cannot be fsync'ed; a failed close still reports a lost write.
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0 && errno != EINTR) fail_file(path_, "close failed: " + errno_text());
+    committed_ = true;
+    return;
+  }
   if (::fsync(fd_) != 0) fail_file(tmp_, "fsync failed: " + errno_text());
   if (::close(fd_) != 0) {
     fd_ = -1;

@@ -1,6 +1,8 @@
 // Files that appear complete or not at all: written under a temporary name in the same folder,
 // fsync'ed, then renamed over the final name (and the folder fsync'ed), so a crash never leaves
-// a file at the final name that looks complete but is not.
+// a file at the final name that looks complete but is not. A name that cannot be renamed over is
+// written straight instead: "-" (standard output), a descriptor's name (/dev/stdout, /dev/fd/N)
+// or an existing device, FIFO or other file that is neither a regular file nor a folder.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +26,7 @@ class AtomicFile {
   std::string path_, tmp_;
   int fd_ = -1;
   bool committed_ = false;
+  bool straight_ = false;  // written in place: no temporary file, no rename
 };
 
 void write_file_atomic(const std::string& path, const std::string& content);

@@ -18,6 +18,7 @@
 
 #include "bf16_host.h"
 #include "rel_l2.h"
+#include "source_dir.h"
 #include "train/gpu_net.h"
 #include "train/layers/optimizer_update.h"
 #include "train/net_config.h"
@@ -62,7 +63,7 @@ gpu::DeviceBuffer<uint64_t> step_key(uint64_t key) {
 
 void steps_match(const std::string& config, Dims input, int n, int steps, gpu::MathMode math = gpu::MathMode::fp32,
                  const Bounds& bound = kFp32, bool space_to_depth = true) {
-  NetConfig cfg = read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/" + config);
+  NetConfig cfg = read_net_config(test::config_path(config));
   Net cpu(cfg, input, 10);
   cpu.init_weights(7);
   cpu.reserve(n);
@@ -165,8 +166,8 @@ TEST(GpuNet, Bf16FmnistStepsMatchCpu) {
 
 TEST(GpuNet, Bf16StoresFewInputChannelsForFastConvolutions) {
   gpu::Context ctx(0, size_t(256) << 20, gpu::MathMode::bf16);
-  Net rgb(read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/resnet18.toml"), {3, 32, 32}, 10);
-  Net gray(read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/fmnist.toml"), {1, 28, 28}, 10);
+  Net rgb(read_net_config(test::config_path("resnet18.toml")), {3, 32, 32}, 10);
+  Net gray(read_net_config(test::config_path("fmnist.toml")), {1, 28, 28}, 10);
   // ResNet-18's 7x7/2 stem with padding 3 over 32x32: 16x16 outputs, 4x4 taps of 2x2 blocks, so
   // 19x19 stored pixels of 12 channels padded to 16.
   const gpu::InputLayout s2d = gpu::GpuNet(ctx, rgb, 2).input_layout();

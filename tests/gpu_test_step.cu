@@ -14,6 +14,7 @@
 #include "train/gpu_step.h"
 #include "train/net_config.h"
 #include "rel_l2.h"
+#include "source_dir.h"
 
 using namespace convoy;
 
@@ -34,7 +35,7 @@ struct Batches {
   std::vector<HostBatch> batches;
 
   Batches(int n, int count, const std::string& config = "fmnist.toml", ImageShape shape = {28, 28, 1})
-      : cfg(read_net_config(std::string(CONVOY_SOURCE_DIR) + "/configs/" + config)), stored(shape),
+      : cfg(read_net_config(test::config_path(config))), stored(shape),
         aug(stored, spec(), true, std::vector<double>(shape.channels, 72.9), std::vector<double>(shape.channels, 90.0)),
         net(cfg, Dims{int(shape.channels), int(shape.height), int(shape.width)}, 10) {
     net.init_weights(11);

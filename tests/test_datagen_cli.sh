@@ -56,6 +56,22 @@ grep -q "Ankle_boot" "$work/inspect.txt"
 [ "$(head -c 4 "$work/grid.png" | tail -c 3)" = "PNG" ] || { echo "preview did not write a PNG"; exit 1; }
 "$dg" classes "$work/ds" --out "$work/classes2.txt"
 cmp "$work/classes.txt" "$work/classes2.txt"
+# "-", a descriptor's name or a device or FIFO is written straight, not through a renamed temporary.
+"$dg" classes "$work/ds" --out - | cmp - "$work/classes.txt" || { echo "classes --out - differs"; exit 1; }
+"$dg" classes "$work/ds" --out /dev/stdout | cmp - "$work/classes.txt" || { echo "classes --out /dev/stdout differs"; exit 1; }
+echo "first line" > "$work/appended.txt"
+"$dg" classes "$work/ds" --out /dev/stdout >> "$work/appended.txt"
+cmp "$work/appended.txt" <(echo "first line"; cat "$work/classes.txt") || { echo "--out /dev/stdout did not append after >>"; exit 1; }
+mkfifo "$work/fifo"
+cat "$work/fifo" > "$work/from-fifo.txt" &
+timeout 30 "$dg" classes "$work/ds" --out "$work/fifo"
+wait $!
+cmp "$work/from-fifo.txt" "$work/classes.txt" || { echo "classes through a FIFO differs"; exit 1; }
+[ -p "$work/fifo" ] || { echo "the FIFO was replaced"; exit 1; }
+"$dg" classes "$work/ds" --out /dev/null
+[ -c /dev/null ] || { echo "/dev/null is no longer a device"; exit 1; }
+[ "$("$dg" preview "$work/ds" --out - --count 4 2> /dev/null | head -c 4 | tail -c 3)" = PNG ] ||
+  { echo "preview --out - wrote no PNG to standard output"; exit 1; }
 
 # A flipped byte anywhere in a batch file is found by verify, naming the file.
 printf '\x01' | dd of="$work/ds/batch_00002.cvb" bs=1 seek=200000 conv=notrunc 2> /dev/null
