@@ -29,7 +29,10 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
 
 Checkpoint read_checkpoint(const std::string& path) {
   if (!file_exists(path)) fail_file(path, "checkpoint not found");
-  const std::string bytes = read_whole_file(path);
+  return parse_checkpoint(read_whole_file(path), path);
+}
+
+Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   const size_t head = 8 + 5 * 8;
   if (bytes.size() < head + 4 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     fail_file(path, "not a convoy checkpoint (bad magic or too short)");

@@ -47,7 +47,7 @@ PoolShape pool_shape(const Node& nd, Dims in, int n) {
   return s;
 }
 
-Net::Net(const NetConfig& cfg, Dims input, int classes) : cfg_(cfg), input_(input) {
+Net::Net(const NetConfig& cfg, Dims input, int classes, size_t max_params) : cfg_(cfg), input_(input) {
   if (classes <= 0) classes = cfg_.classes;
   for (LayerSpec& s : cfg_.layers)
     if (s.kind == LayerKind::fc && s.units == kClassUnits) {
@@ -142,6 +142,10 @@ Net::Net(const NetConfig& cfg, Dims input, int classes) : cfg_(cfg), input_(inpu
         nd.flops = double(in.size());
         break;
     }
+    // Checked before any weight is allocated; each count is far below 2^64, so the sum cannot wrap.
+    if (nd.w_count + nd.b_count > max_params - wsize)
+      fail_at(spec, "the net would have " + std::to_string(wsize + nd.w_count + nd.b_count) +
+                        " parameters up to here, more than the limit of " + std::to_string(max_params));
     for (int i : nd.in)
       if (i >= 0) nodes_[i].consumers++;
     if (nd.w_count) {
