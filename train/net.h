@@ -40,9 +40,13 @@ struct Node {
   std::vector<int32_t> argmax;   // max pool
 };
 
-// The most parameters Net builds a net with; a larger one is refused with one line naming the
-// layer, rather than left to the allocator.
+// The largest net Net builds; beyond these a config is refused with one line naming the layer,
+// rather than left to the allocator and to the int arithmetic of the ops (indices within an image,
+// im2col rows, max-pool argmax): at most 2^31 - 1 parameters, and per image at most 2^31 - 1 values
+// in any tensor and 2^20 along its height or width.
 constexpr size_t kMaxNetParams = (size_t(1) << 31) - 1;
+constexpr size_t kMaxTensorValues = (size_t(1) << 31) - 1;
+constexpr int kMaxTensorSide = 1 << 20;
 
 // The op shapes of a conv or pool node for a batch of n, shared by the CPU net and GpuNet.
 ConvShape conv_shape(const Node& nd, Dims in, int n);
