@@ -14,10 +14,11 @@ cmake -S "$src/fuzz" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="
 targets=(fuzz_archive_index fuzz_image_decode fuzz_batch_file fuzz_net_config fuzz_checkpoint)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
-# Seeds: the corpora kept in fuzz/corpus/<target> (net configs, small checkpoints, and every input
-# that once found a bug), copied so that the run's additions stay out of the source tree; then real
-# batch files, a tar of images (one inside an inner tar) plain and compressed the four ways datagen
-# decompresses itself, an index.tsv, and the images themselves, made by the tools when they are there.
+# Seeds: the corpora kept in fuzz/corpus/<target> (net configs, small checkpoints, earlier runs'
+# corpora reduced, every input that once found a bug), copied so that a run's additions stay out of
+# the source tree; then real batch files, a tar of images (one inside an inner tar) plain and
+# compressed the four ways datagen decompresses itself, an index.tsv, and the images themselves,
+# made by the tools when they are there.
 corpus=$build/corpus
 rm -rf "$corpus"
 mkdir -p "$corpus"/{archive_index,image_decode,batch_file,net_config,checkpoint}
