@@ -11,14 +11,20 @@ cxx=$(command -v clang++-14 || command -v clang++ || true)
 cc=$(command -v clang-14 || command -v clang || true)
 [ -n "$cxx" ] && [ -n "$cc" ] || { echo "fuzz/run.sh: clang is needed (Debian: clang libclang-rt-14-dev libomp-dev)" >&2; exit 1; }
 cmake -S "$src/fuzz" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" > /dev/null
-cmake --build "$build" -j"$(nproc)" --target fuzz_archive_index fuzz_image_decode fuzz_batch_file
+targets=(fuzz_archive_index fuzz_image_decode fuzz_batch_file fuzz_net_config fuzz_checkpoint)
+cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
-# Seeds: real batch files, a tar of images (one inside an inner tar) plain and compressed the four
-# ways datagen decompresses itself, an index.tsv, and the images themselves, made by the tools when
-# they are there.
+# Seeds: the corpora kept in fuzz/corpus/<target> (net configs, small checkpoints, earlier runs'
+# corpora reduced, every input that once found a bug), copied so that a run's additions stay out of
+# the source tree; then real batch files, a tar of images (one inside an inner tar) plain and
+# compressed the four ways datagen decompresses itself, an index.tsv, and the images themselves,
+# made by the tools when they are there.
 corpus=$build/corpus
 rm -rf "$corpus"
-mkdir -p "$corpus"/{archive_index,image_decode,batch_file}
+mkdir -p "$corpus"/{archive_index,image_decode,batch_file,net_config,checkpoint}
+for kept in "$src"/fuzz/corpus/*/; do
+  cp -R "$kept". "$corpus/$(basename "$kept")/"
+done
 tools=${CONVOY_BIN:-$src/build}
 if [ -x "$tools/train" ] && [ -x "$tools/datagen" ]; then
   seed=$(mktemp -d)
@@ -62,11 +68,14 @@ PY
 fi
 
 status=0
-for target in fuzz_archive_index fuzz_image_decode fuzz_batch_file; do
-  echo "== $target for ${seconds}s on $(ls "$corpus/${target#fuzz_}" | wc -l) seeds"
+for target in "${targets[@]}"; do
+  name=${target#fuzz_}
+  echo "== $target for ${seconds}s on $(ls "$corpus/$name" | wc -l) seeds"
+  dict=()
+  [ ! -f "$src/fuzz/$name.dict" ] || dict=(-dict="$src/fuzz/$name.dict")
   rc=0
   "$build/$target" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=25 -print_final_stats=1 \
-    -artifact_prefix="$build/$target-" "$corpus/${target#fuzz_}" > "$build/$target.log" 2>&1 || rc=$?
+    "${dict[@]}" -artifact_prefix="$build/$target-" "$corpus/$name" > "$build/$target.log" 2>&1 || rc=$?
   if [ "$rc" -ne 0 ]; then
     echo "$target failed (exit $rc):"
     tail -n 60 "$build/$target.log"

@@ -66,6 +66,29 @@ TEST(NetConfig, ErrorsNameFileLineAndReason) {
   EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\ngroups = 3\n" + kTail).rfind("bad.toml:1: layer 'conv1': groups = 3 must divide", 0), 0u);
 }
 
+// Nets beyond Net's limits, inputs with a side that is not positive and out-of-range numbers are
+// refused with one line before any allocation (each once reached the allocator or overflowed; see
+// fuzz/corpus/net_config/regress-*).
+TEST(NetConfig, NetsBeyondTheLimitsAreRefused) {
+  EXPECT_EQ(error_of("[net]\ninput = [1, 1, -1]\n" + kTail),
+            "bad.toml:2: 'input' must be [channels, height, width], each 1 to 65536");
+  EXPECT_EQ(error_of("[net]\ninput = [1, 8]\n" + kTail),
+            "bad.toml:2: 'input' must be [channels, height, width], each 1 to 65536");
+  const std::string limits = "(at most 2^31 - 1 values per image and 2^20 along a side)";
+  EXPECT_EQ(error_of(kTail, {1, 1, -1}), "bad.toml: cannot build the net for input 1x1x-1 " + limits);
+  EXPECT_EQ(error_of(kTail, {3, 65536, 65536}), "bad.toml: cannot build the net for input 3x65536x65536 " + limits);
+  EXPECT_EQ(error_of(kTail, {1, 1, 1 << 21}), "bad.toml: cannot build the net for input 1x1x2097152 " + limits);
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 65536\nkernel = 1\n" + kTail, {1, 1024, 1024}),
+            "bad.toml:1: layer 'conv1': output 65536x1024x1024 is beyond the limits " + limits);
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = 16777216\n"
+                     "[[layer]]\ntype = \"softmax_xent\"\n", {1, 1024, 1024}),
+            "bad.toml:3: layer 'fc2': the net would have 17592202821632 parameters up to here, more than the limit "
+            "of 2147483647");
+  // A float where an integer is asked for is refused before toml++ is asked to convert it.
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"fc\"\nunits = 4e96\n[[layer]]\ntype = \"softmax_xent\"\n"),
+            "bad.toml:3: 'units' must be an integer");
+}
+
 TEST(NetConfig, ShippedConfigsHaveTheReferenceSizes) {
   struct Want {
     const char* file;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/atomic_file.h"
+#include "shared/crc32c.h"
 #include "shared/error.h"
 #include "shared/mpi_context.h"
 #include "train/checkpoint.h"
@@ -140,6 +141,25 @@ TEST(Resume, DamagedCheckpointIsRefused) {
   r.resume = path;
   EXPECT_THROW(run_training(r, 0, 1), Error);
   EXPECT_FALSE(file_exists(kTmp + "/never.ckpt"));
+}
+
+// Sizes in the header whose sum or product wraps around to the file size (an array of 2^62 floats;
+// metadata longer than the file, balanced by an array) are refused, not handed to resize or memcpy.
+TEST(Resume, SizesThatWrapAreRefused) {
+  const uint64_t cases[][5] = {{2, uint64_t(1) << 62, 0, 0, 0}, {~uint64_t(0) - 97, 0, 0, 0, 25}};
+  for (const auto& sizes : cases) {
+    std::string bytes = "CVYCKPT1";
+    bytes.append(reinterpret_cast<const char*>(sizes), sizeof sizes);
+    bytes += "{}";
+    const uint32_t crc = crc32c(bytes.data(), bytes.size());
+    bytes.append(reinterpret_cast<const char*>(&crc), 4);
+    try {
+      parse_checkpoint(bytes, "wrap.ckpt");
+      ADD_FAILURE() << "sizes that wrap were accepted";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(), "wrap.ckpt: checkpoint sizes do not add up to the file size");
+    }
+  }
 }
 
 TEST(Resume, EvalReadsTheCheckpoint) {

@@ -29,7 +29,10 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
 
 Checkpoint read_checkpoint(const std::string& path) {
   if (!file_exists(path)) fail_file(path, "checkpoint not found");
-  const std::string bytes = read_whole_file(path);
+  return parse_checkpoint(read_whole_file(path), path);
+}
+
+Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   const size_t head = 8 + 5 * 8;
   if (bytes.size() < head + 4 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     fail_file(path, "not a convoy checkpoint (bad magic or too short)");
@@ -39,8 +42,14 @@ Checkpoint read_checkpoint(const std::string& path) {
     fail_file(path, "checkpoint is damaged (CRC32C mismatch); use an earlier one");
   uint64_t sizes[5];
   std::memcpy(sizes, bytes.data() + 8, sizeof sizes);
-  uint64_t need = head + sizes[0] + 4;
-  for (int i = 1; i < 5; ++i) need += sizes[i] * sizeof(float);
+  // Each size is bounded by the file before they are added up, so that no sum or product wraps
+  // around to the file size and lets a huge array through to resize and memcpy.
+  uint64_t need = head + 4;
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t unit = i == 0 ? 1 : sizeof(float);
+    if (sizes[i] > bytes.size() / unit) fail_file(path, "checkpoint sizes do not add up to the file size");
+    need += sizes[i] * unit;
+  }
   if (need != bytes.size()) fail_file(path, "checkpoint sizes do not add up to the file size");
   Checkpoint c;
   try {

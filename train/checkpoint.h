@@ -16,5 +16,7 @@ struct Checkpoint {
 
 void write_checkpoint(const std::string& path, const Checkpoint& c);
 Checkpoint read_checkpoint(const std::string& path);
+// The same from the file's bytes; `path` names it in messages.
+Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path);
 
 }  // namespace convoy

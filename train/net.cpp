@@ -26,6 +26,14 @@ std::string dims_text(Dims d) {
   return std::to_string(d.c) + "x" + std::to_string(d.h) + "x" + std::to_string(d.w);
 }
 
+// In double, since c * h * w of an unchecked Dims can pass 2^64.
+bool within_limits(Dims d) {
+  return d.c >= 1 && d.h >= 1 && d.w >= 1 && d.h <= kMaxTensorSide && d.w <= kMaxTensorSide &&
+         double(d.c) * d.h * d.w <= double(kMaxTensorValues);
+}
+
+const std::string kLimitsText = "at most 2^31 - 1 values per image and 2^20 along a side";
+
 }  // namespace
 
 ConvShape conv_shape(const Node& nd, Dims in, int n) {
@@ -47,7 +55,9 @@ PoolShape pool_shape(const Node& nd, Dims in, int n) {
   return s;
 }
 
-Net::Net(const NetConfig& cfg, Dims input, int classes) : cfg_(cfg), input_(input) {
+Net::Net(const NetConfig& cfg, Dims input, int classes, size_t max_params) : cfg_(cfg), input_(input) {
+  if (!within_limits(input))
+    fail_file(cfg_.path, "cannot build the net for input " + dims_text(input) + " (" + kLimitsText + ")");
   if (classes <= 0) classes = cfg_.classes;
   for (LayerSpec& s : cfg_.layers)
     if (s.kind == LayerKind::fc && s.units == kClassUnits) {
@@ -142,6 +152,12 @@ Net::Net(const NetConfig& cfg, Dims input, int classes) : cfg_(cfg), input_(inpu
         nd.flops = double(in.size());
         break;
     }
+    if (!within_limits(nd.out))
+      fail_at(spec, "output " + dims_text(nd.out) + " is beyond the limits (" + kLimitsText + ")");
+    // Checked before any weight is allocated; each count is far below 2^64, so the sum cannot wrap.
+    if (nd.w_count + nd.b_count > max_params - wsize)
+      fail_at(spec, "the net would have " + std::to_string(wsize + nd.w_count + nd.b_count) +
+                        " parameters up to here, more than the limit of " + std::to_string(max_params));
     for (int i : nd.in)
       if (i >= 0) nodes_[i].consumers++;
     if (nd.w_count) {

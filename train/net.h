@@ -40,6 +40,14 @@ struct Node {
   std::vector<int32_t> argmax;   // max pool
 };
 
+// The largest net Net builds; beyond these a config is refused with one line naming the layer,
+// rather than left to the allocator and to the int arithmetic of the ops (indices within an image,
+// im2col rows, max-pool argmax): at most 2^31 - 1 parameters, and per image at most 2^31 - 1 values
+// in any tensor and 2^20 along its height or width.
+constexpr size_t kMaxNetParams = (size_t(1) << 31) - 1;
+constexpr size_t kMaxTensorValues = (size_t(1) << 31) - 1;
+constexpr int kMaxTensorSide = 1 << 20;
+
 // The op shapes of a conv or pool node for a batch of n, shared by the CPU net and GpuNet.
 ConvShape conv_shape(const Node& nd, Dims in, int n);
 PoolShape pool_shape(const Node& nd, Dims in, int n);
@@ -47,8 +55,10 @@ PoolShape pool_shape(const Node& nd, Dims in, int n);
 class Net {
  public:
   // Checks the topology against the input dims (errors name the config file and line).
-  // `classes` sizes fc layers with units = "classes" (0: the config's [net] classes).
-  Net(const NetConfig& cfg, Dims input, int classes = 0);
+  // `classes` sizes fc layers with units = "classes" (0: the config's [net] classes). A net with
+  // more than `max_params` parameters is refused before its weights are allocated (fuzzing
+  // passes less than the limit, to stay within its memory).
+  Net(const NetConfig& cfg, Dims input, int classes = 0, size_t max_params = kMaxNetParams);
 
   // PyTorch's default initialisation (uniform +-1/sqrt(fan_in)); batch norm gamma 1, beta 0.
   void init_weights(uint64_t seed);

@@ -49,8 +49,10 @@ struct Reader {
   int get_int(const toml::table& t, const char* key, int def, int lo, int hi) const {
     const toml::node* n = t.get(key);
     if (!n) return def;
+    // Only an integer node is asked for its value: toml++ converts a float such as 4e96 to int64_t
+    // without a range check, which is undefined behaviour.
+    if (!n->is_integer()) fail_at(*n, std::string("'") + key + "' must be an integer");
     auto v = n->value<int64_t>();
-    if (!n->is_integer() || !v) fail_at(*n, std::string("'") + key + "' must be an integer");
     if (*v < lo || *v > hi)
       fail_at(*n, std::string("'") + key + "' = " + std::to_string(*v) + " is outside [" +
                       std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -138,12 +140,16 @@ NetConfig parse_net_config(const std::string& text, const std::string& path) {
     cfg.name = r.get_str(*net, "name", "", {});
     cfg.init = r.get_str(*net, "init", cfg.init, {"default", "kaiming"});
     if (const toml::node* in = net->get("input")) {
+      // Bounded as [data] crop is: a negative or wrapped side would reach the net as a huge size.
       const toml::array* a = in->as_array();
-      if (!a || a->size() != 3 || !(*a)[0].is_integer() || !(*a)[1].is_integer() || !(*a)[2].is_integer())
-        r.fail_at(*in, "'input' must be [channels, height, width]");
-      cfg.input_c = int(*(*a)[0].value<int64_t>());
-      cfg.input_h = int(*(*a)[1].value<int64_t>());
-      cfg.input_w = int(*(*a)[2].value<int64_t>());
+      int64_t v[3] = {0, 0, 0};
+      for (size_t i = 0; a && a->size() == 3 && i < 3; ++i)
+        if ((*a)[i].is_integer()) v[i] = *(*a)[i].value<int64_t>();
+      for (int64_t x : v)
+        if (x < 1 || x > (1 << 16)) r.fail_at(*in, "'input' must be [channels, height, width], each 1 to 65536");
+      cfg.input_c = int(v[0]);
+      cfg.input_h = int(v[1]);
+      cfg.input_w = int(v[2]);
     }
   }
   if (const toml::table* t = root["train"].as_table()) {
