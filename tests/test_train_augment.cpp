@@ -310,3 +310,39 @@ TEST(Augment, DamagedJpegSampleNamesFileAndSample) {
     }
   }
 }
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CONVOY_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CONVOY_TEST_SANITIZED 1
+#endif
+
+TEST(Augment, ABatchTooLargeForMemoryIsOneError) {
+  // 8 samples of 60000 x 60000 x 3 bytes (86 GB, more than this machine has): the reader cannot
+  // allocate the batch, and the consumer gets one line saying so instead of the process ending.
+#ifdef CONVOY_TEST_SANITIZED
+  GTEST_SKIP() << "the sanitizers' allocators end the process on such a request instead of failing it";
+#else
+  const std::string dir = jpeg_dataset("huge", {8}, 32);
+  LoaderOptions o;
+  o.dir = dir;
+  o.local_batch = 8;
+  o.readers = 2;
+  o.raw = true;
+  o.augment.crop = 60000;
+  o.augment.random_resized_crop = true;
+  Loader l(o, read_dataset_meta(dir));
+  l.start_epoch(0);
+  HostBatch b;
+  try {
+    l.next(b);
+    ADD_FAILURE() << "an 86 GB batch was allocated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot allocate a batch of 8 samples of 60000x60000"), std::string::npos)
+        << e.what();
+  }
+#endif
+}

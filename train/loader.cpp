@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "shared/atomic_file.h"
 #include "shared/counter_rng.h"
@@ -208,12 +209,19 @@ void Loader::claim_part(long long k, int part) {
     HostBatch& hb = r.batch;
     const size_t b = size_t(opt_.local_batch), lo = size_t(k) * b, n = std::min(stream_.size(), lo + b) - lo;
     hb.n = int(n);
-    if (opt_.raw)
-      hb.pixels.resize(n * aug_.out_bytes()), hb.flips.resize(n);
-    else
-      hb.x.resize(n * aug_.out_bytes());
-    hb.labels.resize(n);
-    hb.keys.resize(n);
+    try {
+      if (opt_.raw)
+        hb.pixels.resize(n * aug_.out_bytes()), hb.flips.resize(n);
+      else
+        hb.x.resize(n * aug_.out_bytes());
+      hb.labels.resize(n);
+      hb.keys.resize(n);
+    } catch (const std::bad_alloc&) {
+      const size_t bytes = n * aug_.out_bytes() * (opt_.raw ? 1 : sizeof(float));
+      r.error = std::make_exception_ptr(Error("the loader cannot allocate a batch of " + std::to_string(n) + " samples of " +
+                                              std::to_string(aug_.out_h) + "x" + std::to_string(aug_.out_w) + " (" +
+                                              std::to_string(bytes >> 20) + " MiB); use a smaller --batch or crop"));
+    }
   }
   if (part + 1 == parts(k)) {
     ++next_build_;
@@ -290,10 +298,12 @@ void Loader::worker() {
       const int part = next_part_;
       claim_part(k, part);
       ReadySlot& r = ready_[size_t(k % opt_.prefetch)];
+      // A batch whose buffers could not be had (claim_part's error) has nothing to build into.
+      const bool unsized = r.error != nullptr;
       std::exception_ptr err;
       lk.unlock();
       try {
-        build_part(k, part, r.batch);
+        if (!unsized) build_part(k, part, r.batch);
       } catch (...) {
         err = std::current_exception();
       }
