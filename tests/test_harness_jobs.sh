@@ -103,23 +103,7 @@ env CONVOY_BIN="$bin" CONVOY_INPUT="$work/t.tar" CONVOY_OUTPUT="$work/data" CONV
   CONVOY_PER_FILE=100 CONVOY_RANKS=2 CONVOY_THREADS=1 bash "$src/scripts/slurm/datagen.sbatch" > "$work/run-dg.txt" 2>&1 ||
   fail "datagen job failed: $(cat "$work/run-dg.txt")"
 grep -q '"num_samples": *300' "$work/data/dataset.json" || fail "the job's dataset should hold 300 samples"
-cat > "$work/tiny.toml" <<'EOF'
-[net]
-name = "tiny"
-input = [1, 28, 28]
-[train]
-batch = 30
-optimizer = "sgd"
-lr = 0.05
-[[layer]]
-name = "fc"
-type = "fc"
-units = 10
-[[layer]]
-name = "loss"
-type = "softmax_xent"
-EOF
-env CONVOY_BIN="$bin" CONVOY_CONFIG="$work/tiny.toml" CONVOY_DATA="$work/data" CONVOY_DEVICE=cpu CONVOY_EPOCHS=1 \
+env CONVOY_BIN="$bin" CONVOY_CONFIG="$src/tests/data/tiny_fc.toml" CONVOY_DATA="$work/data" CONVOY_DEVICE=cpu CONVOY_EPOCHS=1 \
   CONVOY_RANKS=2 CONVOY_METRICS="$work/m.jsonl" CONVOY_TRAIN_ARGS="--threads 1" \
   bash "$src/scripts/lsf/train.lsf" > "$work/run-tr.txt" 2>&1 || fail "train job failed: $(cat "$work/run-tr.txt")"
 grep -q '"kind":"epoch"' "$work/m.jsonl" || fail "the train job wrote no epoch record"

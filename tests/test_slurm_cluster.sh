@@ -234,25 +234,9 @@ PY
 echo "datagen.sbatch (srun --mpi=pmix, 2 ranks): $n batch files identical to a direct run, $((SECONDS - t0)) s"
 
 # ---- train.sbatch: CPU backend, 2 ranks under mpirun (the script's default launcher) ---------------
-cat > "$work/tiny.toml" <<'EOF'
-[net]
-name = "tiny"
-input = [1, 28, 28]
-[train]
-batch = 30
-optimizer = "sgd"
-lr = 0.05
-[[layer]]
-name = "fc"
-type = "fc"
-units = 10
-[[layer]]
-name = "loss"
-type = "softmax_xent"
-EOF
 t0=$SECONDS
 # The script asks for a GPU partition and GPUs; the command line overrides both, as on a CPU queue.
-id=$(cd "$src" && env CONVOY_BIN="$bin" CONVOY_CONFIG="$work/tiny.toml" CONVOY_DATA="$work/job-dg" \
+id=$(cd "$src" && env CONVOY_BIN="$bin" CONVOY_CONFIG="$src/tests/data/tiny_fc.toml" CONVOY_DATA="$work/job-dg" \
   CONVOY_VAL="$work/job-dg" CONVOY_DEVICE=cpu CONVOY_EPOCHS=2 CONVOY_CHECKPOINT="$work/job.ckpt" \
   CONVOY_TRAIN_ARGS="--threads 1 --seed 3" \
   timeout 30 sbatch --parsable --partition=convoy --gpus-per-node=0 --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 \
@@ -261,7 +245,7 @@ id=${id%%;*}
 wait_job "$id" 120 "$work/tr-$id.out"
 grep -q "slurm job: train, 2 rank(s), device cpu" "$work/tr-$id.out" || fail "train job output: $(cat "$work/tr-$id.out")"
 grep -q "# hostfile .*: $node slots=2" "$work/tr-$id.out" || fail "the train job's hostfile should be '$node slots=2'"
-OMP_NUM_THREADS=1 timeout 60 mpirun -np 2 --bind-to none "$bin/train" --config "$work/tiny.toml" --data "$work/job-dg" \
+OMP_NUM_THREADS=1 timeout 60 mpirun -np 2 --bind-to none "$bin/train" --config "$src/tests/data/tiny_fc.toml" --data "$work/job-dg" \
   --device cpu --val "$work/job-dg" --epochs 2 --checkpoint "$work/direct.ckpt" --threads 1 --seed 3 \
   > "$work/direct-train.out" 2>&1 || fail "direct train run failed: $(cat "$work/direct-train.out")"
 cmp "$work/job.ckpt" "$work/direct.ckpt" || fail "the train job's checkpoint differs from the direct run's"
