@@ -1,6 +1,6 @@
 // A few training steps of whole nets on the GPU against the CPU reference, from the same weights
-// and data: the fmnist net (dropout included) and ResNet-18 (batch norm, residual adds) at a small
-// input size. Errors as ||gpu - cpu|| / ||cpu||. fp32 mode: per-step loss within 1e-4, gradients
+// and data: the fmnist net (dropout included), ResNet-18 (batch norm, residual adds) and ResNet-50
+// (bottlenecks: 1x1 convolutions, a stride-1 projection shortcut) at a small input size. Errors as ||gpu - cpu|| / ||cpu||. fp32 mode: per-step loss within 1e-4, gradients
 // within 1e-3 and running statistics within 1e-4 when both start each step from the same weights
 // (cuDNN and OpenBLAS sum in different orders, and a near-tie in a ReLU or max-pool can go either
 // way), and weights within 1e-4 after steps run independently at a small learning rate.
@@ -151,6 +151,8 @@ void steps_match(const std::string& config, Dims input, int n, int steps, gpu::M
 TEST(GpuNet, FmnistStepsMatchCpu) { steps_match("fmnist.toml", {1, 28, 28}, 32, 5); }
 
 TEST(GpuNet, Resnet18StepsMatchCpu) { steps_match("resnet18.toml", {3, 32, 32}, 4, 3); }
+
+TEST(GpuNet, Resnet50StepsMatchCpu) { steps_match("resnet50.toml", {3, 32, 32}, 4, 3); }
 
 // bf16: the bounds are two to four times what a CPU run that rounds every activation, activation
 // gradient, weight copy and conv weight gradient to bf16 (as the GPU stores them) shows against the

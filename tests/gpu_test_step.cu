@@ -125,10 +125,12 @@ TEST(GpuStep, GraphReplaysTheOpByOpStep) { graph_replays(gpu::MathMode::fp32, 64
 
 // Every kernel of the bf16 step is deterministic too (own kernels sum in fixed orders), so its
 // graph replays bit for bit as well: the fmnist net (reordering at the flatten, fp32 logits,
-// dropout) and ResNet-18 (batch norm, residual gradients summed in bf16, 1x1 convolutions).
+// dropout), ResNet-18 (batch norm, residual gradients summed in bf16, 1x1 convolutions) and
+// ResNet-50 (bottlenecks, a stride-1 projection shortcut).
 TEST(GpuStep, GraphReplaysTheOpByOpStepBf16) {
   graph_replays(gpu::MathMode::bf16, 64);
   graph_replays(gpu::MathMode::bf16, 16, "resnet18.toml", {32, 32, 3});
+  graph_replays(gpu::MathMode::bf16, 16, "resnet50.toml", {32, 32, 3});
 }
 
 TEST(GpuStep, FollowsTheCpuTrainer) { follows_the_cpu_trainer(gpu::MathMode::fp32, {1e-4, 1e-4, 1e-3}); }
