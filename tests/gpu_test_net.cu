@@ -1,9 +1,10 @@
 // A few training steps of whole nets on the GPU against the CPU reference, from the same weights
 // and data: the fmnist net (dropout included), ResNet-18 (batch norm, residual adds) and ResNet-50
-// (bottlenecks: 1x1 convolutions, a stride-1 projection shortcut) at a small input size. Errors as ||gpu - cpu|| / ||cpu||. fp32 mode: per-step loss within 1e-4, gradients
-// within 1e-3 and running statistics within 1e-4 when both start each step from the same weights
-// (cuDNN and OpenBLAS sum in different orders, and a near-tie in a ReLU or max-pool can go either
-// way), and weights within 1e-4 after steps run independently at a small learning rate.
+// (bottlenecks: 1x1 convolutions, a stride-1 projection shortcut) at a small input size. Errors as
+// ||gpu - cpu|| / ||cpu||. fp32 mode: per-step loss within 1e-4, gradients within 1e-3 and running
+// statistics within 1e-4 when both start each step from the same weights (cuDNN and OpenBLAS sum in
+// different orders, and a near-tie in a ReLU or max-pool can go either way), and weights within 1e-4
+// after steps run independently at a small learning rate.
 // bf16 mode (the CPU gets the GPU's input rounded to bf16, so only the storage of activations and
 // their gradients differs): every stored value is rounded by up to 2^-9, and a rounding that ties
 // or swaps two maxima of a pooling window sends a gradient elsewhere, so the bounds are those a
