@@ -21,9 +21,7 @@ FileMaker::Thread::Thread(FileMaker& maker, Round& round, int tid, Phases& t)
       tid_(tid),
       t_(t),
       deliver_([this](size_t tag, const uint8_t* pixels) { deliver(tag, pixels); }),
-      flush_([this] {
-        if (lane_) lane_->drain(deliver_);
-      }) {}
+      flush_([this] { flush_lane(); }) {}
 
 void FileMaker::Thread::run() {
   for (bool more = true; more;) {
@@ -34,7 +32,7 @@ void FileMaker::Thread::run() {
     }
   }
   try {
-    flush_();
+    flush_lane();
     add_lane_times();
   } catch (const std::exception& e) {
     round_.fail(e);
@@ -105,6 +103,10 @@ void FileMaker::Thread::deliver(size_t tag, const uint8_t* pixels) {
   maker_.samples_.place_resized(pixels, out, t_);
   add_to_stats(f, slot, out, t_.gpu_images);
   sample_done(file);
+}
+
+void FileMaker::Thread::flush_lane() {
+  if (lane_) lane_->drain(deliver_);
 }
 
 void FileMaker::Thread::add_to_stats(FileJob& f, size_t slot, const SlotOut& out, double& path) {

@@ -69,6 +69,8 @@ class FileMaker::Thread {
   void finish_file(size_t file);
   // A sample the GPU resized, back into its slot (tag: the file's position << 32 | slot).
   void deliver(size_t tag, const uint8_t* pixels);
+  // Every sample the lane holds, resized and delivered: before this thread blocks, and at the end.
+  void flush_lane();
   // A made sample into the statistics; `path` counts where it was resized.
   void add_to_stats(FileJob& f, size_t slot, const SlotOut& out, double& path);
   void judge_gpu(bool finished_a_file);
@@ -80,8 +82,8 @@ class FileMaker::Thread {
   Phases& t_;
   GpuLane* lane_ = nullptr;  // this thread's, once the lanes are ready
   GpuResizeTimes lane_before_;
-  const GpuLane::Deliver deliver_;
-  const std::function<void()> flush_;  // the lane's held samples, before this thread blocks
+  const GpuLane::Deliver deliver_;     // deliver(), for the lane
+  const std::function<void()> flush_;  // flush_lane(), for whatever this thread may block in
 };
 
 }  // namespace convoy::datagen
