@@ -160,6 +160,36 @@ struct Walker {
     if (dec && dec->io_failed()) fail_file(input, dec->error());
   }
 
+  // Inner tar m (named `name` in its archive), opened where it lies in the input file (random)
+  // or on the outer archive's stream, and walked.
+  WalkResult walk_inner(archive* outer, bool random, const Member& m, const std::string& name, int fd) {
+    if (random) {
+      RangeSource src{fd, uint64_t(m.offset), m.size, 0, std::vector<char>(kHeaderReadBytes), &io_error};
+      ArchivePtr in = new_reader();
+      archive_read_set_read_callback(in.get(), range_read);
+      archive_read_set_seek_callback(in.get(), range_seek);
+      archive_read_set_skip_callback(in.get(), range_skip);
+      archive_read_set_callback_data(in.get(), &src);
+      return open_and_walk(in.get(), true, uint64_t(m.offset), m, name, fd);
+    }
+    NestedSource src{outer};
+    ArchivePtr in = new_reader();
+    archive_read_set_read_callback(in.get(), nested_read);
+    archive_read_set_callback_data(in.get(), &src);
+    return open_and_walk(in.get(), false, 0, m, name, fd);
+  }
+
+  // An inner tar that cannot even be opened is damage within its member, not an error of the run.
+  WalkResult open_and_walk(archive* in, bool random, uint64_t base, const Member& m, const std::string& name,
+                           int fd) {
+    if (archive_read_open1(in) == ARCHIVE_OK) return walk(in, random, base, m.path + "/", name, fd);
+    fail_if_read_failed();
+    WalkResult sub;
+    sub.complete = false;
+    sub.error = input + ": inner tar '" + m.path + "' cannot be read: " + err_text(in);
+    return sub;
+  }
+
   // Walks an opened archive. random: positions are byte offsets in the input file, base added.
   WalkResult walk(archive* a, bool random, uint64_t base, const std::string& prefix, const std::string& inner,
                   int fd) {
@@ -201,34 +231,7 @@ struct Walker {
         }
       }
       if (m.regular && nested && ends_with_tar(name)) {
-        WalkResult sub;
-        if (random) {
-          RangeSource src{fd, uint64_t(m.offset), m.size, 0, std::vector<char>(kHeaderReadBytes), &io_error};
-          ArchivePtr in = new_reader();
-          archive_read_set_read_callback(in.get(), range_read);
-          archive_read_set_seek_callback(in.get(), range_seek);
-          archive_read_set_skip_callback(in.get(), range_skip);
-          archive_read_set_callback_data(in.get(), &src);
-          if (archive_read_open1(in.get()) != ARCHIVE_OK) {
-            fail_if_read_failed();
-            sub.complete = false;
-            sub.error = input + ": inner tar '" + m.path + "' cannot be read: " + err_text(in.get());
-          } else {
-            sub = walk(in.get(), true, uint64_t(m.offset), m.path + "/", name, fd);
-          }
-        } else {
-          NestedSource src{a};
-          ArchivePtr in = new_reader();
-          archive_read_set_read_callback(in.get(), nested_read);
-          archive_read_set_callback_data(in.get(), &src);
-          if (archive_read_open1(in.get()) != ARCHIVE_OK) {
-            fail_if_read_failed();
-            sub.complete = false;
-            sub.error = input + ": inner tar '" + m.path + "' cannot be read: " + err_text(in.get());
-          } else {
-            sub = walk(in.get(), false, 0, m.path + "/", name, fd);
-          }
-        }
+        const WalkResult sub = walk_inner(a, random, m, name, fd);
         if (!sub.complete) {
           // The damage is confined to this member: its extent is known, so the outer walk goes on
           // to the next member (libarchive skips what is left of this one). The first error stands.

@@ -5,12 +5,17 @@
 
 #include <algorithm>
 
-#include "datagen/run.h"
+#include "datagen/dataset_files.h"
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 #include "shared/timer.h"
 
 namespace convoy::datagen {
+
+size_t batch_files_in_memory(double file_bytes, int threads) {
+  return std::clamp<size_t>(size_t(8.0 * double(1ull << 30) / std::max(1.0, file_bytes)), 2,
+                            2 + size_t(threads + 1) / 2);
+}
 
 BatchWriter::BatchWriter(std::string dir, size_t in_memory, int writers)
     : dir_(std::move(dir)), in_memory_(std::max<size_t>(2, in_memory)) {

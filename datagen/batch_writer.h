@@ -17,6 +17,12 @@
 
 namespace convoy::datagen {
 
+// How many batch files of `file_bytes` a rank of `threads` threads holds at once: the one being
+// made, the end of the one before, and those being written, by one writer per two threads (a
+// writer spends most of a file waiting for fsync, and at 16 threads a file is made in a few ms);
+// fewer when they are large, so that they stay within 8 GiB (a file is at most 4 GiB).
+size_t batch_files_in_memory(double file_bytes, int threads);
+
 class BatchWriter {
  public:
   // dir: the output folder; in_memory: batch files held at most (at least 2); writers: threads

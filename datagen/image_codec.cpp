@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <opencv2/imgproc.hpp>
 
 #include "datagen/png_codec.h"
@@ -134,6 +135,12 @@ void ImageCodec::encode_jpeg(const uint8_t* pixels, int width, int height, int c
   }
   out.assign(buf, buf + size);
   tjFree(buf);
+}
+
+ImageCodec& thread_codec() {
+  thread_local std::unique_ptr<ImageCodec> c;
+  if (!c) c = std::make_unique<ImageCodec>();
+  return *c;
 }
 
 }  // namespace convoy::datagen

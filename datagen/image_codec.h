@@ -56,4 +56,7 @@ class ImageCodec {
   void* enc_ = nullptr;
 };
 
+// The calling thread's codec, made on first use and kept for the thread's life.
+ImageCodec& thread_codec();
+
 }  // namespace convoy::datagen

@@ -40,4 +40,17 @@ Plan make_plan(uint64_t num_samples, uint32_t per_file, uint64_t seed) {
   return plan;
 }
 
+RankShare rank_share(const Plan& plan, int rank, int ranks) {
+  RankShare share;
+  share.files_per_rank.assign(size_t(ranks), 0);
+  for (uint64_t b = 0; b < plan.num_files(); ++b) {
+    ++share.files_per_rank[size_t(plan.owner(b, ranks))];
+    if (plan.owner(b, ranks) != rank) continue;
+    share.files.push_back(b);
+    share.samples.insert(share.samples.end(), plan.order.begin() + long(plan.file_begin(b)),
+                         plan.order.begin() + long(plan.file_end(b)));
+  }
+  return share;
+}
+
 }  // namespace convoy::datagen

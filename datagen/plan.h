@@ -24,4 +24,12 @@ struct Plan {
 
 Plan make_plan(uint64_t num_samples, uint32_t per_file, uint64_t seed);
 
+// What the plan deals to one rank.
+struct RankShare {
+  std::vector<uint64_t> files;           // its batch files, in order
+  std::vector<uint64_t> samples;         // the sample ids in them, file by file in slot order
+  std::vector<uint64_t> files_per_rank;  // every rank's number of batch files
+};
+RankShare rank_share(const Plan& plan, int rank, int ranks);
+
 }  // namespace convoy::datagen

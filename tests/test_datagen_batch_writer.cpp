@@ -8,7 +8,7 @@
 #include <future>
 
 #include "datagen/batch_writer.h"
-#include "datagen/run.h"
+#include "datagen/dataset_files.h"
 #include "shared/atomic_file.h"
 
 using namespace convoy;

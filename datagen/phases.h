@@ -1,0 +1,42 @@
+// Where a datagen run spends its time: seconds per phase, summed over threads and ranks for the
+// log and dataset.json's timings. One table names every field, for the sums, the JSON and MPI.
+#pragma once
+#include <array>
+#include <cstddef>
+
+#include <nlohmann/json.hpp>
+
+namespace convoy::datagen {
+
+// Seconds spent per phase, summed over threads (and later over ranks). stats: adding samples to
+// the dataset statistics (JPEG samples decoded again for it); assemble: putting a batch file
+// together from its slots; write: the writer threads. With --gpu-resize, resize is the host's
+// copying of finished samples into their slots, and the GPU parts are apart: gpu_stage (host:
+// into pinned memory; decoding straight into it is counted as decode), gpu_upload, gpu_kernel,
+// gpu_download (device time from CUDA events) and gpu_wait (host: blocked on the GPU).
+// gpu_images and cpu_images count the samples resized on each.
+struct Phases {
+  double read = 0, decode = 0, resize = 0, encode = 0, stats = 0, assemble = 0, write = 0, wait = 0;
+  double gpu_stage = 0, gpu_upload = 0, gpu_kernel = 0, gpu_download = 0, gpu_wait = 0;
+  double gpu_images = 0, cpu_images = 0;
+
+  Phases& operator+=(const Phases& o);
+  // The phases as dataset.json's timings hold them; the GPU's only with --gpu-resize.
+  nlohmann::json to_json(bool gpu) const;
+  // Host seconds the decoding threads spent working (not waiting for work).
+  double busy() const { return read + decode + resize + encode + stats + assemble + gpu_stage + gpu_wait; }
+};
+
+// A field of Phases: its name in dataset.json, and whether only --gpu-resize reports it.
+struct PhaseField {
+  const char* name;
+  double Phases::*member;
+  bool gpu;
+};
+
+// Every field of Phases, in declaration order.
+constexpr size_t kPhaseCount = 15;
+extern const std::array<PhaseField, kPhaseCount> kPhaseFields;
+static_assert(sizeof(Phases) == kPhaseCount * sizeof(double), "kPhaseFields must name every field of Phases");
+
+}  // namespace convoy::datagen

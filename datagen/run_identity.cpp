@@ -1,0 +1,114 @@
+// The identity is compared as JSON: equal options, inputs and index checksum mean the batch files
+// already in the folder were planned the same way, so each one whose checksums verify is kept.
+#include "datagen/run_identity.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "datagen/dataset_files.h"
+#include "shared/atomic_file.h"
+#include "shared/crc32c.h"
+#include "shared/dataset_meta.h"
+#include "shared/error.h"
+#include "shared/log.h"
+
+namespace convoy::datagen {
+namespace {
+
+using nlohmann::json;
+
+json read_run_file(const std::string& path) {
+  try {
+    return json::parse(read_whole_file(path));
+  } catch (const json::exception&) {
+    fail_file(path, "is damaged; remove the output folder's contents to start afresh");
+  }
+}
+
+// A temporary that a killed run may have left behind under one of datagen's names.
+bool is_our_temporary(const std::string& name) {
+  if (name.find(".tmp.") == std::string::npos) return false;
+  for (const char* prefix : {"batch_", kDatasetJson, kIndexFile, kRunFile, kRejectsFile, kMeanImageFile})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// Clears our temporaries from the folder; returns whether it holds a batch file or dataset.json.
+bool clear_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  bool has_output = false;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (is_our_temporary(name)) {
+      fs::remove(e.path());
+      continue;
+    }
+    if (name.rfind("batch_", 0) == 0 || name == kDatasetJson) has_output = true;
+  }
+  return has_output;
+}
+
+}  // namespace
+
+json made_by(const RunOptions& opt) {
+  json o = {{"size", opt.size},
+            {"channels", opt.channels},
+            {"resize", resize_policy_name(opt.resize)},
+            {"encoding", encoding_name(opt.encoding)},
+            {"per_file", opt.per_file},
+            {"seed", opt.seed},
+            {"classes", opt.classes_file},
+            {"labels", opt.labels_file},
+            {"max_pixels", opt.limits.max_pixels},
+            {"max_aspect", opt.limits.max_aspect}};
+  if (opt.encoding == Encoding::jpeg) o["quality"] = opt.quality;
+  return {{"tool", "datagen"}, {"version", "0.1.0"}, {"inputs", opt.inputs}, {"options", o}};
+}
+
+json input_stamps(const RunOptions& opt) {
+  json stamps = json::array();
+  for (const auto& in : opt.inputs) {
+    struct stat st {};
+    if (::stat(in.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return nullptr;
+    stamps.push_back({in, uint64_t(st.st_size), int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec});
+  }
+  for (const auto* f : {&opt.classes_file, &opt.labels_file})
+    if (!f->empty()) {
+      const std::string text = read_whole_file(*f);
+      stamps.push_back({*f, crc32c(text.data(), text.size())});
+    }
+  return stamps;
+}
+
+std::string saved_index(const RunOptions& opt, const json& stamps) {
+  const std::string run_path = join_path(opt.output, kRunFile), index_path = join_path(opt.output, kIndexFile);
+  if (stamps.is_null() || !file_exists(run_path) || !file_exists(index_path)) return "";
+  const json old = read_run_file(run_path);
+  if (old.value("made_by", json()) != made_by(opt) || old.value("stamps", json()) != stamps) return "";
+  std::string text = read_whole_file(index_path);
+  if (old.value("index_crc32c", uint32_t{0}) != crc32c(text.data(), text.size())) return "";
+  return text;
+}
+
+void prepare_output(const RunOptions& opt, const std::string& index_text, const json& stamps) {
+  const json identity = {{"made_by", made_by(opt)}, {"index_crc32c", crc32c(index_text.data(), index_text.size())}};
+  const std::string run_path = join_path(opt.output, kRunFile);
+  const bool has_output = clear_temporaries(opt.output);
+  if (file_exists(run_path) && has_output) {
+    json old = read_run_file(run_path);
+    old.erase("stamps");
+    if (old != identity)
+      fail_file(opt.output, "holds the output of a different datagen run (inputs, options or input contents "
+                            "differ); use an empty folder");
+    log_info("%s: resuming; batch files whose checksums verify are kept", opt.output.c_str());
+  } else if (has_output) {
+    fail_file(opt.output, "holds batch files of unknown origin; use an empty folder");
+  }
+  write_file_atomic(join_path(opt.output, kIndexFile), index_text);
+  json run = identity;
+  run["stamps"] = stamps;
+  write_file_atomic(run_path, run.dump(2) + "\n");
+}
+
+}  // namespace convoy::datagen

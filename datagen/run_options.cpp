@@ -1,0 +1,45 @@
+// The checks of a run's options, each failure one line naming the flag or the file, in the order
+// a user would fix them: required flags, values, then the files themselves.
+#include "datagen/run_options.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "datagen/gpu_resize.h"
+#include "shared/error.h"
+
+namespace convoy::datagen {
+
+void validate_run_options(const RunOptions& opt) {
+  if (opt.inputs.empty()) fail("--input is required (a tar, a compressed tar or a folder; may be given several times)");
+  if (opt.output.empty()) fail("--output is required (the dataset folder to write)");
+  if (opt.size < 1 || opt.size > 16384) fail("--size must be between 1 and 16384, not " + std::to_string(opt.size));
+  if (opt.channels != 1 && opt.channels != 3) fail("--channels must be 1 or 3, not " + std::to_string(opt.channels));
+  if (opt.per_file < 1) fail("--per-file must be at least 1");
+  // A rank holds at least two batch files in memory (one being written, one being made).
+  const double batch_gib = double(opt.per_file) * opt.size * opt.size * opt.channels / double(1ull << 30);
+  if (batch_gib > 4.0)
+    fail("--per-file " + std::to_string(opt.per_file) + " at --size " + std::to_string(opt.size) +
+         " makes batch files of " + std::to_string(int(batch_gib)) +
+         " GiB; each rank holds at least two in memory, so use a smaller --per-file (at most 4 GiB each)");
+  if (opt.threads < 0) fail("--threads must be 0 (automatic) or more");
+  if (opt.resize == ResizePolicy::short_side)
+    fail("--resize short keeps the aspect ratio and so gives images of different sizes, which batch files "
+         "(one image shape each) cannot hold; use --resize crop or squash");
+  if (opt.encoding == Encoding::jpeg && (opt.quality < 1 || opt.quality > 100))
+    fail("--quality must be between 1 and 100, not " + std::to_string(opt.quality));
+  if (opt.limits.max_pixels < 1) fail("--max-pixels must be at least 1");
+  if (opt.limits.max_aspect < 1) fail("--max-aspect must be at least 1");
+  if (!(opt.gpu_min_saving >= 0)) fail("--gpu-min-saving must be 0 or more seconds");
+  if (opt.gpu_resize) gpu_resize_check_available();
+  for (const auto& in : opt.inputs) {
+    if (::access(in.c_str(), R_OK) != 0) fail_file(in, "input cannot be read: " + errno_text());
+  }
+  for (const auto* f : {&opt.classes_file, &opt.labels_file})
+    if (!f->empty() && ::access(f->c_str(), R_OK) != 0) fail_file(*f, "cannot be read: " + errno_text());
+  struct stat st {};
+  if (::stat(opt.output.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    fail_file(opt.output, "--output exists and is not a folder");
+}
+
+}  // namespace convoy::datagen

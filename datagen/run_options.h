@@ -1,0 +1,44 @@
+// What a datagen run is asked to do: its inputs, output folder and options, and the checks that
+// refuse bad ones in one line before any work.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "datagen/image_codec.h"
+#include "shared/batch_file.h"
+#include "shared/resize.h"
+
+namespace convoy::datagen {
+
+struct RunOptions {
+  std::vector<std::string> inputs;
+  std::string output;
+  int size = 0;
+  int channels = 3;
+  std::string classes_file, labels_file;
+  uint32_t per_file = 1024;
+  uint64_t seed = 1;
+  int threads = 0;  // 0: the cores of this node shared among its ranks
+  ResizePolicy resize = ResizePolicy::crop;
+  Encoding encoding = Encoding::raw;
+  int quality = 90;
+  DecodeLimits limits;
+  // Resize on the GPU of this rank's node (local rank modulo the devices there). Not part of the
+  // dataset's identity: the samples are byte-identical to the CPU path's.
+  bool gpu_resize = false;
+  // With gpu_resize: false sends each image where it costs less (datagen/resize_router.h) and
+  // resizes on the CPU until the GPU is ready; true waits for the GPU and sends it every image.
+  bool gpu_always = false;
+  // With gpu_resize and not gpu_always: the GPU is started only once the CPU resize time left,
+  // per thread, is at least this many seconds (it then pays for CUDA's start-up).
+  double gpu_min_saving = 0.5;
+
+  // The shape of every sample: size x size x channels.
+  ImageShape shape() const { return {uint32_t(size), uint32_t(size), uint32_t(channels)}; }
+};
+
+// Checks flags and inputs before any work; throws convoy::Error naming the flag or file.
+void validate_run_options(const RunOptions& opt);
+
+}  // namespace convoy::datagen

@@ -1,0 +1,26 @@
+// Rank 0's end of a run: rejects.tsv, mean_image.png and then dataset.json, written last so that
+// its presence means every batch file it lists is complete; and the run's closing log lines.
+#pragma once
+#include "datagen/gpu_lanes.h"
+#include "datagen/index.h"
+#include "datagen/rank_result.h"
+#include "datagen/run_options.h"
+#include "datagen/stats.h"
+#include "shared/timer.h"
+
+namespace convoy::datagen {
+
+// What the ranks came to, and what the run's timings record besides.
+struct RunEnd {
+  const DatasetSums& sums;  // reduced over the ranks
+  const RankResult& all;    // gathered from the ranks
+  int ranks = 1, threads = 1;
+  double scan_seconds = 0;
+  const Stopwatch& total;   // since the run began
+  const GpuLanes* lanes;    // rank 0's, for the log; nullptr without --gpu-resize
+  int status = 0;           // the run's exit status: 2 when an input is incomplete
+};
+
+void finish_dataset(const RunOptions& opt, const InputIndex& index, const RunEnd& end);
+
+}  // namespace convoy::datagen
