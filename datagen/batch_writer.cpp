@@ -6,11 +6,26 @@
 #include <algorithm>
 
 #include "datagen/dataset_files.h"
+#include "datagen/timeline.h"
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 #include "shared/timer.h"
 
 namespace convoy::datagen {
+
+namespace {
+
+// The file's bytes, then its fsync and rename, each a span of the timeline.
+void write_durably(const std::string& path, const Batch& batch) {
+  Laps lap;
+  AtomicFile f(path);
+  write_batch(f, batch);
+  lap(Span::write);
+  f.commit();
+  lap(Span::fsync);
+}
+
+}  // namespace
 
 size_t batch_files_in_memory(double file_bytes, int threads) {
   return std::clamp<size_t>(size_t(8.0 * double(1ull << 30) / std::max(1.0, file_bytes)), 2,
@@ -19,7 +34,11 @@ size_t batch_files_in_memory(double file_bytes, int threads) {
 
 BatchWriter::BatchWriter(std::string dir, size_t in_memory, int writers)
     : dir_(std::move(dir)), in_memory_(std::max<size_t>(2, in_memory)) {
-  for (int i = 0; i < std::max(1, writers); ++i) threads_.emplace_back([this] { write_loop(); });
+  for (int i = 0; i < std::max(1, writers); ++i)
+    threads_.emplace_back([this, i] {
+      Timeline::name_thread("writer " + std::to_string(i), 500 + i);
+      write_loop();
+    });
 }
 
 BatchWriter::~BatchWriter() {
@@ -100,7 +119,7 @@ void BatchWriter::write_loop() {
     BatchFileEntry entry;
     Stopwatch w;
     try {
-      if (!job.kept) write_batch_file(path, job.batch);
+      if (!job.kept) write_durably(path, job.batch);
       const BatchHeader h = read_batch_header(path);
       entry = {name, uint32_t(job.batch.count()), h.file_bytes, h.header_crc};
     } catch (const std::exception& e) {

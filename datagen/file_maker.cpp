@@ -29,6 +29,10 @@ FileMaker::FileMaker(const RunOptions& opt, const InputIndex& index, const Plan&
 
 void FileMaker::run(const std::vector<uint64_t>& files, BatchWriter& writer, const Report& report) {
   make_files(files, writer, report);
+  report_written(writer, report);
+}
+
+void FileMaker::drain(BatchWriter& writer, const Report& report) {
   writer.finish();
   report_written(writer, report);
 }
@@ -48,10 +52,11 @@ void FileMaker::make_files(const std::vector<uint64_t>& files, BatchWriter& writ
     const int tid = omp_get_thread_num();
     Thread(*this, round, tid, per_thread[size_t(tid)]).run();
   }
+  region_s_ = wall.seconds();
   if (!round.fatal.empty()) fail(round.fatal);
   Phases sum;
   for (const auto& t : per_thread) sum += t;
-  sum.wait = std::max(0.0, wall.seconds() * threads_ - sum.busy());
+  sum.wait = std::max(0.0, region_s_ * threads_ - sum.busy());
   phases_ += sum;
 }
 

@@ -35,8 +35,12 @@ class FileMaker {
   using Report = std::function<void(uint64_t b, const BatchFileEntry& e)>;
 
   // Makes (or keeps) batch files `files` with all threads and hands each to `writer`; calls
-  // `report` on this thread, the one that may use MPI, for each file written.
+  // `report` on this thread, the one that may use MPI, for each file written so far.
   void run(const std::vector<uint64_t>& files, BatchWriter& writer, const Report& report);
+  // Waits for the writer's last files and reports them.
+  void drain(BatchWriter& writer, const Report& report);
+  // Wall seconds of run()'s parallel region.
+  double region_seconds() const { return region_s_; }
 
   // The statistics of every sample made or kept, added to `total`.
   void add_sums_to(DatasetSums& total) { stats_.add_to(total); }
@@ -77,6 +81,7 @@ class FileMaker {
   std::mutex rejects_mu_;
   std::vector<std::pair<uint64_t, std::string>> rejects_;
   int kept_ = 0;
+  double region_s_ = 0;
 };
 
 }  // namespace convoy::datagen

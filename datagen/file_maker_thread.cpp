@@ -2,9 +2,13 @@
 // the thread whose sample was its last), and handed to a writer there or, kept, in begin_file.
 #include "datagen/file_maker_thread.h"
 
-#include "shared/timer.h"
+#include "datagen/timeline.h"
 
 namespace convoy::datagen {
+namespace {
+// Taking work or a place in memory shorter than this did not block: no span for it.
+constexpr double kShortestWait = 20e-6;
+}  // namespace
 
 void FileMaker::Round::fail(const std::exception& e) {
   {
@@ -24,6 +28,7 @@ FileMaker::Thread::Thread(FileMaker& maker, Round& round, int tid, Phases& t)
       flush_([this] { flush_lane(); }) {}
 
 void FileMaker::Thread::run() {
+  if (tid_ > 0) Timeline::name_thread("decoding thread " + std::to_string(tid_), tid_);
   for (bool more = true; more;) {
     try {
       more = take_and_do();
@@ -41,7 +46,9 @@ void FileMaker::Thread::run() {
 
 bool FileMaker::Thread::take_and_do() {
   if (tid_ == 0) report_written(round_.writer, round_.report);
+  ScopedSpan taking(Span::wait, kShortestWait);
   const WorkQueue::Item item = round_.queue.next(flush_);
+  taking.end();
   if (item.kind == WorkQueue::Item::begin) begin_file(item.file);
   if (item.kind == WorkQueue::Item::sample) make_sample(item.file, item.slot);
   return item.kind != WorkQueue::Item::none;
@@ -50,7 +57,9 @@ bool FileMaker::Thread::take_and_do() {
 // A place among the files held in memory first (the writer bounds them); then the file is kept
 // from an earlier run, going straight to the writer, or set up for its samples.
 void FileMaker::Thread::begin_file(size_t file) {
+  ScopedSpan room(Span::wait, kShortestWait);
   std::vector<uint8_t> buffer = round_.writer.begin_file(flush_);
+  room.end();
   const uint64_t b = round_.files[file];
   std::vector<uint64_t> ids = maker_.planned(b);
   if (maker_.keep(b, ids, round_.writer, t_)) {
@@ -87,13 +96,13 @@ bool FileMaker::Thread::sample_done(size_t file) {
 }
 
 void FileMaker::Thread::finish_file(size_t file) {
-  Stopwatch w;
+  ScopedSpan w(Span::assemble);
   const std::unique_ptr<FileJob> f = std::move(round_.jobs[file]);
   std::vector<std::pair<uint64_t, std::string>> rejected;
   Batch batch = f->assemble(maker_.index_, rejected);
   maker_.add_rejects(rejected);
   round_.writer.submit(f->b(), std::move(batch), false);
-  t_.assemble += w.seconds();
+  t_.assemble += w.end();
 }
 
 void FileMaker::Thread::deliver(size_t tag, const uint8_t* pixels) {
@@ -106,14 +115,16 @@ void FileMaker::Thread::deliver(size_t tag, const uint8_t* pixels) {
 }
 
 void FileMaker::Thread::flush_lane() {
-  if (lane_) lane_->drain(deliver_);
+  if (!lane_) return;
+  ScopedSpan w(Span::gpu);
+  lane_->drain(deliver_);
 }
 
 void FileMaker::Thread::add_to_stats(FileJob& f, size_t slot, const SlotOut& out, double& path) {
   path += 1;
-  Stopwatch w;
+  ScopedSpan w(Span::stats);
   maker_.stats_.add(f.id(slot), out.raw, out.encoded);
-  t_.stats += w.seconds();
+  t_.stats += w.end();
 }
 
 void FileMaker::Thread::judge_gpu(bool finished_a_file) {

@@ -8,6 +8,7 @@
 #include "datagen/dataset_tools.h"
 #include "datagen/idx_to_tar.h"
 #include "datagen/run.h"
+#include "datagen/timeline.h"
 #include "shared/error.h"
 #include "shared/log.h"
 #include "shared/mpi_context.h"
@@ -50,16 +51,27 @@ struct MakeDataset {
         ->default_val(run.limits.max_pixels);
     app.add_option("--max-aspect", run.limits.max_aspect, "refuse images whose sides differ by more than this factor")
         ->default_val(run.limits.max_aspect);
+    app.add_option("--timeline", run.timeline,
+                   "write what every thread of every rank did when, as Chrome trace-event JSON (chrome://tracing, "
+                   "ui.perfetto.dev)");
   }
 
   int operator()(int argc, char** argv) {
     run.resize = parse_resize_policy(resize);
     run.encoding = parse_encoding(encoding);
     run.gpu_always = gpu_route == "always";
-    MpiContext mpi(&argc, &argv);
+    if (!run.timeline.empty()) Timeline::enable();
+    Steps before;
+    before.exec = process_seconds();
+    Timeline::add_exec(before.exec);
+    Laps lap;
+    // Without a launcher datagen is one process and needs no MPI (MpiContext::Start).
+    MpiContext mpi(&argc, &argv, MpiContext::Start::when_launched);
+    before.mpi_init = lap(Span::mpi_init);
     log_setup("datagen", mpi.rank(), mpi.size());
+    Timeline::name_thread("main, decoding thread 0", 0);
     try {
-      return run_datagen(run, mpi);
+      return run_datagen(run, mpi, before);
     } catch (const Error& e) {
       // Errors before the work are the same on every rank; one line is enough.
       if (mpi.rank() == 0) std::fprintf(stderr, "datagen: error: %s\n", e.what());

@@ -2,6 +2,9 @@
 // the struct and one in the table.
 #include "datagen/phases.h"
 
+#include <cstdio>
+#include <iterator>
+
 namespace convoy::datagen {
 
 const std::array<PhaseField, kPhaseCount> kPhaseFields = {{
@@ -32,6 +35,48 @@ nlohmann::json Phases::to_json(bool gpu) const {
   for (const PhaseField& f : kPhaseFields)
     if (gpu || !f.gpu) j[f.name] = this->*f.member;
   return j;
+}
+
+namespace {
+
+struct StepField {
+  const char* name;  // in dataset.json
+  const char* text;  // in the log
+  double Steps::*member;
+};
+
+constexpr StepField kStepFields[] = {
+    {"exec", "exec", &Steps::exec},          {"mpi_init", "MPI init", &Steps::mpi_init},
+    {"index", "index", &Steps::index},       {"broadcast", "broadcast", &Steps::broadcast},
+    {"plan", "plan", &Steps::plan},          {"setup", "set-up", &Steps::setup},
+    {"files", "files", &Steps::files},       {"drain", "last writes", &Steps::drain},
+    {"reduce", "reduce", &Steps::reduce},    {"finish", "finish", &Steps::finish},
+};
+static_assert(sizeof(Steps) == std::size(kStepFields) * sizeof(double), "kStepFields must name every step");
+
+}  // namespace
+
+double Steps::total() const {
+  double s = 0;
+  for (const StepField& f : kStepFields) s += this->*f.member;
+  return s;
+}
+
+nlohmann::json Steps::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const StepField& f : kStepFields)
+    if (f.member != &Steps::finish) j[f.name] = this->*f.member;
+  return j;
+}
+
+std::string Steps::text() const {
+  std::string out;
+  char buf[64];
+  for (const StepField& f : kStepFields) {
+    std::snprintf(buf, sizeof buf, "%s%s %.2f", out.empty() ? "" : ", ", f.text, this->*f.member);
+    out += buf;
+  }
+  return out;
 }
 
 }  // namespace convoy::datagen

@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,24 @@ struct Phases {
   nlohmann::json to_json(bool gpu) const;
   // Host seconds the decoding threads spent working (not waiting for work).
   double busy() const { return read + decode + resize + encode + stats + assemble + gpu_stage + gpu_wait; }
+};
+
+// Wall-clock seconds of a run's steps on one rank, from the process's start to its end: what a
+// user waits for besides the decoding. exec: the process's start to main; mpi_init: MPI's start-up
+// (0 without a launcher); index: scanned or reused, and the output folder prepared (rank 0);
+// broadcast: to every rank, parsed; plan: the permutation and the rank's share; setup: the inputs
+// opened, the writers started; files: the threads' region, every sample made; drain: the last
+// files' writes after it; reduce: the statistics and results to rank 0; finish: rank 0's closing
+// files (rejects.tsv, mean_image.png, dataset.json).
+struct Steps {
+  double exec = 0, mpi_init = 0, index = 0, broadcast = 0, plan = 0, setup = 0, files = 0, drain = 0, reduce = 0,
+         finish = 0;
+
+  double total() const;
+  // Every step but finish (dataset.json holds them, so it is written before finish ends).
+  nlohmann::json to_json() const;
+  // "exec 0.01, MPI init 0.00, ..." for the log.
+  std::string text() const;
 };
 
 // A field of Phases: its name in dataset.json, and whether only --gpu-resize reports it.

@@ -22,7 +22,7 @@ void Progress::file_done(uint64_t samples) {
   }
   done_ += samples;
   --pending_[0];
-  poll(false);
+  if (mpi_.size() > 1) poll(false);
   print(false);
 }
 

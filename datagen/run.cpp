@@ -23,6 +23,7 @@
 #include "datagen/run_report.h"
 #include "datagen/sample_source.h"
 #include "datagen/stats.h"
+#include "datagen/timeline.h"
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 #include "shared/log.h"
@@ -67,22 +68,13 @@ std::string index_on_root(const RunOptions& opt, double& scan_seconds) {
   return text;
 }
 
-// The index's text on every rank, or rank 0's error thrown on every rank.
-std::string index_on_every_rank(const RunOptions& opt, const MpiContext& mpi, double& scan_seconds) {
-  std::string text, error;
-  if (mpi.rank() == 0) {
-    try {
-      text = index_on_root(opt, scan_seconds);
-    } catch (const std::exception& e) {  // any failure here must reach the other ranks
-      error = e.what();
-    }
-  }
+// Rank 0's error, if any, thrown on every rank; else rank 0's index text on every rank.
+void share_index(std::string& text, std::string& error, const MpiContext& mpi) {
   if (mpi.size() > 1) {
     bcast_string(error, 0);
     if (error.empty()) bcast_string(text, 0);
   }
   if (!error.empty()) throw Error(error);
-  return text;
 }
 
 // Rank 0 alone writes dataset.json, so every rank must write into the very same folder.
@@ -108,31 +100,36 @@ void log_index(const InputIndex& index, double scan_seconds) {
 // This rank's batch files made (or kept) and written, their samples added to `sums`; then it
 // waits for every rank's. An error here ends the whole job: the other ranks may be waiting.
 RankResult make_rank_files(const RunOptions& opt, const InputIndex& index, const Plan& plan, const RankShare& share,
-                           int threads, GpuLanes* lanes, const MpiContext& mpi, DatasetSums& sums) {
+                           int threads, GpuLanes* lanes, const MpiContext& mpi, DatasetSums& sums, Steps& steps) {
   RankResult mine;
   try {
+    Laps lap;
     Stopwatch w;
     const SampleSource source(index, share.samples);
-    mine.phases.read += w.seconds();
+    mine.phases.read += w.seconds();  // streamed inputs are read here
     const size_t in_memory = batch_files_in_memory(double(opt.per_file) * double(opt.shape().bytes()), threads);
     BatchWriter writer(opt.output, in_memory, int(std::max<size_t>(1, in_memory - 2)));
     if (lanes && opt.gpu_always) lanes->wait_ready();
     const int listed = lanes ? std::max(1, gpu_resize_listed_gpus()) : 1;
     FileMaker maker(opt, index, plan, source, threads, lanes, mpi.rank(), (mpi.local_size() + listed - 1) / listed);
     Progress progress(mpi, index.entries.size(), share.files_per_rank);
+    steps.setup = lap(Span::setup);
     // MPI stays on this thread (MPI_THREAD_FUNNELED): the maker reports each written file here.
-    maker.run(share.files, writer, [&](uint64_t b, const BatchFileEntry& e) {
+    const FileMaker::Report report = [&](uint64_t b, const BatchFileEntry& e) {
       mine.files.emplace_back(b, e);
       progress.file_done(plan.file_end(b) - plan.file_begin(b));
-    });
+    };
+    maker.run(share.files, writer, report);
+    lap.restart();  // the region's own spans are the threads'
+    steps.files = maker.region_seconds();
+    maker.drain(writer, report);
     maker.add_sums_to(sums);
     mine.kept = maker.kept();
     mine.rejects = maker.rejects();
     mine.phases += maker.phases(writer);
-    Stopwatch wait;
     progress.finish();
-    CONVOY_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    mine.phases.wait += wait.seconds();
+    if (mpi.size() > 1) CONVOY_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    mine.phases.wait += steps.drain = lap(Span::drain);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "datagen: error: %s\n", e.what());
     mpi.abort(1);
@@ -140,30 +137,58 @@ RankResult make_rank_files(const RunOptions& opt, const InputIndex& index, const
   return mine;
 }
 
+// --timeline: every rank's spans, counted from the earliest of them, into one file by rank 0.
+void write_timeline(const RunOptions& opt, const MpiContext& mpi) {
+  if (opt.timeline.empty()) return;
+  int64_t first = Timeline::first_us(), origin = first;
+  if (mpi.size() > 1) CONVOY_MPI_CHECK(MPI_Allreduce(&first, &origin, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD));
+  const std::vector<std::string> all = gather_strings(Timeline::events(mpi.rank(), origin), mpi);
+  if (mpi.rank() == 0) write_file_atomic(opt.timeline, Timeline::document(all));
+}
+
 }  // namespace
 
-int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
-  Stopwatch total;
+int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& before) {
+  Steps steps = before;
+  Laps lap;
   validate_run_options(opt);
   const int threads = threads_per_rank(opt, mpi);
   const std::unique_ptr<GpuLanes> lanes = make_lanes(opt, threads, mpi);
   double scan_seconds = 0;
-  const std::string text = index_on_every_rank(opt, mpi, scan_seconds);
+  std::string text, error;
+  if (mpi.rank() == 0) {
+    try {
+      text = index_on_root(opt, scan_seconds);
+    } catch (const std::exception& e) {  // any failure here must reach the other ranks
+      error = e.what();
+    }
+  }
+  steps.index = lap(Span::index);
+  share_index(text, error, mpi);
   if (mpi.size() > 1) require_shared_output(opt);
   const InputIndex index = parse_index(text, join_path(opt.output, kIndexFile));
+  steps.broadcast = lap(Span::broadcast);
   log_index(index, scan_seconds);
 
   const Plan plan = make_plan(index.entries.size(), opt.per_file, opt.seed);
   const RankShare share = rank_share(plan, mpi.rank(), mpi.size());
   cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
   DatasetSums sums(index.classes.size(), opt.shape());
-  const RankResult mine = make_rank_files(opt, index, plan, share, threads, lanes.get(), mpi, sums);
+  steps.plan = lap(Span::plan);
+  const RankResult mine = make_rank_files(opt, index, plan, share, threads, lanes.get(), mpi, sums, steps);
+  lap.restart();
   sums.reduce_to_root(mpi);
   const RankResult all = gather_results(mine, mpi);
+  steps.reduce = lap(Span::reduce);
   int status = 0;
   for (const auto& in : index.inputs) status = in.complete ? status : 2;
-  if (mpi.rank() != 0) return status;
-  finish_dataset(opt, index, {sums, all, mpi.size(), threads, scan_seconds, total, lanes.get(), status});
+  if (mpi.rank() == 0) {
+    const RunEnd end{sums, all, mpi.size(), threads, scan_seconds, steps, lanes.get(), status};
+    const DatasetMeta meta = finish_dataset(opt, index, end);
+    steps.finish = lap(Span::finish);
+    log_run_end(opt, index, meta, end);
+  }
+  write_timeline(opt, mpi);
   return status;
 }
 

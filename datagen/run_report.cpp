@@ -11,6 +11,7 @@
 #include "shared/atomic_file.h"
 #include "shared/dataset_meta.h"
 #include "shared/log.h"
+#include "shared/timer.h"
 
 namespace convoy::datagen {
 namespace {
@@ -62,8 +63,9 @@ std::string gpu_state(const GpuLanes* lanes) {
 void log_phases(const RunOptions& opt, const RunEnd& end) {
   const Phases& sum = end.all.phases;
   log_info("phases, seconds summed over threads and ranks: read %.2f, decode %.2f, resize %.2f, encode %.2f, "
-           "stats %.2f, assemble %.2f, write %.2f, wait %.2f",
-           sum.read, sum.decode, sum.resize, sum.encode, sum.stats, sum.assemble, sum.write, sum.wait);
+           "stats %.2f, assemble %.2f, write %.2f, wait %.2f; steps, wall seconds on rank 0: %s",
+           sum.read, sum.decode, sum.resize, sum.encode, sum.stats, sum.assemble, sum.write, sum.wait,
+           end.steps.text().c_str());
   if (opt.gpu_resize)
     log_info("GPU phases, seconds summed over threads and ranks: stage %.2f, upload %.2f, kernel %.2f, download %.2f, "
              "wait %.2f; images resized on the GPU %.0f, on the CPU %.0f (rank 0's GPU: %s)",
@@ -71,8 +73,10 @@ void log_phases(const RunOptions& opt, const RunEnd& end) {
              sum.cpu_images, gpu_state(end.lanes).c_str());
 }
 
-void log_end(const RunOptions& opt, const InputIndex& index, const DatasetMeta& meta, const RunEnd& end) {
-  const double secs = end.total.seconds();
+}  // namespace
+
+void log_run_end(const RunOptions& opt, const InputIndex& index, const DatasetMeta& meta, const RunEnd& end) {
+  const double secs = end.steps.total();
   log_info("wrote %zu batch files (%d kept from an earlier run), %llu samples, %llu rejected (see %s), %llu skipped, "
            "in %.2f s (%.0f images/s)",
            meta.files.size(), end.all.kept, (unsigned long long)meta.num_samples, (unsigned long long)meta.rejected,
@@ -83,22 +87,22 @@ void log_end(const RunOptions& opt, const InputIndex& index, const DatasetMeta& 
   if (end.status) log_info("the dataset holds every member that could be read; the run is incomplete (exit status 2)");
 }
 
-}  // namespace
-
-void finish_dataset(const RunOptions& opt, const InputIndex& index, const RunEnd& end) {
+DatasetMeta finish_dataset(const RunOptions& opt, const InputIndex& index, const RunEnd& end) {
+  Stopwatch w;
   DatasetMeta meta = dataset_meta(opt, index, end);
   write_rejects(opt, index, end.all);
   write_file_atomic(join_path(opt.output, kMeanImageFile),
                     png_encode(end.sums.mean_image().data(), opt.size, opt.size, opt.channels));
   meta.timings = {{"ranks", end.ranks},
                   {"threads", end.threads},
-                  {"seconds", end.total.seconds()},
+                  {"seconds", end.steps.total() + w.seconds()},
                   {"scan_seconds", end.scan_seconds},
+                  {"steps", end.steps.to_json()},
                   {"phases", end.all.phases.to_json(opt.gpu_resize)},
                   {"kept_files", end.all.kept},
                   {"gpu_resize", opt.gpu_resize}};
   write_dataset_meta(opt.output, meta);
-  log_end(opt, index, meta, end);
+  return meta;
 }
 
 }  // namespace convoy::datagen

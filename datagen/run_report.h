@@ -3,10 +3,11 @@
 #pragma once
 #include "datagen/gpu_lanes.h"
 #include "datagen/index.h"
+#include "datagen/phases.h"
 #include "datagen/rank_result.h"
 #include "datagen/run_options.h"
 #include "datagen/stats.h"
-#include "shared/timer.h"
+#include "shared/dataset_meta.h"
 
 namespace convoy::datagen {
 
@@ -16,11 +17,14 @@ struct RunEnd {
   const RankResult& all;    // gathered from the ranks
   int ranks = 1, threads = 1;
   double scan_seconds = 0;
-  const Stopwatch& total;   // since the run began
+  const Steps& steps;       // the run's steps so far
   const GpuLanes* lanes;    // rank 0's, for the log; nullptr without --gpu-resize
   int status = 0;           // the run's exit status: 2 when an input is incomplete
 };
 
-void finish_dataset(const RunOptions& opt, const InputIndex& index, const RunEnd& end);
+// rejects.tsv, mean_image.png, dataset.json; returns what dataset.json holds.
+DatasetMeta finish_dataset(const RunOptions& opt, const InputIndex& index, const RunEnd& end);
+// The closing lines: what was written, in how long, and where the time went.
+void log_run_end(const RunOptions& opt, const InputIndex& index, const DatasetMeta& meta, const RunEnd& end);
 
 }  // namespace convoy::datagen

@@ -7,6 +7,7 @@
 
 #include "datagen/image_codec.h"
 #include "shared/resize.h"
+#include "datagen/timeline.h"
 #include "shared/timer.h"
 
 namespace convoy::datagen {
@@ -36,16 +37,16 @@ Scratch& scratch() {
 
 std::string SampleMaker::make(uint64_t id, const SlotOut& out, Phases& t) const {
   thread_local std::vector<uint8_t> bytes;
-  Stopwatch w;
+  Laps lap;
   source_.read(id, bytes);
-  t.read += w.lap();
+  t.read += lap(Span::read);
   try {
     Scratch& sc = scratch();
     const ImageCodec::Placement place = [&](int width, int height) { return sc.place(width, height, opt_.channels); };
     cv::Mat img = thread_codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits, place);
     if (img.empty()) img = sc.image(opt_.channels);
-    t.decode += w.lap();
-    resize_on_cpu(img, out, t);
+    t.decode += lap(Span::decode);
+    resize_on_cpu(img, out, t, lap);
     return "";
   } catch (const RejectError& e) {
     return e.what();
@@ -57,9 +58,9 @@ std::string SampleMaker::make(uint64_t id, const SlotOut& out, Phases& t) const 
 bool SampleMaker::route(uint64_t id, const SlotOut& out, size_t tag, GpuLane& lane, const GpuLane::Deliver& deliver,
                         std::string& reason, Phases& t) const {
   thread_local std::vector<uint8_t> bytes;
-  Stopwatch w;
+  Laps lap;
   source_.read(id, bytes);
-  t.read += w.lap();
+  t.read += lap(Span::read);
   bool asked = false, placed = false;
   double staging_s = 0;  // in stage(): the lane's wait and earlier samples' deliveries, counted there
   Scratch& sc = scratch();
@@ -75,14 +76,14 @@ bool SampleMaker::route(uint64_t id, const SlotOut& out, size_t tag, GpuLane& la
   reason.clear();
   try {
     cv::Mat img = thread_codec().decode(bytes.data(), bytes.size(), opt_.channels, opt_.size, opt_.limits, place);
-    t.decode += w.lap() - staging_s;
+    t.decode += lap(Span::decode) - staging_s;
     if (placed) return true;
     if (img.empty()) img = sc.image(opt_.channels);
     if (!asked && lane.take(img.cols, img.rows)) {
       lane.add(img.data, img.step[0], img.cols, img.rows, tag, deliver);
       return true;
     }
-    lane.note_cpu(img.cols, img.rows, resize_on_cpu(img, out, t));
+    lane.note_cpu(img.cols, img.rows, resize_on_cpu(img, out, t, lap));
   } catch (const RejectError& e) {
     if (placed) lane.drop_last();
     reason = e.what();
@@ -94,29 +95,28 @@ bool SampleMaker::route(uint64_t id, const SlotOut& out, size_t tag, GpuLane& la
 }
 
 void SampleMaker::place_resized(const uint8_t* pixels, const SlotOut& out, Phases& t) const {
-  Stopwatch w;
+  Laps lap;
   if (out.encoded) {
     thread_codec().encode_jpeg(pixels, opt_.size, opt_.size, opt_.channels, opt_.quality, *out.encoded);
-    t.encode += w.seconds();
+    t.encode += lap(Span::encode);
   } else {
     std::memcpy(out.raw, pixels, opt_.shape().bytes());
-    t.resize += w.seconds();
+    t.resize += lap(Span::resize);
   }
 }
 
-double SampleMaker::resize_on_cpu(const cv::Mat& img, const SlotOut& out, Phases& t) const {
-  Stopwatch w;
+double SampleMaker::resize_on_cpu(const cv::Mat& img, const SlotOut& out, Phases& t, Laps& lap) const {
   double resize_s = 0;
   if (out.encoded) {
     thread_local std::vector<uint8_t> pixels;
     pixels.resize(opt_.shape().bytes());
     resize_to_square(img, opt_.size, opt_.resize, pixels.data());
-    t.resize += resize_s = w.lap();
+    t.resize += resize_s = lap(Span::resize);
     thread_codec().encode_jpeg(pixels.data(), opt_.size, opt_.size, opt_.channels, opt_.quality, *out.encoded);
-    t.encode += w.lap();
+    t.encode += lap(Span::encode);
   } else {
     resize_to_square(img, opt_.size, opt_.resize, out.raw);
-    t.resize += resize_s = w.lap();
+    t.resize += resize_s = lap(Span::resize);
   }
   return resize_s;
 }

@@ -13,6 +13,7 @@
 #include "datagen/phases.h"
 #include "datagen/run_options.h"
 #include "datagen/sample_source.h"
+#include "datagen/timeline.h"
 
 namespace convoy::datagen {
 
@@ -35,9 +36,9 @@ class SampleMaker {
   void place_resized(const uint8_t* pixels, const SlotOut& out, Phases& t) const;
 
  private:
-  // A decoded image resized (and, for JPEG output, encoded) by this thread into its slot;
-  // returns the resize's seconds.
-  double resize_on_cpu(const cv::Mat& img, const SlotOut& out, Phases& t) const;
+  // A decoded image resized (and, for JPEG output, encoded) by this thread into its slot, timed
+  // by the thread's laps; returns the resize's seconds.
+  double resize_on_cpu(const cv::Mat& img, const SlotOut& out, Phases& t, Laps& lap) const;
 
   const RunOptions& opt_;
   const SampleSource& source_;

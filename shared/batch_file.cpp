@@ -116,19 +116,24 @@ std::vector<uint8_t> encode_batch(const Batch& b) {
 
 // Straight from the batch's own buffers: a copy of the whole file first would cost as much
 // again as the write itself.
-uint32_t write_batch_file(const std::string& path, const Batch& batch) {
+uint32_t write_batch(AtomicFile& f, const Batch& batch) {
   BatchHeader h = layout(batch);
   const auto secs = sections(batch, h);
   seal(h, secs);
-  AtomicFile f(path);
   f.write(&h, sizeof h);
   f.write(kZeros, h.labels_offset - sizeof h);
   for (const Section& s : secs) {
     if (s.bytes) f.write(s.data, s.bytes);
     f.write(kZeros, s.padded - s.bytes);
   }
-  f.commit();
   return h.header_crc;
+}
+
+uint32_t write_batch_file(const std::string& path, const Batch& batch) {
+  AtomicFile f(path);
+  const uint32_t crc = write_batch(f, batch);
+  f.commit();
+  return crc;
 }
 
 BatchHeader check_batch_header(const std::string& path, const uint8_t* data, size_t size) {

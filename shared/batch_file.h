@@ -10,6 +10,8 @@
 
 namespace convoy {
 
+class AtomicFile;
+
 enum class Encoding : uint32_t { raw = 0, jpeg = 1 };
 const char* encoding_name(Encoding e);
 Encoding parse_encoding(const std::string& name);  // "raw" | "jpeg"
@@ -66,6 +68,8 @@ std::vector<uint8_t> encode_batch(const Batch& batch);
 // Writes it atomically (temporary name, fsync, rename); returns the header CRC, which covers
 // every section's CRC and so stands for the whole file in dataset.json.
 uint32_t write_batch_file(const std::string& path, const Batch& batch);
+// The same bytes into an open file, not yet committed (the caller times or orders the commit).
+uint32_t write_batch(AtomicFile& file, const Batch& batch);
 
 // A batch file checked in place: its header and accessors into the caller's bytes, which must
 // outlive the view. Lets a reader use a file's samples without copying the file.

@@ -17,7 +17,24 @@ void mpi_fail(int code, const char* call, const char* file, int line) {
        text);
 }
 
-MpiContext::MpiContext(int* argc, char*** argv) {
+namespace {
+
+// Whether a launcher started this process: the variables Open MPI's mpirun, PMI and PMIx (srun,
+// MPICH's and Intel MPI's hydra, MVAPICH), IBM's jsrun and Cray's ALPS and PALS set for each
+// process they start.
+bool launched() {
+  if (const char* force = std::getenv("CONVOY_MPI"); force && *force) return std::string(force) != "0";
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD", "MPI_LOCALNRANKS",
+                        "JSM_NAMESPACE_SIZE", "ALPS_APP_PE", "PALS_RANKID"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+}  // namespace
+
+MpiContext::MpiContext(int* argc, char*** argv, Start start) {
+  if (start == Start::when_launched && !launched()) return;
+  initialized_ = true;
   // Open MPI's hwloc would otherwise load its OpenCL plugin, which on a GPU host starts NVIDIA's
   // OpenCL driver and with it the CUDA driver in every process, a CPU-only datagen run included.
   // Neither tool binds by OpenCL devices. Values the user set are left as they are.
@@ -34,10 +51,12 @@ MpiContext::MpiContext(int* argc, char*** argv) {
   CONVOY_MPI_CHECK(MPI_Comm_free(&local));
 }
 
-MpiContext::~MpiContext() { MPI_Finalize(); }
+MpiContext::~MpiContext() {
+  if (initialized_) MPI_Finalize();
+}
 
 void MpiContext::abort(int code) const {
-  if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  if (initialized_ && size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
   std::exit(code);
 }
 
