@@ -1,9 +1,10 @@
-// The writer threads take submitted batch files in order; every file written frees a place and
-// wakes whoever waits for one. The first error (a write that failed, or stop()) ends the writers
-// and is thrown to the threads that begin, submit or finish after it.
+// The writer threads take parts and files in the order they came; every file written frees a
+// place and wakes whoever waits for one. The first error (a write that failed, or stop()) ends
+// the writers and is thrown to the threads that begin, submit or finish after it.
 #include "datagen/batch_writer.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "datagen/dataset_files.h"
 #include "datagen/timeline.h"
@@ -15,14 +16,10 @@ namespace convoy::datagen {
 
 namespace {
 
-// The file's bytes, then its fsync and rename, each a span of the timeline.
-void write_durably(const std::string& path, const Batch& batch) {
-  Laps lap;
-  AtomicFile f(path);
-  write_batch(f, batch);
-  lap(Span::write);
-  f.commit();
-  lap(Span::fsync);
+// dataset.json's entry of a batch file, from its header as the disk holds it.
+BatchFileEntry entry_on_disk(const std::string& name, const std::string& path) {
+  const BatchHeader h = read_batch_header(path);
+  return {name, h.count, h.file_bytes, h.header_crc};
 }
 
 }  // namespace
@@ -54,7 +51,7 @@ void BatchWriter::throw_if_failed() {
   if (!error_.empty()) throw Error(error_);
 }
 
-std::vector<uint8_t> BatchWriter::begin_file(const std::function<void()>& before_wait) {
+FileBuffer BatchWriter::begin_file(const std::function<void()>& before_wait) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto may = [&] { return held_ < in_memory_ || !error_.empty(); };
   if (!may() && before_wait) {
@@ -66,18 +63,52 @@ std::vector<uint8_t> BatchWriter::begin_file(const std::function<void()>& before
   throw_if_failed();
   ++held_;
   if (spare_.empty()) return {};
-  std::vector<uint8_t> buffer = std::move(spare_.back());
+  FileBuffer buffer = std::move(spare_.back());
   spare_.pop_back();
   return buffer;
 }
 
-void BatchWriter::submit(uint64_t b, Batch batch, bool kept) {
+void BatchWriter::push(Job job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     throw_if_failed();
-    queue_.push_back({b, std::move(batch), kept});
+    if (job.kind == Job::part) ++open_[job.b].in_flight;
+    queue_.push_back(std::move(job));
   }
   changed_.notify_all();
+}
+
+void BatchWriter::write_part(uint64_t b, const uint8_t* file, uint64_t offset, uint64_t n) {
+  Job job;
+  job.kind = Job::part;
+  job.b = b, job.data = file, job.offset = offset, job.bytes = n;
+  push(std::move(job));
+}
+
+void BatchWriter::submit(MadeFile file) {
+  Job job;
+  job.b = file.b;
+  job.file = std::move(file);
+  push(std::move(job));
+}
+
+void BatchWriter::submit(uint64_t b, const Batch& batch) {
+  MadeFile f;
+  f.b = b;
+  f.header = batch_layout(batch.shape, batch.encoding, batch.batch_index, batch.count(), batch.images.size());
+  f.bytes.reserve(f.header.file_bytes);
+  if (!batch.images.empty()) std::memcpy(f.bytes.data() + f.header.images_offset, batch.images.data(), batch.images.size());
+  seal_batch_in_place(f.bytes.data(), f.header, batch.labels.data(), batch.ids.data(),
+                      batch.encoding == Encoding::jpeg ? batch.offsets.data() : nullptr, nullptr);
+  submit(std::move(f));
+}
+
+void BatchWriter::submit_kept(uint64_t b, FileBuffer unused) {
+  Job job;
+  job.kind = Job::kept;
+  job.b = b;
+  job.file.bytes = std::move(unused);
+  push(std::move(job));
 }
 
 void BatchWriter::stop(const std::string& why) {
@@ -104,6 +135,61 @@ double BatchWriter::write_seconds() {
   return write_seconds_;
 }
 
+std::shared_ptr<AtomicFile> BatchWriter::open_file(uint64_t b) {
+  Open& o = open_[b];
+  if (!o.file) o.file = std::make_shared<AtomicFile>(join_path(dir_, batch_file_name(b)));
+  return o.file;
+}
+
+void BatchWriter::write_part_now(const Job& job) {
+  std::shared_ptr<AtomicFile> file;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    file = open_file(job.b);
+  }
+  ScopedSpan span(Span::write);
+  file->pwrite_direct(job.data + job.offset, job.bytes, job.offset);
+}
+
+// The parts in flight are waited for first: they read the file's memory, and a file whose layout
+// changed after its parts (a sample rejected late) is written anew into a fresh temporary.
+void BatchWriter::write_made(MadeFile& f, BatchFileEntry& entry) {
+  const std::string name = batch_file_name(f.b), path = join_path(dir_, name);
+  std::shared_ptr<AtomicFile> file;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return !open_.count(f.b) || open_[f.b].in_flight == 0 || !error_.empty(); });
+    throw_if_failed();
+    if (auto it = open_.find(f.b); it != open_.end()) {
+      file = std::move(it->second.file);
+      open_.erase(it);
+    }
+  }
+  const bool parts = f.parts_to > f.parts_from;
+  if (!parts) file.reset();  // removes the temporary of parts that no longer fit
+  if (!file) file = std::make_shared<AtomicFile>(path);
+  Laps lap;
+  const uint64_t end = direct_aligned(f.header.file_bytes);
+  if (parts) {
+    file->pwrite_direct(f.bytes.data(), f.parts_from, 0);
+    file->pwrite_direct(f.bytes.data() + f.parts_to, end - f.parts_to, f.parts_to);
+  } else {
+    file->pwrite_direct(f.bytes.data(), end, 0);
+  }
+  if (end != f.header.file_bytes) file->resize(f.header.file_bytes);
+  lap(Span::write);
+  file->commit();
+  lap(Span::fsync);
+  entry = entry_on_disk(name, path);
+}
+
+void BatchWriter::do_job(Job& job, BatchFileEntry& entry) {
+  if (job.kind == Job::part) return write_part_now(job);
+  if (job.kind == Job::made) return write_made(job.file, entry);
+  const std::string name = batch_file_name(job.b);
+  entry = entry_on_disk(name, join_path(dir_, name));
+}
+
 void BatchWriter::write_loop() {
   for (;;) {
     Job job;
@@ -114,25 +200,26 @@ void BatchWriter::write_loop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    const std::string name = batch_file_name(job.b), path = join_path(dir_, name);
     std::string error;
     BatchFileEntry entry;
     Stopwatch w;
     try {
-      if (!job.kept) write_durably(path, job.batch);
-      const BatchHeader h = read_batch_header(path);
-      entry = {name, uint32_t(job.batch.count()), h.file_bytes, h.header_crc};
+      do_job(job, entry);
     } catch (const std::exception& e) {
       error = e.what();
     }
-    const double seconds = job.kept ? 0.0 : w.seconds();
+    const double seconds = job.kind == Job::kept ? 0.0 : w.seconds();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!error.empty() && error_.empty()) error_ = error;
-      if (error.empty()) written_.emplace_back(job.b, std::move(entry));
       write_seconds_ += seconds;
-      if (spare_.size() < in_memory_) spare_.push_back(std::move(job.batch.images));
-      --held_;
+      if (job.kind == Job::part) {
+        --open_[job.b].in_flight;
+      } else {
+        if (error.empty()) written_.emplace_back(job.b, std::move(entry));
+        if (job.file.bytes.capacity() && spare_.size() < in_memory_) spare_.push_back(std::move(job.file.bytes));
+        --held_;
+      }
     }
     changed_.notify_all();
   }

@@ -24,6 +24,7 @@ FileMaker::FileMaker(const RunOptions& opt, const InputIndex& index, const Plan&
       rank_(rank),
       sharing_(std::max(1, sharing)),
       samples_(opt, source),
+      append_(shape_.bytes()),
       keeper_(opt, index, samples_),
       stats_(index, shape_, threads) {}
 
@@ -68,7 +69,8 @@ std::vector<uint64_t> FileMaker::planned(uint64_t b) const {
   return {plan_.order.begin() + long(plan_.file_begin(b)), plan_.order.begin() + long(plan_.file_end(b))};
 }
 
-bool FileMaker::keep(uint64_t b, const std::vector<uint64_t>& ids, BatchWriter& writer, Phases& t) {
+bool FileMaker::keep(uint64_t b, const std::vector<uint64_t>& ids, BatchWriter& writer, FileBuffer& buffer,
+                     Phases& t) {
   std::optional<KeptFile> kept = keeper_.check(b, ids);
   if (!kept) return false;
   Stopwatch w;
@@ -79,7 +81,7 @@ bool FileMaker::keep(uint64_t b, const std::vector<uint64_t>& ids, BatchWriter& 
     rejects_.insert(rejects_.end(), kept->missing.begin(), kept->missing.end());
     ++kept_;
   }
-  writer.submit(b, std::move(kept->batch), true);
+  writer.submit_kept(b, std::move(buffer));
   return true;
 }
 

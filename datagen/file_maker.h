@@ -20,6 +20,7 @@
 #include "datagen/sample_maker.h"
 #include "datagen/sample_source.h"
 #include "datagen/thread_stats.h"
+#include "shared/crc32c.h"
 #include "shared/dataset_meta.h"
 
 namespace convoy::datagen {
@@ -58,8 +59,8 @@ class FileMaker {
   // The sample ids batch file b is planned to hold, in slot order.
   std::vector<uint64_t> planned(uint64_t b) const;
   // Batch file b from an earlier run, when it can be kept: its samples go into the statistics
-  // and the file to the writer. Returns whether it was kept.
-  bool keep(uint64_t b, const std::vector<uint64_t>& ids, BatchWriter& writer, Phases& t);
+  // and the file to the writer, with the memory begun for it. Returns whether it was kept.
+  bool keep(uint64_t b, const std::vector<uint64_t>& ids, BatchWriter& writer, FileBuffer& buffer, Phases& t);
   // Samples no batch file will hold, and why (any thread).
   void add_rejects(const std::vector<std::pair<uint64_t, std::string>>& rejected);
   // --gpu-route auto: whether the GPU pays for the files from files[next] on (see the .cpp);
@@ -75,6 +76,7 @@ class FileMaker {
   const int rank_;
   const int sharing_;
   const SampleMaker samples_;
+  const Crc32cAppend append_;  // raw samples' checksums joined into their file's
   const FileKeeper keeper_;
   ThreadStats stats_;
   Phases phases_;

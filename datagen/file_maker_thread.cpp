@@ -3,6 +3,7 @@
 #include "datagen/file_maker_thread.h"
 
 #include "datagen/timeline.h"
+#include "shared/crc32c.h"
 
 namespace convoy::datagen {
 namespace {
@@ -58,16 +59,16 @@ bool FileMaker::Thread::take_and_do() {
 // from an earlier run, going straight to the writer, or set up for its samples.
 void FileMaker::Thread::begin_file(size_t file) {
   ScopedSpan room(Span::wait, kShortestWait);
-  std::vector<uint8_t> buffer = round_.writer.begin_file(flush_);
+  FileBuffer buffer = round_.writer.begin_file(flush_);
   room.end();
   const uint64_t b = round_.files[file];
   std::vector<uint64_t> ids = maker_.planned(b);
-  if (maker_.keep(b, ids, round_.writer, t_)) {
+  if (maker_.keep(b, ids, round_.writer, buffer, t_)) {
     round_.queue.begun(file, 0);
     return;
   }
-  round_.jobs[file] =
-      std::make_unique<FileJob>(b, std::move(ids), std::move(buffer), maker_.shape_, maker_.opt_.encoding);
+  round_.jobs[file] = std::make_unique<FileJob>(b, std::move(ids), std::move(buffer), maker_.shape_,
+                                                maker_.opt_.encoding, &round_.writer, &maker_.append_);
   round_.queue.begun(file, round_.jobs[file]->samples());
 }
 
@@ -86,11 +87,11 @@ void FileMaker::Thread::make_sample(size_t file, size_t slot) {
   } else {
     f.reject(slot, std::move(reason));
   }
-  judge_gpu(sample_done(file));
+  judge_gpu(sample_done(file, slot));
 }
 
-bool FileMaker::Thread::sample_done(size_t file) {
-  if (!round_.jobs[file]->sample_done()) return false;
+bool FileMaker::Thread::sample_done(size_t file, size_t slot) {
+  if (!round_.jobs[file]->sample_done(slot)) return false;
   finish_file(file);
   return true;
 }
@@ -99,9 +100,9 @@ void FileMaker::Thread::finish_file(size_t file) {
   ScopedSpan w(Span::assemble);
   const std::unique_ptr<FileJob> f = std::move(round_.jobs[file]);
   std::vector<std::pair<uint64_t, std::string>> rejected;
-  Batch batch = f->assemble(maker_.index_, rejected);
+  MadeFile made = f->assemble(maker_.index_, rejected);
   maker_.add_rejects(rejected);
-  round_.writer.submit(f->b(), std::move(batch), false);
+  round_.writer.submit(std::move(made));
   t_.assemble += w.end();
 }
 
@@ -111,7 +112,7 @@ void FileMaker::Thread::deliver(size_t tag, const uint8_t* pixels) {
   const SlotOut out = f.slot(slot);
   maker_.samples_.place_resized(pixels, out, t_);
   add_to_stats(f, slot, out, t_.gpu_images);
-  sample_done(file);
+  sample_done(file, slot);
 }
 
 void FileMaker::Thread::flush_lane() {
@@ -122,9 +123,13 @@ void FileMaker::Thread::flush_lane() {
 
 void FileMaker::Thread::add_to_stats(FileJob& f, size_t slot, const SlotOut& out, double& path) {
   path += 1;
-  ScopedSpan w(Span::stats);
+  Laps lap;
+  if (out.crc) {
+    *out.crc = crc32c(out.raw, maker_.shape_.bytes());
+    t_.assemble += lap(Span::assemble);
+  }
   maker_.stats_.add(f.id(slot), out.raw, out.encoded);
-  t_.stats += w.end();
+  t_.stats += lap(Span::stats);
 }
 
 void FileMaker::Thread::judge_gpu(bool finished_a_file) {

@@ -62,16 +62,17 @@ class FileMaker::Thread {
   void begin_file(size_t file);
   // Work taken: one sample, made here or sent to the GPU lane.
   void make_sample(size_t file, size_t slot);
-  // One more sample of the file is done (made or rejected); returns whether it was the last, which
+  // The file's sample in `slot` is done (made or rejected); returns whether it was the last, which
   // finishes the file.
-  bool sample_done(size_t file);
+  bool sample_done(size_t file, size_t slot);
   // The file's samples are all done: assembled in slot order and handed to the writer.
   void finish_file(size_t file);
   // A sample the GPU resized, back into its slot (tag: the file's position << 32 | slot).
   void deliver(size_t tag, const uint8_t* pixels);
   // Every sample the lane holds, resized and delivered: before this thread blocks, and at the end.
   void flush_lane();
-  // A made sample into the statistics; `path` counts where it was resized.
+  // A made sample checksummed (raw) and added to the statistics, while in cache; `path` counts
+  // where it was resized.
   void add_to_stats(FileJob& f, size_t slot, const SlotOut& out, double& path);
   void judge_gpu(bool finished_a_file);
   void add_lane_times();

@@ -50,6 +50,14 @@ ImageFormat sniff_format(const uint8_t* d, size_t n) {
   return ImageFormat::unknown;
 }
 
+int jpeg_scale_denominator(int width, int height, int min_short) {
+  for (int denom : {8, 4, 2}) {
+    const tjscalingfactor f{1, denom};
+    if (min_short > 0 && std::min(TJSCALED(width, f), TJSCALED(height, f)) >= min_short) return denom;
+  }
+  return 1;
+}
+
 ImageCodec::ImageCodec() : dec_(tjInitDecompress()), enc_(tjInitCompress()) {
   if (!dec_ || !enc_) fail("TurboJPEG initialisation failed");
 }
@@ -89,15 +97,7 @@ cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int
     throw RejectError(std::string("JPEG header cannot be read: ") + tjGetErrorStr2(dec_));
   check_geometry(uint64_t(w), uint64_t(h), limits);
 
-  // The fast scaled IDCTs: the smallest of 1/8, 1/4, 1/2 that keeps the short side >= min_short.
-  tjscalingfactor sf{1, 1};
-  for (int denom : {8, 4, 2}) {
-    tjscalingfactor f{1, denom};
-    if (min_short > 0 && std::min(TJSCALED(w, f), TJSCALED(h, f)) >= min_short) {
-      sf = f;
-      break;
-    }
-  }
+  const tjscalingfactor sf{1, jpeg_scale_denominator(w, h, min_short)};
   const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int pf = cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;

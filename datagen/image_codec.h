@@ -23,6 +23,12 @@ struct DecodeLimits {
 };
 
 enum class ImageFormat { unknown, jpeg, png };
+
+// The DCT scale datagen decodes a width x height JPEG at for an output whose short side is at least
+// min_short: 1 / the returned denominator, the smallest of 1/8, 1/4, 1/2 that keeps the short side
+// >= min_short (1: full size; min_short 0 too). libjpeg-turbo's other M/8 scales run its plain C
+// IDCTs, slower than the SIMD ones of these: 6/8 decodes slower than 8/8, and 3/8 than 4/8.
+int jpeg_scale_denominator(int width, int height, int min_short);
 ImageFormat sniff_format(const uint8_t* data, size_t n);
 
 class ImageCodec {

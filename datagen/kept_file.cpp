@@ -37,7 +37,7 @@ std::optional<KeptFile> FileKeeper::check(uint64_t b, const std::vector<uint64_t
   if (at != batch.count()) return redo("samples differ from the plan");
   Phases untimed;
   std::vector<uint8_t> scratch(opt_.shape().bytes()), enc;
-  const SlotOut out{scratch.data(), opt_.encoding == Encoding::jpeg ? &enc : nullptr};
+  const SlotOut out{scratch.data(), nullptr, opt_.encoding == Encoding::jpeg ? &enc : nullptr};
   for (auto& m : kept.missing) {
     m.second = samples_.make(m.first, out, untimed);
     if (m.second.empty()) return redo("a sample missing from it can be made now");

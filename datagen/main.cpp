@@ -6,6 +6,7 @@
 
 #include "datagen/bench.h"
 #include "datagen/dataset_tools.h"
+#include "datagen/decode_ceiling.h"
 #include "datagen/idx_to_tar.h"
 #include "datagen/run.h"
 #include "datagen/timeline.h"
@@ -166,6 +167,8 @@ struct Classes {
 struct BenchDecode {
   BenchOptions bench;
   std::string resize = "crop";
+  int concurrent = 0;
+  double seconds = 3.0;
   CLI::App* cmd;
 
   explicit BenchDecode(CLI::App& app)
@@ -176,8 +179,14 @@ struct BenchDecode {
     cmd->add_option("--resize", resize, "crop or squash")->default_val("crop");
     cmd->add_option("--limit", bench.limit, "images to use")->default_val(1000);
     cmd->add_option("--repeat", bench.repeat, "passes (best is reported)")->default_val(3);
+    cmd->add_option("--concurrent", concurrent,
+                    "instead: N plain TurboJPEG decoders at once (decode only, at datagen's DCT scale for --size), "
+                    "one per core, each over its share of the --limit JPEGs; the sum is the ceiling for N cores");
+    cmd->add_option("--seconds", seconds, "with --concurrent: how long they decode")->default_val(3.0);
   }
   int operator()() {
+    if (concurrent > 0)
+      return decode_ceiling({bench.input, bench.size, bench.channels, bench.limit, concurrent, seconds});
     bench.resize = parse_resize_policy(resize);
     if (bench.resize == ResizePolicy::short_side) fail("bench-decode: --resize must be crop or squash");
     return bench_decode(bench);

@@ -68,6 +68,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
+  if (direct_fd_ >= 0) ::close(direct_fd_);
   if (!committed_ && !straight_) ::unlink(tmp_.c_str());
 }
 
@@ -94,6 +95,30 @@ void AtomicFile::pwrite(const void* data, size_t n, uint64_t offset) {
   }
 }
 
+void AtomicFile::pwrite_direct(const void* data, size_t n, uint64_t offset) {
+  int fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(direct_mu_);
+    if (direct_fd_ == -2 && !straight_) direct_fd_ = ::open(tmp_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    fd = direct_fd_;
+  }
+  const char* p = static_cast<const char*>(data);
+  while (n > 0 && fd >= 0) {
+    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINVAL) break;  // not for direct I/O after all: the cached way below
+    if (w <= 0) fail_file(tmp_, "write failed: " + errno_text());
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  if (n > 0) pwrite(p, n, offset);
+}
+
+void AtomicFile::resize(uint64_t n) {
+  if (::ftruncate(fd_, static_cast<off_t>(n)) != 0) fail_file(tmp_, "cannot set its size: " + errno_text());
+}
+
 void AtomicFile::commit() {
   if (straight_) {
     // Pipes and terminals cannot be fsync'ed; a failed close still reports a lost write.
@@ -102,6 +127,10 @@ void AtomicFile::commit() {
     if (::close(fd) != 0 && errno != EINTR) fail_file(path_, "close failed: " + errno_text());
     committed_ = true;
     return;
+  }
+  if (direct_fd_ >= 0) {  // its writes reached the device; the fsync below makes them durable
+    ::close(direct_fd_);
+    direct_fd_ = -1;
   }
   if (::fsync(fd_) != 0) fail_file(tmp_, "fsync failed: " + errno_text());
   if (::close(fd_) != 0) {

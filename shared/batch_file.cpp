@@ -27,6 +27,29 @@ std::string str(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
 
+BatchHeader batch_layout(const ImageShape& shape, Encoding encoding, uint32_t batch_index, uint64_t n,
+                         uint64_t images_bytes) {
+  const bool jpeg = encoding == Encoding::jpeg;
+  BatchHeader h;
+  std::memset(&h, 0, sizeof h);
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kBatchVersion;
+  h.header_bytes = sizeof(BatchHeader);
+  h.count = static_cast<uint32_t>(n);
+  h.height = shape.height;
+  h.width = shape.width;
+  h.channels = shape.channels;
+  h.encoding = static_cast<uint32_t>(encoding);
+  h.batch_index = batch_index;
+  h.labels_offset = align_up(sizeof(BatchHeader));
+  h.ids_offset = align_up(h.labels_offset + n * sizeof(int32_t));
+  h.index_offset = align_up(h.ids_offset + n * sizeof(int64_t));
+  h.images_offset = jpeg ? align_up(h.index_offset + (n + 1) * sizeof(uint64_t)) : h.index_offset;
+  h.images_bytes = images_bytes;
+  h.file_bytes = h.images_offset + h.images_bytes;
+  return h;
+}
+
 const char* encoding_name(Encoding e) { return e == Encoding::jpeg ? "jpeg" : "raw"; }
 
 Encoding parse_encoding(const std::string& name) {
@@ -46,25 +69,7 @@ BatchHeader layout(const Batch& b) {
     fail("batch " + str(b.batch_index) + ": image bytes do not match count x shape");
   if (jpeg && (b.offsets.size() != n + 1 || b.offsets.back() != b.images.size()))
     fail("batch " + str(b.batch_index) + ": JPEG offsets do not match the image bytes");
-
-  BatchHeader h;
-  std::memset(&h, 0, sizeof h);
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.version = kBatchVersion;
-  h.header_bytes = sizeof(BatchHeader);
-  h.count = static_cast<uint32_t>(n);
-  h.height = b.shape.height;
-  h.width = b.shape.width;
-  h.channels = b.shape.channels;
-  h.encoding = static_cast<uint32_t>(b.encoding);
-  h.batch_index = b.batch_index;
-  h.labels_offset = align_up(sizeof(BatchHeader));
-  h.ids_offset = align_up(h.labels_offset + n * sizeof(int32_t));
-  h.index_offset = align_up(h.ids_offset + n * sizeof(int64_t));
-  h.images_offset = jpeg ? align_up(h.index_offset + (n + 1) * sizeof(uint64_t)) : h.index_offset;
-  h.images_bytes = b.images.size();
-  h.file_bytes = h.images_offset + h.images_bytes;
-  return h;
+  return batch_layout(b.shape, b.encoding, b.batch_index, n, b.images.size());
 }
 
 // One section's bytes as the file holds them: its data, then zero padding up to the next section.
@@ -99,6 +104,29 @@ void seal(BatchHeader& h, const std::array<Section, 4>& s) {
 }
 
 }  // namespace
+
+void seal_batch_in_place(uint8_t* file, BatchHeader& h, const int32_t* labels, const int64_t* ids,
+                         const uint64_t* offsets, const uint32_t* images_crc) {
+  const uint64_t n = h.count;
+  const bool jpeg = h.encoding == uint32_t(Encoding::jpeg);
+  const std::array<Section, 4> secs = {{{labels, n * sizeof(int32_t), h.ids_offset - h.labels_offset},
+                                        {ids, n * sizeof(int64_t), h.index_offset - h.ids_offset},
+                                        {offsets, jpeg ? (n + 1) * sizeof(uint64_t) : 0, h.images_offset - h.index_offset},
+                                        {nullptr, h.images_bytes, h.file_bytes - h.images_offset}}};
+  std::memset(file + sizeof h, 0, h.labels_offset - sizeof h);
+  uint64_t at = h.labels_offset;
+  for (size_t k = 0; k < 3; ++k) {
+    if (secs[k].bytes) std::memcpy(file + at, secs[k].data, secs[k].bytes);
+    std::memset(file + at + secs[k].bytes, 0, secs[k].padded - secs[k].bytes);
+    at += secs[k].padded;
+  }
+  h.labels_crc = crc32c(file + h.labels_offset, secs[0].padded);
+  h.ids_crc = crc32c(file + h.ids_offset, secs[1].padded);
+  h.index_crc = crc32c(file + h.index_offset, secs[2].padded);
+  h.images_crc = images_crc ? *images_crc : crc32c(file + h.images_offset, h.images_bytes);
+  h.header_crc = crc32c(&h, kHeaderCrcBytes);
+  std::memcpy(file, &h, sizeof h);
+}
 
 std::vector<uint8_t> encode_batch(const Batch& b) {
   BatchHeader h = layout(b);

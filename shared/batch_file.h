@@ -63,6 +63,17 @@ struct Batch {
   const uint8_t* raw_image(size_t i) const { return images.data() + i * shape.bytes(); }
 };
 
+// The header of a batch file of n samples whose images take images_bytes (raw: n x shape bytes):
+// every offset and size, no CRCs yet.
+BatchHeader batch_layout(const ImageShape& shape, Encoding encoding, uint32_t batch_index, uint64_t n,
+                         uint64_t images_bytes);
+// A batch file built in memory in place (h.file_bytes at `file`, the images already at
+// h.images_offset): the header, labels, ids, JPEG offsets (n + 1; raw: nullptr) and padding written
+// before the images, and every CRC filled in, into h too. images_crc: the images' CRC if the caller
+// has it (from its pieces, crc32c.h's Crc32cAppend), else nullptr and it is computed here.
+void seal_batch_in_place(uint8_t* file, BatchHeader& h, const int32_t* labels, const int64_t* ids,
+                         const uint64_t* offsets, const uint32_t* images_crc);
+
 // Lays the batch out as file bytes (header and CRCs filled in).
 std::vector<uint8_t> encode_batch(const Batch& batch);
 // Writes it atomically (temporary name, fsync, rename); returns the header CRC, which covers

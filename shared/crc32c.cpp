@@ -99,7 +99,35 @@ uint32_t crc_sse42(const uint8_t* p, size_t n, uint32_t c) {
 }
 #endif
 
+// The raw register (no inversions) extended over n zero bytes.
+uint32_t raw_over_zeros(uint32_t c, size_t n) {
+  static const uint8_t zeros[8192] = {};
+  for (size_t left = n; left > 0;) {
+    const size_t k = left < sizeof zeros ? left : sizeof zeros;
+#if defined(__x86_64__)
+    static const bool hw = __builtin_cpu_supports("sse4.2");
+    c = hw ? crc_sse42(zeros, k, c) : crc_table(zeros, k, c);
+#else
+    c = crc_table(zeros, k, c);
+#endif
+    left -= k;
+  }
+  return c;
+}
+
 }  // namespace
+
+// The register is linear in its start value over zero bytes, and crc32c(A || B) works out to
+// zeros_B(crc32c(A)) ^ crc32c(B), where zeros_B is that linear map over |B| zero bytes.
+Crc32cAppend::Crc32cAppend(size_t piece_bytes) {
+  for (int i = 0; i < 32; ++i) column_[i] = raw_over_zeros(1u << i, piece_bytes);
+}
+
+uint32_t Crc32cAppend::operator()(uint32_t crc_a, uint32_t crc_b) const {
+  uint32_t r = 0;
+  for (int i = 0; i < 32; ++i) r ^= column_[i] & (0u - ((crc_a >> i) & 1u));
+  return r ^ crc_b;
+}
 
 uint32_t crc32c(const void* data, size_t n, uint32_t crc) {
   const auto* p = static_cast<const uint8_t*>(data);

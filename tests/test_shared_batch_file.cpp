@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -106,6 +107,34 @@ TEST(Crc32c, LongBuffersMatchTheDefinition) {
       const uint8_t* p = buf.data() + off;
       EXPECT_EQ(crc32c(p, n), crc32c_bitwise(p, n, 0)) << n << " bytes at offset " << off;
       EXPECT_EQ(crc32c(p, n, 0x12345678u), crc32c_bitwise(p, n, 0x12345678u)) << n << " bytes, extended";
+    }
+  }
+}
+
+TEST(Crc32c, AppendJoinsPiecesChecksums) {
+  std::mt19937 rng(3);
+  for (size_t piece : {1u, 7u, 64u, 4096u, 49152u, 196608u}) {
+    std::vector<uint8_t> data(piece * 5);
+    for (auto& b : data) b = uint8_t(rng());
+    const Crc32cAppend append(piece);
+    uint32_t joined = 0;  // crc32c of nothing
+    for (size_t k = 0; k < 5; ++k) joined = append(joined, crc32c(data.data() + k * piece, piece));
+    EXPECT_EQ(joined, crc32c(data.data(), data.size())) << piece;
+  }
+}
+
+// A file built in place (the images written first, the rest sealed around them) is the file
+// encode_batch makes of the same batch, raw and JPEG, with the images' CRC given or computed.
+TEST(BatchFile, SealedInPlaceIsTheEncodedBytes) {
+  for (const Batch& b : {random_raw_batch(37, {5, 7, 3}, 4), random_jpeg_batch(23, 5), random_raw_batch(0, {2, 2, 1}, 6)}) {
+    BatchHeader h = batch_layout(b.shape, b.encoding, b.batch_index, b.count(), b.images.size());
+    for (bool given : {false, true}) {
+      std::vector<uint8_t> file(h.file_bytes, 0xab);  // what the padding held before must not matter
+      if (!b.images.empty()) std::memcpy(file.data() + h.images_offset, b.images.data(), b.images.size());
+      const uint32_t crc = crc32c(b.images.data(), b.images.size());
+      seal_batch_in_place(file.data(), h, b.labels.data(), b.ids.data(),
+                          b.encoding == Encoding::jpeg ? b.offsets.data() : nullptr, given ? &crc : nullptr);
+      EXPECT_EQ(file, encode_batch(b)) << b.count() << " samples, CRC given: " << given;
     }
   }
 }

@@ -1,0 +1,21 @@
+// `datagen bench-decode --concurrent N`: the machine's ceiling for any decoder of these JPEGs, N
+// plain TurboJPEG decoders at once (one thread per core, each over its share, held in memory).
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace convoy::datagen {
+
+struct CeilingOptions {
+  std::string input;     // a tar or folder of JPEGs
+  int size = 256;        // decoded at datagen's DCT scale for this output size (0: full size)
+  int channels = 3;
+  size_t limit = 1000;   // JPEGs taken from the start of the input, dealt round-robin to the decoders
+  int decoders = 1;      // at once, each pinned to a core of the process's CPU set (in order)
+  double seconds = 3.0;  // each decodes its share over and over until this much time has passed
+};
+
+// Prints one line per decoder and the sum; the last line reads "images/s in all: X". Returns 0.
+int decode_ceiling(const CeilingOptions& opt);
+
+}  // namespace convoy::datagen

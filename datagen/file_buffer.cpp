@@ -1,0 +1,30 @@
+// Aligned allocation without initialisation: a 200 MB file's zero fill alone would cost a pass over
+// memory that the samples overwrite anyway.
+#include "datagen/file_buffer.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "shared/atomic_file.h"
+
+namespace convoy::datagen {
+
+size_t direct_aligned(size_t bytes) {
+  constexpr size_t a = AtomicFile::kDirectAlign;
+  return (bytes + a - 1) / a * a;
+}
+
+void FileBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
+
+void FileBuffer::reserve(size_t bytes) {
+  const size_t want = direct_aligned(bytes);
+  if (want <= capacity_) return;
+  data_.reset();
+  capacity_ = 0;
+  void* p = nullptr;
+  if (posix_memalign(&p, AtomicFile::kDirectAlign, want) != 0) throw std::bad_alloc();
+  data_.reset(static_cast<uint8_t*>(p));
+  capacity_ = want;
+}
+
+}  // namespace convoy::datagen
