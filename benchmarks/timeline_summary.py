@@ -4,11 +4,13 @@
 #
 #   timeline_summary.py TIMELINE.json [--tracks]     (--tracks: one line per thread as well)
 import json
+import signal
 import sys
 from collections import defaultdict
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if len(sys.argv) < 2:
         sys.exit("usage: timeline_summary.py TIMELINE.json [--tracks]")
     doc = json.load(open(sys.argv[1]))
@@ -36,12 +38,14 @@ def main():
         n = names.get(key, "")
         return "writer" if n.startswith("writer") else "decoding" if "decoding" in n else "other"
 
+    steps = {"exec", "MPI init", "index", "broadcast", "plan", "set-up", "drain", "reduce", "finish"}
     by_kind = defaultdict(lambda: defaultdict(float))
     count = defaultdict(int)
     for key, v in spans.items():
         count[kind(key)] += 1
         for a, b, m in v:
-            by_kind[kind(key)][m] += b - a
+            if m not in steps:
+                by_kind[kind(key)][m] += b - a
     region = last - first
     for k, phases in sorted(by_kind.items()):
         busy = sum(t for m, t in phases.items() if m not in ("wait",))

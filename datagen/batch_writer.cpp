@@ -25,9 +25,11 @@ BatchFileEntry entry_on_disk(const std::string& name, const std::string& path) {
 }  // namespace
 
 size_t batch_files_in_memory(double file_bytes, int threads) {
-  return std::clamp<size_t>(size_t(8.0 * double(1ull << 30) / std::max(1.0, file_bytes)), 2,
-                            2 + size_t(threads + 1) / 2);
+  const size_t most = threads >= 8 ? 4 : threads > 1 ? 3 : 2;
+  return std::clamp<size_t>(size_t(8.0 * double(1ull << 30) / std::max(1.0, file_bytes)), 2, most);
 }
+
+int batch_writers(int threads) { return std::clamp(threads / 4, 2, 4); }
 
 BatchWriter::BatchWriter(std::string dir, size_t in_memory, int writers)
     : dir_(std::move(dir)), in_memory_(std::max<size_t>(2, in_memory)) {

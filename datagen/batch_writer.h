@@ -24,10 +24,15 @@
 namespace convoy::datagen {
 
 // How many batch files of `file_bytes` a rank of `threads` threads holds at once: the one being
-// made, the end of the one before, and those being written, by one writer per two threads (a
-// writer spends most of a file waiting for the disk, and at 16 threads a file is made in a few ms);
-// fewer when they are large, so that they stay within 8 GiB (a file is at most 4 GiB).
+// made and the one before, whose last part and fsync may still be under way (the rest of it was
+// written while it was made); with several threads one more, begun while the last samples of the
+// one being made are still in other threads' hands, and with 8 or more another, for the jitter of
+// the disk. Fewer when they are large, so that they stay within 8 GiB (a file is at most 4 GiB).
+// Few files also means little memory touched for the first time, which costs about as much per
+// byte as writing it to the disk does (75 us per 196 KB sample on the 2-core VM).
 size_t batch_files_in_memory(double file_bytes, int threads);
+// Writer threads: enough that parts of a file go to the disk while the file before is made durable.
+int batch_writers(int threads);
 
 // A batch file made in memory and sealed (seal_batch_in_place): its whole bytes as on disk. Bytes
 // [parts_from, parts_to) of it went to the writer already as parts (none when they are equal).

@@ -40,6 +40,20 @@ Plan make_plan(uint64_t num_samples, uint32_t per_file, uint64_t seed) {
   return plan;
 }
 
+double rank_balance(uint64_t samples, uint32_t per_file, int ranks) {
+  if (samples == 0 || ranks < 1) return 1.0;
+  const uint64_t files = (samples + per_file - 1) / per_file, rounds = (files + uint64_t(ranks) - 1) / uint64_t(ranks);
+  const uint64_t busiest = std::min<uint64_t>(samples, rounds * per_file);
+  return double(samples) / (double(ranks) * double(busiest));
+}
+
+uint32_t even_per_file(uint64_t samples, uint32_t per_file, int ranks) {
+  const uint64_t files = (samples + per_file - 1) / per_file;
+  const uint64_t rounds = std::max<uint64_t>(1, (files + uint64_t(ranks) - 1) / uint64_t(ranks));
+  const uint64_t per_rank_round = uint64_t(ranks) * rounds;
+  return uint32_t(std::max<uint64_t>(1, (samples + per_rank_round - 1) / per_rank_round));
+}
+
 RankShare rank_share(const Plan& plan, int rank, int ranks) {
   RankShare share;
   share.files_per_rank.assign(size_t(ranks), 0);

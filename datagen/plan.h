@@ -24,6 +24,12 @@ struct Plan {
 
 Plan make_plan(uint64_t num_samples, uint32_t per_file, uint64_t seed);
 
+// Files go to ranks whole, so when they do not deal evenly some ranks sit idle for part of the run
+// (all of it, with fewer files than ranks). The share of the run the ranks work, 1 when even.
+double rank_balance(uint64_t samples, uint32_t per_file, int ranks);
+// A --per-file that deals the files evenly to `ranks` (as many files per rank as now, at least one).
+uint32_t even_per_file(uint64_t samples, uint32_t per_file, int ranks);
+
 // What the plan deals to one rank.
 struct RankShare {
   std::vector<uint64_t> files;           // its batch files, in order

@@ -97,6 +97,16 @@ void log_index(const InputIndex& index, double scan_seconds) {
            index.rejects.size());
 }
 
+// Ranks left without work for a tenth of the run or more: one line saying how to avoid it.
+void log_rank_balance(uint64_t samples, uint32_t per_file, int ranks) {
+  const double balance = rank_balance(samples, per_file, ranks);
+  if (balance >= 0.9) return;
+  const uint64_t files = (samples + per_file - 1) / per_file;
+  log_info("%d ranks and %llu batch files of %u samples: batch files are made whole by one rank each, so the ranks "
+           "work only %.0f %% of the run; --per-file %u deals them evenly (or run fewer ranks, with more --threads each)",
+           ranks, (unsigned long long)files, per_file, 100 * balance, even_per_file(samples, per_file, ranks));
+}
+
 // This rank's batch files made (or kept) and written, their samples added to `sums`; then it
 // waits for every rank's. An error here ends the whole job: the other ranks may be waiting.
 RankResult make_rank_files(const RunOptions& opt, const InputIndex& index, const Plan& plan, const RankShare& share,
@@ -108,7 +118,7 @@ RankResult make_rank_files(const RunOptions& opt, const InputIndex& index, const
     const SampleSource source(index, share.samples);
     mine.phases.read += w.seconds();  // streamed inputs are read here
     const size_t in_memory = batch_files_in_memory(double(opt.per_file) * double(opt.shape().bytes()), threads);
-    BatchWriter writer(opt.output, in_memory, int(std::max<size_t>(1, in_memory - 2)));
+    BatchWriter writer(opt.output, in_memory, batch_writers(threads));
     if (lanes && opt.gpu_always) lanes->wait_ready();
     const int listed = lanes ? std::max(1, gpu_resize_listed_gpus()) : 1;
     FileMaker maker(opt, index, plan, source, threads, lanes, mpi.rank(), (mpi.local_size() + listed - 1) / listed);
@@ -172,6 +182,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
 
   const Plan plan = make_plan(index.entries.size(), opt.per_file, opt.seed);
   const RankShare share = rank_share(plan, mpi.rank(), mpi.size());
+  log_rank_balance(index.entries.size(), opt.per_file, mpi.size());
   cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
   DatasetSums sums(index.classes.size(), opt.shape());
   steps.plan = lap(Span::plan);
