@@ -45,8 +45,25 @@ if ! "$dg" --input "$work/t10k.tar" --output "$work/gpu" --size 28 --channels 1 
 fi
 [ ! -e "$work/ds" ] || { echo "refused runs created the output folder"; exit 1; }
 
-"$dg" "${ok[@]}" 2> "$work/run.log"
+"$dg" "${ok[@]}" --timeline "$work/timeline.json" 2> "$work/run.log"
 grep -q "phases" "$work/run.log" || { echo "no per-phase breakdown"; exit 1; }
+grep -qE "steps, wall seconds on rank 0: exec [0-9.]+, MPI init [0-9.]+, index [0-9.]+, .*finish [0-9.]+" "$work/run.log" ||
+  { echo "no start-up and end steps on the phase line"; exit 1; }
+# The timeline: Chrome trace events, one track per decoding and writer thread, the start-up steps
+# on the main thread, a span for every sample's decode, and the same steps in dataset.json.
+/usr/bin/python3 - "$work/timeline.json" "$work/ds/dataset.json" <<'PY'
+import collections, json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+spans = collections.Counter(e["name"] for e in events if e["ph"] == "X")
+assert any(n.startswith("main") for n in names.values()) and any(n.startswith("writer") for n in names.values()), names
+for step in ("exec", "index", "broadcast", "plan", "set-up", "reduce", "finish"):
+    assert spans[step] == 1, (step, spans)
+assert spans["decode"] == 10000 and spans["write"] >= 4 and spans["fsync"] == 4, spans
+assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in events if e["ph"] == "X")
+steps = json.load(open(sys.argv[2]))["timings"]["steps"]
+assert set(steps) >= {"exec", "mpi_init", "index", "files", "drain"}, steps
+PY
 grep -q "progress 10000/10000" "$work/run.log" || { echo "no final progress line"; exit 1; }
 "$dg" verify "$work/ds"
 "$dg" inspect "$work/ds" > "$work/inspect.txt"
@@ -100,6 +117,10 @@ with tarfile.open(sys.argv[1], "w") as tar:
         tar.addfile(info, buf)
 PY
 "$dg" bench-decode --input "$work/jpegs.tar" --size 32 --limit 6 --repeat 1 > "$work/bench.txt"
+# --concurrent: that many plain decoders at once, each with its rate, and their sum.
+"$dg" bench-decode --input "$work/jpegs.tar" --size 32 --limit 6 --concurrent 2 --seconds 0.2 > "$work/ceiling.txt"
+[ "$(grep -cE "^  decoder [01] \(cpu -?[0-9]+\): [0-9]+\.[0-9] images/s" "$work/ceiling.txt")" -eq 2 ] &&
+  grep -qE "^images/s in all: [0-9]+\.[0-9]" "$work/ceiling.txt" || { cat "$work/ceiling.txt"; exit 1; }
 grep -q "6 JPEGs" "$work/bench.txt" || { cat "$work/bench.txt"; exit 1; }
 for what in "floor" "entropy decoding alone" "no resize" "(DCT scaling) + resize" "(full size) + resize"; do
   grep -F -- "$what" "$work/bench.txt" | grep -qE " [0-9]+\.[0-9] images/s" ||

@@ -20,6 +20,7 @@ run() {  # run <name> <np or 0 for no mpirun> <threads>
 }
 
 run ref 0 1
+! grep -q "MPI init [1-9]" "$work/ref.log" || { echo "a run without mpirun started MPI"; cat "$work/ref.log"; exit 1; }
 n=$(ls "$work/ref"/batch_*.cvb | wc -l)
 [ "$n" -eq 15 ] || { echo "expected 15 batch files, got $n"; exit 1; }
 for np in 1 2 3; do
@@ -40,6 +41,13 @@ assert tb["ranks"] == int(sys.argv[3]) and tb["threads"] == int(sys.argv[4]), tb
 PY
   done
 done
+
+# Fewer batch files than ranks: one line says how many ranks idle and which --per-file deals evenly.
+"${mpi[@]}" -np 3 "$bin/datagen" --input "$work/t10k.tar" --output "$work/few" --size 8 --channels 1 \
+  --classes "$work/classes.txt" --per-file 5000 --threads 1 2> "$work/few.log"
+grep -q "3 ranks and 2 batch files of 5000 samples: .* work only 67 % of the run; --per-file 3334 deals them evenly" \
+  "$work/few.log" || { echo "no line about the idle rank"; cat "$work/few.log"; exit 1; }
+! grep -q "deals them evenly" "$work/np3_t1.log" || { echo "15 files for 3 ranks is even"; exit 1; }
 
 # The samples are the right images: compare against the IDX files, slot by slot, via the sample ids
 # and the saved index (each PNG's name holds its IDX position).
