@@ -53,6 +53,11 @@ void BatchWriter::throw_if_failed() {
   if (!error_.empty()) throw Error(error_);
 }
 
+void BatchWriter::add_spare(std::vector<FileBuffer> buffers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = buffers.rbegin(); it != buffers.rend(); ++it) spare_.push_back(std::move(*it));  // the first first
+}
+
 FileBuffer BatchWriter::begin_file(const std::function<void()>& before_wait) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto may = [&] { return held_ < in_memory_ || !error_.empty(); };

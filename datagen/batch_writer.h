@@ -52,6 +52,8 @@ class BatchWriter {
   BatchWriter(const BatchWriter&) = delete;
   BatchWriter& operator=(const BatchWriter&) = delete;
 
+  // Memory for the files to come (begin_file() hands it out first).
+  void add_spare(std::vector<FileBuffer> buffers);
   // Waits until one more batch file may be held; returns memory for it, that of a written file
   // when there is one (its pages are already mapped), of whatever size and contents it had.
   // Every begin_file() is followed by one submit() or submit_kept(), unless the run fails. Throws

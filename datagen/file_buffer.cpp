@@ -4,6 +4,7 @@
 // took 0.4 s for 200 MB on the 2-core VM, against 0.08 s for small pages.
 #include "datagen/file_buffer.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -27,6 +28,29 @@ void FileBuffer::reserve(size_t bytes) {
   if (posix_memalign(&p, AtomicFile::kDirectAlign, want) != 0) throw std::bad_alloc();
   data_.reset(static_cast<uint8_t*>(p));
   capacity_ = want;
+}
+
+PrefaultedBuffers::PrefaultedBuffers(size_t count, size_t bytes) : buffers_(count) {
+  for (FileBuffer& b : buffers_) b.reserve(bytes);
+  thread_ = std::thread([this] {
+    constexpr size_t kPage = 4096, kChunk = size_t(1) << 20;
+    for (FileBuffer& b : buffers_)
+      for (size_t at = 0; at < b.capacity(); at += kChunk) {
+        if (stop_.load(std::memory_order_relaxed)) return;
+        for (size_t p = at; p < std::min(b.capacity(), at + kChunk); p += kPage) b.data()[p] = 0;
+      }
+  });
+}
+
+PrefaultedBuffers::~PrefaultedBuffers() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<FileBuffer> PrefaultedBuffers::take() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  return std::move(buffers_);
 }
 
 }  // namespace convoy::datagen

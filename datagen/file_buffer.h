@@ -3,7 +3,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <memory>
+#include <thread>
+#include <vector>
 
 namespace convoy::datagen {
 
@@ -28,5 +31,24 @@ class FileBuffer {
 
 // Rounds up to the direct-I/O alignment.
 size_t direct_aligned(size_t bytes);
+
+// Memory for a rank's first batch files, its pages faulted in by a thread of its own while the
+// rank starts up (the index, the broadcast, the plan), when its cores would otherwise wait: a page
+// touched for the first time costs about as much as writing it to the disk (75 us per 196 KB
+// sample on the 2-core VM), and a rank of one thread touches half its samples' memory for the first
+// time. The thread stops when the buffers are taken; the pages it did not reach fault in on use.
+class PrefaultedBuffers {
+ public:
+  PrefaultedBuffers(size_t count, size_t bytes);
+  ~PrefaultedBuffers();  // stops the thread
+  PrefaultedBuffers(const PrefaultedBuffers&) = delete;
+  PrefaultedBuffers& operator=(const PrefaultedBuffers&) = delete;
+  std::vector<FileBuffer> take();
+
+ private:
+  std::vector<FileBuffer> buffers_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 }  // namespace convoy::datagen

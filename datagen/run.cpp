@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "datagen/batch_writer.h"
+#include "datagen/file_buffer.h"
 #include "datagen/file_maker.h"
 #include "datagen/gpu_lanes.h"
 #include "datagen/gpu_resize.h"
@@ -107,18 +108,31 @@ void log_rank_balance(uint64_t samples, uint32_t per_file, int ranks) {
            ranks, (unsigned long long)files, per_file, 100 * balance, even_per_file(samples, per_file, ranks));
 }
 
+size_t files_in_memory(const RunOptions& opt, int threads) {
+  return batch_files_in_memory(double(opt.per_file) * double(opt.shape().bytes()), threads);
+}
+
+// Raw output: the memory of the rank's first files, faulted in while it starts up.
+std::unique_ptr<PrefaultedBuffers> prefault(const RunOptions& opt, int threads) {
+  if (opt.encoding != Encoding::raw) return nullptr;
+  const uint64_t n = opt.per_file;
+  const size_t bytes = batch_layout(opt.shape(), Encoding::raw, 0, n, n * opt.shape().bytes()).file_bytes;
+  return std::make_unique<PrefaultedBuffers>(files_in_memory(opt, threads), bytes);
+}
+
 // This rank's batch files made (or kept) and written, their samples added to `sums`; then it
 // waits for every rank's. An error here ends the whole job: the other ranks may be waiting.
 RankResult make_rank_files(const RunOptions& opt, const InputIndex& index, const Plan& plan, const RankShare& share,
-                           int threads, GpuLanes* lanes, const MpiContext& mpi, DatasetSums& sums, Steps& steps) {
+                           int threads, GpuLanes* lanes, const MpiContext& mpi, DatasetSums& sums, Steps& steps,
+                           PrefaultedBuffers* memory) {
   RankResult mine;
   try {
     Laps lap;
     Stopwatch w;
     const SampleSource source(index, share.samples);
     mine.phases.read += w.seconds();  // streamed inputs are read here
-    const size_t in_memory = batch_files_in_memory(double(opt.per_file) * double(opt.shape().bytes()), threads);
-    BatchWriter writer(opt.output, in_memory, batch_writers(threads));
+    BatchWriter writer(opt.output, files_in_memory(opt, threads), batch_writers(threads));
+    if (memory) writer.add_spare(memory->take());
     if (lanes && opt.gpu_always) lanes->wait_ready();
     const int listed = lanes ? std::max(1, gpu_resize_listed_gpus()) : 1;
     FileMaker maker(opt, index, plan, source, threads, lanes, mpi.rank(), (mpi.local_size() + listed - 1) / listed);
@@ -164,6 +178,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
   validate_run_options(opt);
   const int threads = threads_per_rank(opt, mpi);
   const std::unique_ptr<GpuLanes> lanes = make_lanes(opt, threads, mpi);
+  const std::unique_ptr<PrefaultedBuffers> memory = prefault(opt, threads);
   double scan_seconds = 0;
   std::string text, error;
   if (mpi.rank() == 0) {
@@ -186,7 +201,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
   cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
   DatasetSums sums(index.classes.size(), opt.shape());
   steps.plan = lap(Span::plan);
-  const RankResult mine = make_rank_files(opt, index, plan, share, threads, lanes.get(), mpi, sums, steps);
+  const RankResult mine = make_rank_files(opt, index, plan, share, threads, lanes.get(), mpi, sums, steps, memory.get());
   lap.restart();
   sums.reduce_to_root(mpi);
   const RankResult all = gather_results(mine, mpi);
