@@ -58,6 +58,11 @@ void BatchWriter::add_spare(std::vector<FileBuffer> buffers) {
   for (auto it = buffers.rbegin(); it != buffers.rend(); ++it) spare_.push_back(std::move(*it));  // the first first
 }
 
+std::vector<FileBuffer> BatchWriter::take_spare() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(spare_, {});
+}
+
 FileBuffer BatchWriter::begin_file(const std::function<void()>& before_wait) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto may = [&] { return held_ < in_memory_ || !error_.empty(); };

@@ -54,6 +54,8 @@ class BatchWriter {
 
   // Memory for the files to come (begin_file() hands it out first).
   void add_spare(std::vector<FileBuffer> buffers);
+  // The memory of written files, for whoever frees it (after finish()).
+  std::vector<FileBuffer> take_spare();
   // Waits until one more batch file may be held; returns memory for it, that of a written file
   // when there is one (its pages are already mapped), of whatever size and contents it had.
   // Every begin_file() is followed by one submit() or submit_kept(), unless the run fails. Throws
