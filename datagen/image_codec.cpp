@@ -73,12 +73,22 @@ cv::Mat ImageCodec::decode(const uint8_t* data, size_t n, int channels, int min_
 
 cv::Mat ImageCodec::decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
                            const Placement& place) {
+  return decode_any(data, n, channels, min_short, limits, place ? &place : nullptr, false);
+}
+
+cv::Mat ImageCodec::decode_centre(const uint8_t* data, size_t n, int channels, int min_short,
+                                  const DecodeLimits& limits, const Placement& place) {
+  return decode_any(data, n, channels, min_short, limits, place ? &place : nullptr, true);
+}
+
+cv::Mat ImageCodec::decode_any(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
+                               const Placement* place, bool centre) {
   if (n == 0) throw RejectError("empty member");
   const ImageFormat fmt = sniff_format(data, n);
   if (fmt == ImageFormat::png) return decode_png(data, n, channels, limits);
   if (fmt != ImageFormat::jpeg) throw RejectError("not a JPEG or PNG image (by content)");
   try {
-    return decode_jpeg(data, n, channels, min_short, limits, place ? &place : nullptr);
+    return decode_jpeg(data, n, channels, min_short, limits, place, centre);
   } catch (const RejectError&) {
     // A failed decompression can leave libjpeg-turbo 2.1's handle unusable for the next image
     // ("Unsupported marker" on sound files), so a fresh handle follows every failure.
@@ -90,7 +100,7 @@ cv::Mat ImageCodec::decode(const uint8_t* data, size_t n, int channels, int min_
 }
 
 cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
-                                const Placement* place) {
+                                const Placement* place, bool centre) {
 
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(dec_, data, static_cast<unsigned long>(n), &w, &h, &subsamp, &colorspace) != 0)
@@ -100,6 +110,8 @@ cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int
   const tjscalingfactor sf{1, jpeg_scale_denominator(w, h, min_short)};
   const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  if (centre && !cmyk && sw != sh)
+    if (cv::Mat square = decode_square(data, n, w, h, channels, sf.denom); !square.empty()) return square;
   const int pf = cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;
   uint8_t* placed = place != nullptr && !cmyk ? (*place)(sw, sh) : nullptr;
   const bool direct = placed != nullptr;
@@ -135,6 +147,21 @@ void ImageCodec::encode_jpeg(const uint8_t* pixels, int width, int height, int c
   }
   out.assign(buf, buf + size);
   tjFree(buf);
+}
+
+// Any trouble in the partial decode (libjpeg counts a corrupt-data warning as an error there,
+// where TurboJPEG decodes on) leaves the image to the whole decode, which then accepts or refuses
+// it exactly as before: the partial decode only ever gives the same pixels sooner.
+cv::Mat ImageCodec::decode_square(const uint8_t* data, size_t n, int w, int h, int channels, int scale) {
+  if (!region_) region_ = std::make_unique<JpegRegionDecoder>();
+  const int sw = scaled_length(w, scale), sh = scaled_length(h, scale), side = std::min(sw, sh);
+  const PixelRect r{(sw - side) / 2, (sh - side) / 2, side, side};
+  try {
+    const PixelView v = region_->decode(data, n, w, h, channels, scale, r);
+    return cv::Mat(side, side, CV_8UC(channels), const_cast<uint8_t*>(v.data), v.stride);
+  } catch (const std::exception&) {
+    return cv::Mat();
+  }
 }
 
 ImageCodec& thread_codec() {

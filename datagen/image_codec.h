@@ -4,11 +4,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <opencv2/core.hpp>
+
+#include "shared/jpeg_region.h"
 
 namespace convoy::datagen {
 
@@ -50,16 +53,28 @@ class ImageCodec {
   // If place gave memory and a RejectError follows, that memory holds no image.
   cv::Mat decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
                  const Placement& place);
+  // As decode(), but an RGB or grey JPEG may come back as only its centred square (side min(w, h)
+  // of the decoded size, from floor((w - side) / 2), floor((h - side) / 2)), which is all that a
+  // crop resize reads: only that square's iMCU columns are transformed and colour-converted, and
+  // the rows below it are never decoded (shared/jpeg_region.h). Its pixels are those of the whole
+  // decode. Valid until this codec's next call. Other images go as decode() with `place` takes them.
+  cv::Mat decode_centre(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
+                        const Placement& place);
   // JPEG-encodes an S x S x C image (4:2:0 for colour).
   void encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
                    std::vector<uint8_t>& out);
 
  private:
+  cv::Mat decode_any(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
+                     const Placement* place, bool centre);
   cv::Mat decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
-                      const Placement* place);
+                      const Placement* place, bool centre);
+  // The centred square alone, or an empty Mat when the whole decode must do it (see the .cpp).
+  cv::Mat decode_square(const uint8_t* data, size_t n, int w, int h, int channels, int scale);
 
   void* dec_ = nullptr;  // tjhandle
   void* enc_ = nullptr;
+  std::unique_ptr<JpegRegionDecoder> region_;
 };
 
 // The calling thread's codec, made on first use and kept for the thread's life.

@@ -1,7 +1,10 @@
 // datagen's decode and resize: JPEG (RGB, gray, CMYK, progressive, 4:4:4/4:2:0) with DCT scaling
 // to the smallest sufficient scale, PNG (8/16-bit, palette, RGBA, gray+alpha) found by content,
-// refusals of damaged and empty data, the pixel-count and aspect guards, and the resize policies.
+// refusals of damaged and empty data, the pixel-count and aspect guards, the resize policies, and
+// the centred square decoded alone for a crop.
 #include <gtest/gtest.h>
+
+#include <random>
 
 #include "datagen/image_codec.h"
 #include "datagen/png_codec.h"
@@ -64,6 +67,59 @@ TEST(DatagenDecode, JpegVariants) {
   expect_near(at3(decode(cmyk_jpeg(16, 16, 255, 0, 0, 255), 3), 8, 8), 255, 0, 0, 4);
   expect_near(at3(decode(cmyk_jpeg(16, 16, 255, 255, 255, 128), 3), 8, 8), 128, 128, 128, 4);
   EXPECT_EQ(decode(cmyk_jpeg(16, 16, 255, 0, 0, 255), 1).type(), CV_8UC1);
+}
+
+// The centred square alone (for a crop) is exactly the whole decode's centre: landscape, portrait and
+// square images, sides that are not whole MCUs, 4:2:0, 4:2:2, 4:4:4, grey and progressive, to RGB
+// and grey, at every DCT scale; and a JPEG cut short below its centre comes back as the whole decode
+// would have it, and one cut inside its centre too.
+TEST(DatagenDecode, CentreSquareIsTheWholeDecodesCentre) {
+  std::mt19937 rng(11);
+  ImageCodec whole, centre;
+  const DecodeLimits limits;
+  const auto check = [&](const Bytes& j, int channels, int min_short, const std::string& what) {
+    const auto* d = reinterpret_cast<const uint8_t*>(j.data());
+    cv::Mat full, sq;
+    std::string full_err, sq_err;
+    try {
+      full = whole.decode(d, j.size(), channels, min_short, limits).clone();
+    } catch (const RejectError& e) {
+      full_err = e.what();
+    }
+    try {
+      sq = centre.decode_centre(d, j.size(), channels, min_short, limits, {}).clone();
+    } catch (const RejectError& e) {
+      sq_err = e.what();
+    }
+    ASSERT_EQ(full_err, sq_err) << what;
+    if (!full_err.empty()) return;
+    // The whole image when the partial decode left it to the whole decode (a cut in the square's rows).
+    const int side = std::min(full.cols, full.rows);
+    const cv::Mat want =
+        sq.size() == full.size() ? full : full(cv::Rect((full.cols - side) / 2, (full.rows - side) / 2, side, side));
+    ASSERT_EQ(sq.size(), want.size()) << what;
+    ASSERT_EQ(cv::norm(sq, want, cv::NORM_INF), 0.0) << what;
+    if (what.find("cut") == std::string::npos && full.cols != full.rows)
+      EXPECT_EQ(sq.size(), cv::Size(side, side)) << what << ": a sound image decoded whole";
+  };
+  for (auto [w, h] : {std::pair{500, 375}, {375, 500}, {97, 61}, {61, 97}, {64, 64}, {333, 250}, {17, 300}})
+    for (int samp : {TJSAMP_420, TJSAMP_422, TJSAMP_444, TJSAMP_GRAY})
+      for (int flags : {0, TJFLAG_PROGRESSIVE}) {
+        std::vector<uint8_t> px(size_t(w) * size_t(h) * 3);
+        for (auto& v : px) v = uint8_t(rng());
+        const Bytes j = samp == TJSAMP_GRAY ? jpeg(std::vector<uint8_t>(px.begin(), px.begin() + w * h), w, h, TJPF_GRAY,
+                                                   samp, flags, 90)
+                                            : jpeg(px, w, h, TJPF_RGB, samp, flags, 90);
+        for (int channels : {1, 3})
+          for (int min_short : {0, 24, 60, 128}) {
+            const std::string what = std::to_string(w) + "x" + std::to_string(h) + " subsampling " +
+                                     std::to_string(samp) + " flags " + std::to_string(flags) + " channels " +
+                                     std::to_string(channels) + " min_short " + std::to_string(min_short);
+            check(j, channels, min_short, what);
+            check(j.substr(0, j.size() * 9 / 10), channels, min_short, what + ", cut below the centre");
+            check(j.substr(0, j.size() / 2), channels, min_short, what + ", cut inside the centre");
+          }
+      }
 }
 
 TEST(DatagenDecode, PngVariantsByContent) {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "shared/batch_file.h"
-#include "train/jpeg_region.h"
+#include "shared/jpeg_region.h"
 #include "train/net_config.h"
 
 namespace convoy {

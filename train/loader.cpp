@@ -13,7 +13,7 @@
 #include "shared/atomic_file.h"
 #include "shared/counter_rng.h"
 #include "shared/error.h"
-#include "train/jpeg_region.h"
+#include "shared/jpeg_region.h"
 
 namespace convoy {
 

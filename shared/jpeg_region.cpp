@@ -1,7 +1,7 @@
 // The partial decode. Rows above the region are skipped (entropy-decoded only: Huffman data has no
 // random access), rows below are never touched, and columns outside the region's iMCU columns are
 // neither transformed nor colour-converted.
-#include "train/jpeg_region.h"
+#include "shared/jpeg_region.h"
 
 #include <algorithm>
 #include <string>
