@@ -72,10 +72,10 @@ std::string png_encode(const uint8_t* pixels, int width, int height, int channel
   png.image.width = png_uint_32(width);
   png.image.height = png_uint_32(height);
   png.image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-  png_alloc_size_t size = 0;
   const png_int_32 stride = png_int_32(width * channels);
-  if (!png_image_write_get_memory_size(png.image, size, 0, pixels, stride, nullptr))
-    fail(std::string("PNG encoding failed: ") + png.image.message);
+  // Into a buffer of libpng's bound for the image: one encoding, where asking for the size first
+  // would encode it twice (idx2tar encodes ten thousand, a run's end its mean image).
+  png_alloc_size_t size = PNG_IMAGE_PNG_SIZE_MAX(png.image);
   std::string out(size, '\0');
   if (!png_image_write_to_memory(&png.image, out.data(), &size, 0, pixels, stride, nullptr))
     fail(std::string("PNG encoding failed: ") + png.image.message);
