@@ -80,7 +80,7 @@ step() {
 # classes only (about 8,000 images) for the one-core run.
 rm -rf "$work/train.tar" "$work/folder" "$work/sub.tar"
 step gen 240 "$python" "$here/benchmarks/ilsvrc_photos.py" "$photos" "$work" "$images"
-"$python" - "$work/train.tar" "$work/sub.tar" "${SUB_IMAGES:-8000}" <<'PY' 2>>"$out/gen.log"
+"$python" - "$work/train.tar" "$work/sub.tar" "${SUB_IMAGES:-8000}" >>"$out/gen.log" 2>&1 <<'PY'
 import sys, tarfile
 src, dst, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
 n = 0
