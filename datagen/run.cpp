@@ -796,6 +796,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
            index.entries.size(), scan_seconds, index.classes.size(), (unsigned long long)index.skipped,
            index.rejects.size());
 
+  Stopwatch plan_clock;
   const Plan plan = make_plan(index.entries.size(), opt.per_file, opt.seed);
   const uint64_t files = plan.num_files();
   std::vector<uint64_t> mine_ids, files_per_rank(size_t(ranks), 0);
@@ -803,6 +804,11 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
     ++files_per_rank[size_t(plan.owner(b, ranks))];
     if (plan.owner(b, ranks) == rank)
       mine_ids.insert(mine_ids.end(), plan.order.begin() + long(plan.file_begin(b)), plan.order.begin() + long(plan.file_end(b)));
+  }
+  if (opt.index_only) {
+    log_info("plan of %llu batch files in %.2f s; --index-only: stopping before decoding", (unsigned long long)files,
+             plan_clock.seconds());
+    return std::all_of(index.inputs.begin(), index.inputs.end(), [](const InputInfo& in) { return in.complete; }) ? 0 : 2;
   }
   cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
 

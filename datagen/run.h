@@ -34,6 +34,9 @@ struct RunOptions {
   // With gpu_resize and not gpu_always: the GPU is started only once the CPU resize time left,
   // per thread, is at least this many seconds (it then pays for CUDA's start-up).
   double gpu_min_saving = 0.5;
+  // Stop once the index is saved and the plan made, decoding nothing (a later run with the same
+  // options reuses the saved index).
+  bool index_only = false;
 };
 
 // Checks flags and inputs before any work; throws convoy::Error naming the flag or file.
