@@ -789,6 +789,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
                             "system all nodes share");
   }
   const InputIndex index = parse_index(text, join_path(opt.output, kIndexFile));
+  std::string().swap(text);  // the text is as large as the index: not held through the run beside it
   for (const auto& in : index.inputs)
     log_info("%s: %s input", in.path.c_str(), in.kind == InputKind::stream ? "compressed (streamed, no random access)" :
                                              in.kind == InputKind::folder ? "folder" : "tar (random access)");
@@ -890,7 +891,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   for (const auto& r : index.rejects) tsv += tsv_field(r.input) + "\t" + tsv_field(r.member) + "\t" + tsv_field(r.reason) + "\n";
   for (const auto& [id, why] : rejects) {
     const IndexEntry& e = index.entries[id];
-    tsv += tsv_field(index.inputs[e.input].path) + "\t" + tsv_field(e.path) + "\t" + tsv_field(why) + "\n";
+    tsv += tsv_field(index.inputs[e.input].path) + "\t" + tsv_field(std::string(e.path)) + "\t" + tsv_field(why) + "\n";
   }
   write_file_atomic(join_path(opt.output, kRejectsFile), tsv);
   write_file_atomic(join_path(opt.output, kMeanImageFile), mean_image_png(sums.mean_image(), opt.size, opt.channels));
