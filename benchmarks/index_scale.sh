@@ -24,7 +24,10 @@ while (($#)); do
 done
 python=${PYTHON:-/usr/bin/python3}
 datagen=${DATAGEN:-}
-[ -n "$datagen" ] || { [ -x "$here/../build/datagen" ] && datagen=$here/../build/datagen; } || datagen=$(command -v datagen)
+if [ -z "$datagen" ]; then
+  datagen=$here/../build/datagen
+  [ -x "$datagen" ] || datagen=$(command -v datagen)
+fi
 work=${INDEX_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/index_scale.XXXXXX")}
 mkdir -p "$work"
 ((keep)) || trap 'rm -rf "$work"' EXIT
@@ -62,7 +65,8 @@ fi
 
 "$python" - "$work" "$classes" "$per_class" "$full" "$(((made - start) / 1000000))" <<'PY'
 import os, re, sys
-work, classes, per_class, full, made = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5]) / 1e3
+work, classes, per_class = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+full, made = sys.argv[4] == "1", int(sys.argv[5]) / 1e3
 
 def read(name):
     log = open(f"{work}/{name}.log").read()

@@ -809,7 +809,8 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   if (opt.index_only) {
     log_info("plan of %llu batch files in %.2f s; --index-only: stopping before decoding", (unsigned long long)files,
              plan_clock.seconds());
-    return std::all_of(index.inputs.begin(), index.inputs.end(), [](const InputInfo& in) { return in.complete; }) ? 0 : 2;
+    const auto complete = [](const InputInfo& in) { return in.complete; };
+    return std::all_of(index.inputs.begin(), index.inputs.end(), complete) ? 0 : 2;
   }
   cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
 
@@ -891,7 +892,8 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   for (const auto& r : index.rejects) tsv += tsv_field(r.input) + "\t" + tsv_field(r.member) + "\t" + tsv_field(r.reason) + "\n";
   for (const auto& [id, why] : rejects) {
     const IndexEntry& e = index.entries[id];
-    tsv += tsv_field(index.inputs[e.input].path) + "\t" + tsv_field(std::string(e.path)) + "\t" + tsv_field(why) + "\n";
+    const std::string member(e.path);
+    tsv += tsv_field(index.inputs[e.input].path) + "\t" + tsv_field(member) + "\t" + tsv_field(why) + "\n";
   }
   write_file_atomic(join_path(opt.output, kRejectsFile), tsv);
   write_file_atomic(join_path(opt.output, kMeanImageFile), mean_image_png(sums.mean_image(), opt.size, opt.channels));

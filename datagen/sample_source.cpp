@@ -72,7 +72,8 @@ void SampleSource::read(uint64_t id, std::vector<uint8_t>& out) const {
     }
     case InputKind::stream: {
       auto it = streamed_.find(id);
-      if (it == streamed_.end()) fail_file(in.path, "member '" + std::string(e.path) + "' was not found when streaming");
+      if (it == streamed_.end())
+        fail_file(in.path, "member '" + std::string(e.path) + "' was not found when streaming");
       out = it->second;
       return;
     }

@@ -26,9 +26,11 @@ ScanProgress::ScanProgress(std::vector<uint64_t> input_sizes, std::FILE* out, bo
 }
 
 void ScanProgress::input(size_t i) {
-  before_ = 0;
-  for (size_t k = 0; k < i && k < sizes_.size(); ++k) before_ += sizes_[k];
+  // An input whose size is unknown counts as far as the walk read into it.
+  if (current_ < sizes_.size()) before_ += sizes_[current_] ? sizes_[current_] : pos_;
+  current_ = i;
   pos_ = 0;
+  inner_.clear();
 }
 
 void ScanProgress::member(uint64_t images, const std::string& inner_tar, uint64_t input_pos) {

@@ -3,6 +3,7 @@
 // line every 5 s otherwise, as the decoding progress of datagen/progress.h does).
 #pragma once
 #include <cstdint>
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -38,7 +39,8 @@ class ScanProgress {
   Pace pace_;
   uint64_t total_ = 0;        // bytes of all inputs; 0 when one is unknown
   uint64_t before_ = 0;       // bytes of the inputs already scanned
-  uint64_t pos_ = 0;          // how far into the current input
+  size_t current_ = SIZE_MAX;  // the input being scanned
+  uint64_t pos_ = 0;          // how far into it
   uint64_t images_ = 0, inner_tars_ = 0;
   std::string inner_;         // the inner tar of the last member
   Stopwatch clock_;
