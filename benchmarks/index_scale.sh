@@ -32,18 +32,21 @@ work=${INDEX_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/index_scale.XXXXXX")}
 mkdir -p "$work"
 ((keep)) || trap 'rm -rf "$work"' EXIT
 
-# measure NAME cmd...: runs cmd with its stderr in NAME.log and its peak RSS (KiB) in NAME.rss,
-# by /usr/bin/time -v where there is one, else by the kernel's account of a finished child.
+# measure NAME cmd...: runs cmd with its stderr in NAME.log, its peak RSS (KiB) and CPU seconds (user
+# + system) in NAME.rss, by /usr/bin/time -v where there is one, else by the kernel's account of a
+# finished child.
 measure() {
   local name=$1
   shift
   if [ -x /usr/bin/time ]; then
     /usr/bin/time -v -o "$work/$name.time" "$@" 2>"$work/$name.log"
-    awk -F': ' '/Maximum resident set size/ { print $2 }' "$work/$name.time" >"$work/$name.rss"
+    awk -F': ' '/Maximum resident set size/ { rss = $2 } /(User|System) time/ { cpu += $2 }
+                END { print rss, cpu }' "$work/$name.time" >"$work/$name.rss"
   else
     "$python" -c 'import resource, subprocess, sys
 code = subprocess.run(sys.argv[2:]).returncode
-open(sys.argv[1], "w").write(f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\n")
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write(f"{u.ru_maxrss} {u.ru_utime + u.ru_stime}\n")
 sys.exit(code)' "$work/$name.rss" "$@" 2>"$work/$name.log"
   fi
 }
@@ -73,8 +76,9 @@ def read(name):
     idx = re.search(r"index of (\d+) images in ([\d.]+) s", log)
     plan = re.search(r"plan of \d+ batch files in ([\d.]+) s", log)
     done = re.search(r"wrote .* in ([\d.]+) s \((\d+) images/s\)", log)
+    rss, cpu = open(f"{work}/{name}.rss").read().split()
     return {"members": int(idx.group(1)), "index_s": float(idx.group(2)), "plan_s": plan and float(plan.group(1)),
-            "rss_kib": int(open(f"{work}/{name}.rss").read()), "done": done}
+            "rss_kib": int(rss), "cpu_s": float(cpu), "done": done}
 
 base, train = read("base"), read("train")
 n = train["members"]
@@ -83,7 +87,7 @@ per_sample = (train["rss_kib"] - base["rss_kib"]) * 1024 / max(1, n - base["memb
 tsv = os.path.getsize(f"{work}/train.out/index.tsv")
 tar = os.path.getsize(f"{work}/train.tar")
 print(f"members: {n} ({classes} inner tars of {per_class}; tar of {tar / 1e6:.0f} MB made in {made:.1f} s)")
-print(f"index seconds: {train['index_s']:.2f}")
+print(f"index seconds: {train['index_s']:.2f} (the whole --index-only run: {train['cpu_s']:.2f} s of CPU)")
 print(f"plan seconds: {train['plan_s']:.2f}")
 print(f"peak RSS: {train['rss_kib'] / 1024:.1f} MiB ({base['rss_kib'] / 1024:.1f} MiB for {base['members']} members)")
 print(f"RSS per sample: {per_sample:.0f} bytes")
