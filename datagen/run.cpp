@@ -148,20 +148,27 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi) {
   const int threads = threads_per_rank(opt, mpi);
   const std::unique_ptr<GpuLanes> lanes = make_lanes(opt, threads, mpi);
   double scan_seconds = 0;
-  const std::string text = index_on_every_rank(opt, mpi, scan_seconds);
+  std::string text = index_on_every_rank(opt, mpi, scan_seconds);
   if (mpi.size() > 1) require_shared_output(opt);
   const InputIndex index = parse_index(text, join_path(opt.output, kIndexFile));
+  std::string().swap(text);  // the index holds its own copy of every path: the text is not needed again
   log_index(index, scan_seconds);
 
+  int status = 0;
+  for (const auto& in : index.inputs) status = in.complete ? status : 2;
+  Stopwatch plan_clock;
   const Plan plan = make_plan(index.entries.size(), opt.per_file, opt.seed);
   const RankShare share = rank_share(plan, mpi.rank(), mpi.size());
+  if (opt.index_only) {
+    log_info("plan of %llu batch files in %.2f s; --index-only: stopping before decoding",
+             (unsigned long long)plan.num_files(), plan_clock.seconds());
+    return status;
+  }
   cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
   DatasetSums sums(index.classes.size(), opt.shape());
   const RankResult mine = make_rank_files(opt, index, plan, share, threads, lanes.get(), mpi, sums);
   sums.reduce_to_root(mpi);
   const RankResult all = gather_results(mine, mpi);
-  int status = 0;
-  for (const auto& in : index.inputs) status = in.complete ? status : 2;
   if (mpi.rank() != 0) return status;
   finish_dataset(opt, index, {sums, all, mpi.size(), threads, scan_seconds, total, lanes.get(), status});
   return status;
