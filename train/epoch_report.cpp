@@ -53,7 +53,8 @@ nlohmann::json epoch_record(const EpochReport& r) {
                       {"train_loss", train_loss(r)}, {"train_acc", train_acc(r)}, {"seconds", r.seconds},
                       {"train_seconds", r.train_seconds}, {"t_io", r.t_io}, {"t_h2d", t.h2d}, {"t_fwd", t.fwd},
                       {"t_bwd", t.bwd}, {"t_update", t.update}, {"t_comm", t.comm},
-                      {"images_per_second", r.sums.samples / r.train_seconds}, {"input_stall", r.t_io / r.train_seconds},
+                      {"images_per_second", r.sums.samples / r.train_seconds},
+                      {"input_stall", r.t_io / r.train_seconds},
                       {"peak_rss_bytes", peak_rss_bytes()}, {"skipped_steps", r.sums.skipped}};
   if (t.idle) j["t_idle"] = *t.idle;
   if (r.eval) {

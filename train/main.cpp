@@ -60,15 +60,19 @@ void add_run_options(CLI::App& app, convoy::TrainOptions& t) {
   app.add_option("--shuffle-files", t.window_files, "shuffle buffer size in batch files");
   app.add_option("--log-every", t.log_every, "a progress line every N steps (0: none)");
   app.add_option("--metrics", t.metrics, "JSONL file of every metric");
-  app.add_option("--checkpoint", t.checkpoint, "checkpoint path, written at the end, on SIGINT/SIGTERM and every --checkpoint-every steps");
-  app.add_option("--checkpoint-every", t.checkpoint_every, "steps between checkpoints (0: only at the end and on signals)");
+  app.add_option("--checkpoint", t.checkpoint,
+                 "checkpoint path, written at the end, on SIGINT/SIGTERM and every --checkpoint-every steps");
+  app.add_option("--checkpoint-every", t.checkpoint_every,
+                 "steps between checkpoints (0: only at the end and on signals)");
   app.add_option("--resume", t.resume, "continue exactly from this checkpoint");
   app.add_option("--stop-after", t.stop_after, "stop after this many steps in all (writes the checkpoint)");
 }
 
 void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
-  add_choice(app, "--device", b.device, convoy::device_names(), "cpu | cuda | auto (default: a GPU when one is visible)");
-  app.add_flag("!--no-cuda-graph", b.cuda_graph, "CUDA backend: queue each step op by op instead of replaying a captured graph");
+  add_choice(app, "--device", b.device, convoy::device_names(),
+             "cpu | cuda | auto (default: a GPU when one is visible)");
+  app.add_flag("!--no-cuda-graph", b.cuda_graph,
+               "CUDA backend: queue each step op by op instead of replaying a captured graph");
   app.add_flag("!--no-space-to-depth", b.space_to_depth,
                "CUDA backend, bf16: feed a stride-2 first convolution (ResNet's 7x7 stem) 3 channels padded to 8 "
                "instead of 2x2 pixel blocks as 16 channels");
@@ -151,11 +155,13 @@ CLI::App* add_bench_loader(CLI::App& app, BenchLoaderArgs& a) {
   lb->add_option("--epochs", lbo.epochs, "epochs per mode (the first is left out of the median)");
   lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)");
   lb->add_option("--pad", lbo.pad, "zero padding before the random crop");
-  lb->add_flag("--random-resized-crop", lbo.random_resized_crop, "torchvision's RandomResizedCrop to --crop instead of a window");
+  lb->add_flag("--random-resized-crop", lbo.random_resized_crop,
+               "torchvision's RandomResizedCrop to --crop instead of a window");
   lb->add_flag("--no-flip", a.no_flip, "no random horizontal flip");
   lb->add_flag("--eval", a.eval, "the evaluation pass: file order, centred crop, partial last batch");
   lb->add_option("--eval-resize", lbo.eval_resize, "with --eval: the short side to this before the centred crop");
-  lb->add_flag("--mirror", lbo.mirror, "raw mode: mirror the samples in the loader (flips all 0), as the Python module does");
+  lb->add_flag("--mirror", lbo.mirror,
+               "raw mode: mirror the samples in the loader (flips all 0), as the Python module does");
   lb->add_option("--rank", lbo.rank, "the share of this rank (with --ranks)")->check(CLI::NonNegativeNumber);
   lb->add_option("--ranks", lbo.ranks, "ranks the dataset is dealt to")->check(CLI::PositiveNumber);
   lb->add_option("--seed", lbo.seed, "seed");

@@ -26,7 +26,8 @@ ScheduleKind schedule_kind(const std::string& name) {
   fail("schedule '" + name + "' is not one of: constant, cosine, onecycle, step");
 }
 
-Optimizer::Optimizer(const TrainRecipe& r, size_t params) : recipe(r), kind(optimizer_kind(r.optimizer)), m(params, 0.f) {
+Optimizer::Optimizer(const TrainRecipe& r, size_t params)
+    : recipe(r), kind(optimizer_kind(r.optimizer)), m(params, 0.f) {
   if (kind != OptimizerKind::sgd) v.assign(params, 0.f);
 }
 

@@ -63,7 +63,8 @@ std::unique_ptr<Loader> make_train_loader(const LoaderOptions& lo, const Dataset
 std::unique_ptr<Loader> make_val_loader(const std::string& dir, const LoaderOptions& lo, const DatasetMeta& meta) {
   if (dir.empty()) return nullptr;
   DatasetMeta vmeta = read_dataset_meta(dir);
-  if (!(vmeta.shape == meta.shape)) fail_file(join_path(dir, kDatasetJson), "image shape differs from the training data's");
+  if (!(vmeta.shape == meta.shape))
+    fail_file(join_path(dir, kDatasetJson), "image shape differs from the training data's");
   if (vmeta.classes != meta.classes)
     fail_file(join_path(dir, kDatasetJson), "class names differ from the training data's (" +
                                                 std::to_string(vmeta.classes.size()) + " vs " +
@@ -79,7 +80,9 @@ std::unique_ptr<Loader> make_val_loader(const std::string& dir, const LoaderOpti
 // Stops the run at the step (0-based over the run) whose loss was not finite; `loss` is this
 // rank's, finite where only another rank's was not.
 [[noreturn]] void fail_nonfinite(long long step, long long per_epoch, double loss) {
-  const char* what = std::isnan(loss) ? "nan" : std::isinf(loss) ? (loss > 0 ? "inf" : "-inf") : "not finite on another rank";
+  const char* what = std::isnan(loss)   ? "nan"
+                     : std::isinf(loss) ? (loss > 0 ? "inf" : "-inf")
+                                        : "not finite on another rank";
   fail("step " + std::to_string(step + 1) + " (epoch " + std::to_string(step / per_epoch + 1) + "): the loss is " +
        what + "; stopping (--skip-nonfinite skips such steps)");
 }
