@@ -26,7 +26,7 @@ class CpuStep final : public Step {
   // Trains net and opt in place.
   CpuStep(Net& net, Optimizer& opt, int ranks, bool skip_nonfinite);
   void train(const HostBatch& b, uint64_t key, double lr, EpochSums& sums) override;
-  double fold(EpochSums&) override { return last_loss_; }
+  double fold(EpochSums&) override { return last_loss_; }  // train() added this step's figures already
   NonFiniteLoss first_nonfinite() const override { return nonfinite_; }
   PhaseTimes take_times() override;
   void sync_to(Net&, Optimizer&) override {}

@@ -246,10 +246,14 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
   fold(sums);
   if (ranks_ > 1) add_up_ranks(sums);
   EpochReport r;
-  r.epoch = epoch, r.epochs = rec_.epochs, r.global_step = global_step_;
-  r.sums = sums, r.count_skipped = o_.skip_nonfinite;
+  r.epoch = epoch;
+  r.epochs = rec_.epochs;
+  r.global_step = global_step_;
+  r.sums = sums;
+  r.count_skipped = o_.skip_nonfinite;
   r.times = step_->take_times();
-  r.t_io = clock.t_io, r.train_seconds = clock.whole.seconds();
+  r.t_io = clock.t_io;
+  r.train_seconds = clock.whole.seconds();
   if (val_loader_) last_eval_ = evaluate(*step_, *val_loader_, net_.classes());
   r.eval = last_eval_;
   r.seconds = clock.whole.seconds();
