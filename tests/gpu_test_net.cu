@@ -21,7 +21,7 @@
 #include "rel_l2.h"
 #include "source_dir.h"
 #include "train/gpu_net.h"
-#include "train/layers/optimizer_update.h"
+#include "train/optimizer_update.h"
 #include "train/net_config.h"
 
 using namespace convoy;

@@ -10,7 +10,16 @@
 #include <vector>
 
 #include "train/gpu_context.h"
-#include "train/layers/gpu_ops.h"
+#include "train/cuda/input_layout.h"
+#include "train/cuda/layout_convert.h"
+#include "train/cuda/weight_copy.h"
+#include "train/layers/batchnorm.h"
+#include "train/layers/conv.h"
+#include "train/layers/dropout.h"
+#include "train/layers/elementwise.h"
+#include "train/layers/fc.h"
+#include "train/layers/pool.h"
+#include "train/layers/softmax_xent.h"
 #include "train/net.h"
 
 namespace convoy::gpu {

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "train/cuda/batch_metrics.h"
+#include "train/cuda/step_scalars.h"
+#include "train/optimizer_update.h"
+
 namespace convoy::gpu {
 namespace {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "shared/error.h"
-#include "train/layers/optimizer_update.h"
+#include "train/optimizer_update.h"
 
 namespace convoy {
 

@@ -1,6 +1,7 @@
 // CUDA twin of batchnorm.cpp through cuDNN's spatial batch norm, which keeps the same saved
 // statistics (mean, 1/sqrt(var + eps)) and the same unbiased running-variance update.
-#include "train/layers/gpu_ops.h"
+#include "train/gpu_context.h"
+#include "train/layers/batchnorm.h"
 
 namespace convoy::gpu {
 namespace {

@@ -4,9 +4,11 @@
 #include <vector>
 
 #include "shared/log.h"
-#include "train/layers/channels.cuh"
-#include "train/layers/gpu_ops.h"
-#include "train/layers/weight_copy.cuh"
+#include "train/cuda/channels.cuh"
+#include "train/cuda/input_layout.h"
+#include "train/cuda/weight_copy.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/conv.h"
 
 namespace convoy::gpu {
 namespace {

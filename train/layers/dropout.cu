@@ -1,8 +1,9 @@
 // CUDA twin of dropout.cpp: the same counter-based mask (splitmix64 of key, sample key and element
 // index), so CPU and GPU drop the same elements, for fp32 or bf16 activations.
 #include "shared/counter_rng.h"
-#include "train/layers/gpu_ops.h"
-#include "train/layers/storage.cuh"
+#include "train/cuda/storage.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/dropout.h"
 
 namespace convoy::gpu {
 namespace {

@@ -7,6 +7,10 @@
 
 #include "shared/counter_rng.h"
 
+#if CONVOY_HAVE_CUDA
+#include "train/cuda/storage.h"
+#endif
+
 namespace convoy {
 
 struct DropoutShape {
@@ -22,3 +26,20 @@ void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample
 void dropout_backward(const DropoutShape& s, const float* mask, const float* dy, float* dx);
 
 }  // namespace convoy
+
+#if CONVOY_HAVE_CUDA
+namespace convoy::gpu {
+
+class Context;
+
+// key: device pointer to the step's key, xor-ed with the layer's salt as the CPU twin does;
+// sample_keys is a device array of s.n keys; the mask equals the CPU twin's bit for bit (for bf16,
+// the kept value 1 / (1 - p) rounded to bf16; products use it unrounded).
+template <typename T>
+void dropout_forward(Context& ctx, const DropoutShape& s, const uint64_t* key, uint64_t salt,
+                     const uint64_t* sample_keys, const T* x, T* y, T* mask);
+template <typename T>
+void dropout_backward(Context& ctx, const DropoutShape& s, const T* mask, const T* dy, T* dx);
+
+}  // namespace convoy::gpu
+#endif

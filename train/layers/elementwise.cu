@@ -1,8 +1,9 @@
 // CUDA twin of elementwise.cpp: ReLU, residual add (alone or with the ReLU after it) and gradient
 // accumulation, for fp32 or bf16 elements (fp32 arithmetic either way; ReLU is exact in both), in
 // 16-byte packs where the pointers allow.
-#include "train/layers/gpu_ops.h"
-#include "train/layers/storage.cuh"
+#include "train/cuda/storage.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/elementwise.h"
 
 namespace convoy::gpu {
 namespace {

@@ -1,7 +1,11 @@
-// ReLU and residual add, elementwise over flat float buffers. Shared with the CUDA twins
-// (elementwise.cu).
+// ReLU, residual add and gradient accumulation, elementwise over flat buffers: the CPU reference
+// (elementwise.cpp) and the CUDA twins for fp32 or bf16 elements (elementwise.cu).
 #pragma once
 #include <cstddef>
+
+#if CONVOY_HAVE_CUDA
+#include "train/cuda/storage.h"
+#endif
 
 namespace convoy {
 
@@ -17,3 +21,27 @@ void add_forward(size_t count, const float* a, const float* b, float* y);
 void accumulate(size_t count, const float* src, float* dst);
 
 }  // namespace convoy
+
+#if CONVOY_HAVE_CUDA
+namespace convoy::gpu {
+
+class Context;
+
+template <typename T>
+void relu_forward(Context& ctx, size_t count, const T* x, T* y);
+template <typename T>
+void relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* dx);
+template <typename T>
+void add_forward(Context& ctx, size_t count, const T* a, const T* b, T* y);
+template <typename T>
+void accumulate(Context& ctx, size_t count, const T* src, T* dst);
+// y = max(0, a + b): a residual add and the ReLU after it in one pass. Its backward pass sends the
+// ReLU's input gradient (y > 0 ? dy : 0) to both inputs' gradients da and db, each written or, with
+// acc_*, added to (as accumulate); a null one is left out. Bit for bit the separate ops' results.
+template <typename T>
+void add_relu_forward(Context& ctx, size_t count, const T* a, const T* b, T* y);
+template <typename T>
+void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b);
+
+}  // namespace convoy::gpu
+#endif

@@ -3,8 +3,10 @@
 // bf16 nets with cublasGemmEx on bf16 inputs, summed in fp32, the weight gradient stored in fp32.
 #include <type_traits>
 
-#include "train/layers/channels.cuh"
-#include "train/layers/gpu_ops.h"
+#include "train/cuda/channels.cuh"
+#include "train/cuda/layout_convert.h"
+#include "train/gpu_context.h"
+#include "train/layers/fc.h"
 
 namespace convoy::gpu {
 namespace {

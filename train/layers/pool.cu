@@ -3,9 +3,10 @@
 // gradients are deterministic.
 #include <cfloat>
 
-#include "train/layers/gpu_ops.h"
-#include "train/layers/layout.cuh"
-#include "train/layers/storage.cuh"
+#include "train/cuda/layout.cuh"
+#include "train/cuda/storage.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/pool.h"
 
 namespace convoy::gpu {
 namespace {

@@ -1,8 +1,12 @@
-// Max, average and global average pooling over NCHW float tensors. The shape struct is shared
-// with the CUDA twin (pool.cu).
+// Max, average and global average pooling: the CPU reference over NCHW float tensors (pool.cpp)
+// and its CUDA twin for fp32 or bf16 elements in NCHW or NHWC (pool.cu), with one shape struct.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+
+#if CONVOY_HAVE_CUDA
+#include "train/cuda/storage.h"
+#endif
 
 namespace convoy {
 
@@ -26,3 +30,26 @@ void global_avg_pool_forward(int n, int c, int hw, const float* x, float* y);
 void global_avg_pool_backward(int n, int c, int hw, const float* dy, float* dx);
 
 }  // namespace convoy
+
+#if CONVOY_HAVE_CUDA
+namespace convoy::gpu {
+
+class Context;
+
+template <typename T>
+void max_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, int32_t* argmax,
+                      Layout layout = Layout::nchw);
+template <typename T>
+void max_pool_backward(Context& ctx, const PoolShape& s, const T* dy, const int32_t* argmax, T* dx,
+                       Layout layout = Layout::nchw);
+template <typename T>
+void avg_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, Layout layout = Layout::nchw);
+template <typename T>
+void avg_pool_backward(Context& ctx, const PoolShape& s, const T* dy, T* dx, Layout layout = Layout::nchw);
+template <typename T>
+void global_avg_pool_forward(Context& ctx, int n, int c, int hw, const T* x, T* y, Layout layout = Layout::nchw);
+template <typename T>
+void global_avg_pool_backward(Context& ctx, int n, int c, int hw, const T* dy, T* dx, Layout layout = Layout::nchw);
+
+}  // namespace convoy::gpu
+#endif

@@ -3,8 +3,9 @@
 // same pass, from the new fp32 weights.
 #include <cmath>
 
-#include "train/layers/gpu_ops.h"
-#include "train/layers/weight_copy.cuh"
+#include "train/cuda/weight_copy.cuh"
+#include "train/gpu_context.h"
+#include "train/optimizer_update.h"
 
 namespace convoy::gpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "train/layers/gpu_ops.h"
+#include "train/cuda/storage.h"
 
 namespace convoy::gpu {
 

@@ -1,11 +1,11 @@
-// Where the bf16 weight copy of a bf16 net keeps each flat weight (WeightCopy in gpu_ops.h): conv
+// Where the bf16 weight copy of a bf16 net keeps each flat weight (WeightCopy in weight_copy.h): conv
 // weights move from the CPU's [c_out, c, kh, kw] to cuDNN's NHWC filter order [c_out, kh, kw, c],
 // every other weight keeps its index. Shared by the copy's refresh, the fused optimiser updates
 // and the conv weight gradient's way back.
 #pragma once
 #include <cstddef>
 
-#include "train/layers/gpu_ops.h"
+#include "train/cuda/weight_copy.h"
 
 namespace convoy::gpu {
 

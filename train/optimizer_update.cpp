@@ -1,6 +1,6 @@
 // CPU reference optimiser updates, elementwise over the flat weights; the formulas are PyTorch's
 // so that the reference recipe carries over.
-#include "train/layers/optimizer_update.h"
+#include "train/optimizer_update.h"
 
 #include <cmath>
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <type_traits>
 
-#include "train/layers/gpu_ops.h"
-#include "train/layers/storage.cuh"
+#include "train/cuda/storage.cuh"
+#include "train/gpu_context.h"
 
 namespace convoy::gpu::channels {
 
