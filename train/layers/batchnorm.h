@@ -1,8 +1,10 @@
-// Batch normalisation (per channel over n, h, w), with batch statistics in training and running
-// statistics in evaluation: the CPU reference over NCHW (batchnorm.cpp) and its CUDA twins, fp32
-// NCHW through cuDNN (batchnorm.cu) and bf16 NHWC with own kernels (batchnorm_nhwc.cu).
+// The batch_norm op (`type = "batch_norm"`, per channel over n, h, w), with batch statistics in
+// training and running statistics in evaluation: the CPU reference over NCHW (batchnorm.cpp) and
+// its CUDA twins, fp32 NCHW through cuDNN (batchnorm.cu) and bf16 NHWC with own kernels (batchnorm_nhwc.cu).
 #pragma once
 #include <cstddef>
+
+#include "train/layers/op.h"
 
 #if CONVOY_HAVE_CUDA
 #include "train/cuda/storage.h"
@@ -26,6 +28,32 @@ void bn_forward_eval(const BnShape& s, const float* x, const float* gamma, const
 void bn_backward(const BnShape& s, const float* x, const float* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                  float* dbeta);
+
+struct BnParams : OpParams {
+  float eps = 1e-5f, momentum = 0.1f;
+};
+
+// Parameters gamma and beta, state the running mean and variance, aux the batch mean and 1/std.
+class BatchNormOp final : public Op {
+ public:
+  const char* type() const override { return "batch_norm"; }
+  std::vector<std::string> keys() const override { return {"eps", "momentum"}; }
+  std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
+  bool fuses_relu_bf16() const override { return true; }
+  OpShape shape(const ShapeIn& in) const override;
+  const char* weight_name() const override { return "gamma"; }
+  const char* bias_name() const override { return "beta"; }
+  bool init_params(const Node& nd, float* weights, float* state) const override;
+  CpuBuffers cpu_buffers(const Node& nd, int n) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_setup(gpu::GpuSetup& s) const override;
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+const Op& batch_norm_op();
 
 }  // namespace convoy
 

@@ -1,7 +1,9 @@
-// Convolution: the CPU reference over NCHW float tensors (im2col + sgemm, conv.cpp) and its CUDA
-// twin through cuDNN (conv.cu), called and tested with the same shape struct.
+// The conv op (`type = "conv"`): the CPU reference over NCHW float tensors (im2col + sgemm,
+// conv.cpp) and its CUDA twin through cuDNN (conv.cu), called and tested with the same shape struct.
 #pragma once
 #include <cstddef>
+
+#include "train/layers/op.h"
 
 #if CONVOY_HAVE_CUDA
 #include <cudnn.h>
@@ -29,6 +31,33 @@ void conv_forward(const ConvShape& s, const float* x, const float* w, const floa
 // bias. With s.relu, y is the forward output and dy is taken as zero where y is not positive.
 void conv_backward(const ConvShape& s, const float* x, const float* w, const float* y,
                    const float* dy, float* dx, float* dw, float* db);
+
+struct ConvParams : OpParams {
+  int filters = 0, kernel = 3, stride = 1, pad = 0, groups = 1;
+  bool bias = true;
+};
+
+// A conv node's op shape for a batch of n (without the fused ReLU), for the CPU and the GPU alike.
+ConvShape conv_shape(const Node& nd, int n);
+
+class ConvOp final : public Op {
+ public:
+  const char* type() const override { return "conv"; }
+  std::vector<std::string> keys() const override;
+  std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
+  std::string example() const override;
+  bool fuses_relu() const override { return true; }
+  OpShape shape(const ShapeIn& in) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  gpu::InputUse input_use(const Node& nd) const override;
+  void gpu_setup(gpu::GpuSetup& s) const override;
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+const Op& conv_op();
 
 }  // namespace convoy
 

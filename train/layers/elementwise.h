@@ -1,7 +1,10 @@
-// ReLU, residual add and gradient accumulation, elementwise over flat buffers: the CPU reference
-// (elementwise.cpp) and the CUDA twins for fp32 or bf16 elements (elementwise.cu).
+// The relu and add ops (`type = "relu"`, "add", the residual join) and gradient accumulation,
+// elementwise over flat buffers: the CPU reference (elementwise.cpp) and the CUDA twins for fp32
+// or bf16 elements (elementwise.cu).
 #pragma once
 #include <cstddef>
+
+#include "train/layers/op.h"
 
 #if CONVOY_HAVE_CUDA
 #include "train/cuda/storage.h"
@@ -19,6 +22,38 @@ void relu_backward(size_t count, const float* y, const float* dy, float* dx);
 void add_forward(size_t count, const float* a, const float* b, float* y);
 // dst += src, for gradients that reach one tensor from several consumers.
 void accumulate(size_t count, const float* src, float* dst);
+
+// A ReLU is often run by the layer before it (Op::fuses_relu, fuses_relu_bf16): then it does nothing.
+class ReluOp final : public Op {
+ public:
+  const char* type() const override { return "relu"; }
+  bool is_relu() const override { return true; }
+  OpShape shape(const ShapeIn& in) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+
+class AddOp final : public Op {
+ public:
+  const char* type() const override { return "add"; }
+  int arity() const override { return 2; }
+  bool fuses_relu_bf16() const override { return true; }
+  OpShape shape(const ShapeIn& in) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+  bool gpu_backward_all(const gpu::GpuLayer& l) const override;
+#endif
+};
+
+const Op& relu_op();
+const Op& add_op();
 
 }  // namespace convoy
 

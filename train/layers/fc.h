@@ -1,7 +1,9 @@
-// Fully connected layer: y[n][out] = x[n][in] . w[out][in] + b[out]; the CPU reference (fc.cpp)
-// and its CUDA twin (fc.cu) share the shape struct.
+// The fc op (`type = "fc"`), y[n][out] = x[n][in] . w[out][in] + b[out]: the CPU reference
+// (fc.cpp) and its CUDA twin (fc.cu) share the shape struct.
 #pragma once
 #include <cstddef>
+
+#include "train/layers/op.h"
 
 #if CONVOY_HAVE_CUDA
 #include "train/cuda/storage.h"
@@ -18,6 +20,32 @@ void fc_forward(const FcShape& s, const float* x, const float* w, const float* b
 // dw and db are overwritten; dx may be null.
 void fc_backward(const FcShape& s, const float* x, const float* w, const float* dy, float* dx,
                  float* dw, float* db);
+
+constexpr int kClassUnits = -1;  // units = "classes"
+
+struct FcParams : OpParams {
+  int units = 0;  // kClassUnits: as many as the dataset has classes
+  bool bias = true;
+};
+
+class FcOp final : public Op {
+ public:
+  const char* type() const override { return "fc"; }
+  std::vector<std::string> keys() const override { return {"units", "bias"}; }
+  std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
+  std::string example() const override { return "units = 5\n"; }
+  std::string wants_classes(const LayerSpec& s) const override;
+  OpShape shape(const ShapeIn& in) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  bool fp32_logits() const override { return true; }
+  void gpu_setup(gpu::GpuSetup& s) const override;
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+const Op& fc_op();
 
 }  // namespace convoy
 

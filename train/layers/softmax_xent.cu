@@ -1,8 +1,9 @@
 // CUDA twin of softmax_xent.cpp: one warp per sample (classes are few), max-subtracted, with the
 // sum of exponentials in double as on the CPU. Logits and their gradient may be bf16; everything in
-// between is fp32 or double.
+// between is fp32 or double. Then the softmax_xent op's passes.
 #include "train/cuda/storage.cuh"
 #include "train/gpu_context.h"
+#include "train/layers/gpu_layer.h"
 #include "train/layers/softmax_xent.h"
 
 namespace convoy::gpu {
@@ -57,3 +58,38 @@ template void softmax_xent_backward<float>(Context&, int, int, const float*, con
 template void softmax_xent_backward<bf16>(Context&, int, int, const float*, const int*, float, bf16*);
 
 }  // namespace convoy::gpu
+
+namespace convoy {
+namespace {
+
+using gpu::bf16;
+using gpu::GpuLayer;
+
+// Logits that stay fp32 in a bf16 net (an fc's, Op::fp32_logits) are read and given their gradient as fp32.
+template <typename T>
+void xent_forward(const GpuLayer& l) {
+  const gpu::GpuBatch& b = l.batch;
+  if (l.x_fp32[0])
+    gpu::softmax_xent_forward(l.ctx, b.n, b.classes, l.xs<float>(), b.labels, b.probs, b.losses);
+  else
+    gpu::softmax_xent_forward(l.ctx, b.n, b.classes, l.xs<T>(), b.labels, b.probs, b.losses);
+}
+
+template <typename T>
+void xent_backward(const GpuLayer& l, int k) {
+  if (!l.dx) return;
+  const gpu::GpuBatch& b = l.batch;
+  if (l.x_fp32[k])
+    gpu::softmax_xent_backward(l.ctx, b.n, b.classes, b.probs, b.labels, 1.f / float(b.n), l.grad_to<float>());
+  else
+    gpu::softmax_xent_backward(l.ctx, b.n, b.classes, b.probs, b.labels, 1.f / float(b.n), l.grad_to<T>());
+}
+
+}  // namespace
+
+void SoftmaxXentOp::gpu_forward(const GpuLayer& l) const { l.half ? xent_forward<bf16>(l) : xent_forward<float>(l); }
+void SoftmaxXentOp::gpu_backward(const GpuLayer& l, int k) const {
+  l.half ? xent_backward<bf16>(l, k) : xent_backward<float>(l, k);
+}
+
+}  // namespace convoy

@@ -1,6 +1,8 @@
-// Softmax cross-entropy loss over logits [n, classes] and integer labels: the CPU reference
-// (softmax_xent.cpp) and its CUDA twin (softmax_xent.cu).
+// The softmax_xent op (`type = "softmax_xent"`, the loss), softmax cross-entropy over logits
+// [n, classes] and integer labels: the CPU reference (softmax_xent.cpp) and its CUDA twin (softmax_xent.cu).
 #pragma once
+
+#include "train/layers/op.h"
 
 #if CONVOY_HAVE_CUDA
 #include "train/cuda/storage.h"
@@ -14,6 +16,21 @@ double softmax_xent_forward(int n, int classes, const float* logits, const int* 
 // d(mean loss)/d(logits) = (probs - onehot) * grad_scale, where grad_scale is normally 1 / n.
 void softmax_xent_backward(int n, int classes, const float* probs, const int* labels,
                            float grad_scale, float* dlogits);
+
+// The last layer: the net's probabilities and per-sample losses; its input's width is the classes.
+class SoftmaxXentOp final : public Op {
+ public:
+  const char* type() const override { return "softmax_xent"; }
+  bool is_loss() const override { return true; }
+  OpShape shape(const ShapeIn& in) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+const Op& softmax_xent_op();
 
 }  // namespace convoy
 
