@@ -1,4 +1,4 @@
-// The op table: every layer type a config may name. Adding a type is one line in registry.cpp
+// The op table: every layer type a config may name. Adding a type is one line in registry.def
 // (and the op's own files in train/layers/, which the build finds by itself).
 #pragma once
 #include <string>
