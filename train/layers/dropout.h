@@ -60,7 +60,8 @@ class Context;
 
 // key: device pointer to the step's key, xor-ed with the layer's salt as the CPU twin does;
 // sample_keys is a device array of s.n keys; the mask equals the CPU twin's bit for bit (for bf16,
-// the kept value 1 / (1 - p) rounded to bf16; products use it unrounded).
+// the kept value 1 / (1 - p) rounded to bf16; products use it unrounded). Element i is the i-th as
+// stored: in a bf16 net's NHWC tensor of more than one pixel, another element than the CPU's i-th.
 template <typename T>
 void dropout_forward(Context& ctx, const DropoutShape& s, const uint64_t* key, uint64_t salt,
                      const uint64_t* sample_keys, const T* x, T* y, T* mask);
