@@ -161,7 +161,9 @@ TEST(GpuNet, FmnistStepsMatchCpu) { steps_match("fmnist.toml", {1, 28, 28}, 32, 
 
 TEST(GpuNet, Resnet18StepsMatchCpu) { steps_match("resnet18.toml", {3, 32, 32}, 4, 3); }
 
-TEST(GpuNet, Resnet50StepsMatchCpu) { steps_match("resnet50.toml", {3, 32, 32}, 4, 3); }
+// At 64x64 and batch 8: at 32x32 and batch 4 the last stage's batch norms see four values per channel,
+// whose tiny variances amplify the last-bit differences of the convolution algorithms past 5e-2.
+TEST(GpuNet, Resnet50StepsMatchCpu) { steps_match("resnet50.toml", {3, 64, 64}, 8, 3); }
 
 // bf16: the bounds are two to four times what a CPU run that rounds every activation, activation
 // gradient, weight copy and conv weight gradient to bf16 (as the GPU stores them) shows against the
