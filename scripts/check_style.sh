@@ -110,7 +110,7 @@ long=$(awk -v root="$PWD/" '
   }' "$tidy_log" | sort -u -t: -k1,1 -k2,2n)
 if [ -n "$long" ]; then
   echo "$long"
-  echo "check_style: $(wc -l <<<"$long") functions in datagen/, train/ and shared/ are over $max_lines lines"
+  echo "check_style: functions in datagen/, train/ and shared/ over $max_lines lines: $(wc -l <<<"$long")"
   status=1
 fi
 [ "$status" -ne 0 ] || echo "check_style: ok"
