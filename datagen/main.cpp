@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "datagen/bench.h"
+#include "benchmarks/decode_bench.h"
 #include "datagen/dataset_tools.h"
 #include "datagen/idx_to_tar.h"
 #include "datagen/run.h"

@@ -9,7 +9,7 @@
 #include "shared/mpi_context.h"
 #include "train/blas_setup.h"
 #include "train/gpu_info.h"
-#include "train/loader_bench.h"
+#include "benchmarks/loader_bench.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 

@@ -12,7 +12,7 @@ import io
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: bench_pil.py ARCHIVE.tar [SIZE] [LIMIT] [box|bilinear]  (the filter to shrink; box: datagen's)")
+        sys.exit("usage: decode_pil.py ARCHIVE.tar [SIZE] [LIMIT] [box|bilinear]  (the filter to shrink; box: datagen's)")
     path, size = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 256
     limit = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
     blobs = []

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side by side on one GPU: convoy's train (CUDA backend, streaming from the batch files) and the
-# PyTorch baseline (scripts/bench/pytorch_train.py: eager and torch.compile, data resident on the
+# PyTorch baseline (benchmarks/pytorch_train.py: eager and torch.compile, data resident on the
 # GPU) on the same TOML config and the same batch files. Prints a Markdown table. For convoy,
 # "input stall" is t_io (the host waiting for the loader) + unhidden t_h2d, as a share of training
 # time; "GPU idle" is the time the GPU itself had nothing to run (unhidden t_h2d + t_idle), smaller
@@ -11,8 +11,8 @@
 # step, for convoy the GPU set-up (context, handles, arena, weights), for PyTorch the warm-up steps,
 # to the whole training time: the figure a user waits for.
 #
-#   scripts/bench-vs-pytorch.sh CONFIG TRAIN_DIR VAL_DIR [EPOCHS] [BATCH]
-#   e.g. scripts/bench-vs-pytorch.sh configs/fmnist.toml data/fmnist-train data/fmnist-t10k 15 128
+#   benchmarks/train_vs_pytorch.sh CONFIG TRAIN_DIR VAL_DIR [EPOCHS] [BATCH]
+#   e.g. benchmarks/train_vs_pytorch.sh configs/fmnist.toml data/fmnist-train data/fmnist-t10k 15 128
 # Environment: TRAIN (default build/train), PYTHON (default python3), CONVOY_ARGS (extra train flags),
 # CONVOY_VARIANTS (several sets of train flags separated by ';', one convoy row each, e.g.
 # "--precision tf32;--precision bf16"; CONVOY_ARGS goes with each),
@@ -71,7 +71,7 @@ for mode in ${TORCH_MODES-eager compile}; do
   [ "$mode" = compile-bf16 ] && extra+=(--compile --bf16)
   [ "$mode" = bf16-cl ] && extra+=(--bf16 --channels-last)
   [ "$mode" = compile-bf16-cl ] && extra+=(--compile --bf16 --channels-last)
-  "$python" "$here/bench/pytorch_train.py" "${args[@]}" "${extra[@]}" >>"$work/rows.jsonl"
+  "$python" "$here/pytorch_train.py" "${args[@]}" "${extra[@]}" >>"$work/rows.jsonl"
 done
 
 "$python" - "$work/rows.jsonl" <<'PY'

@@ -3,7 +3,7 @@
 # convoy batch files the way PyTorch runs fastest on one GPU, and optionally logs its loss curve.
 """PyTorch's best practice on convoy batch files, for comparison with convoy's `train`.
 
-    python3 scripts/bench/pytorch_train.py --config configs/resnet50.toml --data s224 --val s224 \\
+    python3 benchmarks/pytorch_train.py --config configs/resnet50.toml --data s224 --val s224 \\
         --epochs 3 --batch 256 --compile --bf16 --channels-last [--compile-mode max-autotune]
 
 The net: torchvision's ResNet-18 or ResNet-50 when the config's [net] name is resnet18 or resnet50
