@@ -130,7 +130,7 @@ void Net::init_weights(uint64_t seed) {
     const double fan_in = double(nd.w_count) / nd.out.c;
     const float bound = float(1 / std::sqrt(fan_in));
     std::uniform_real_distribution<float> u(-bound, bound);
-    if (cfg_.init == "kaiming") {
+    if (cfg_.init == InitRule::kaiming) {
       std::normal_distribution<float> g(0.f, float(std::sqrt(2 / fan_in)));
       for (size_t i = 0; i < nd.w_count; ++i) weights_[nd.w_off + i] = g(rng);
       std::fill(weights_.begin() + nd.b_off, weights_.begin() + nd.b_off + nd.b_count, 0.f);

@@ -4,6 +4,7 @@
 
 #include <toml++/toml.h>
 
+#include <map>
 #include <optional>
 #include <set>
 
@@ -65,6 +66,14 @@ struct Reader {
     }
     return v;
   }
+  // A string naming one of `names`' values.
+  template <typename E>
+  E get_enum(const toml::table& t, const char* key, E def, const std::map<std::string, E>& names) const {
+    if (!t.get(key)) return def;
+    std::set<std::string> choices;
+    for (const auto& kv : names) choices.insert(kv.first);
+    return names.at(get_str(t, key, "", choices));
+  }
   // A two-number array [lo, hi] with lo <= hi, each within [min, max].
   void get_range(const toml::table& t, const char* key, double out[2], double min, double max) const {
     const toml::node* n = t.get(key);
@@ -118,7 +127,7 @@ void read_net_table(const Reader& r, const toml::table& net, NetConfig& cfg) {
   cfg.fuse = r.get_bool(net, "fuse", cfg.fuse);
   cfg.classes = r.get_int(net, "classes", 0, 1, 1 << 24);
   cfg.name = r.get_str(net, "name", "", {});
-  cfg.init = r.get_str(net, "init", cfg.init, {"default", "kaiming"});
+  cfg.init = r.get_enum<InitRule>(net, "init", cfg.init, {{"default", InitRule::fan_in_uniform}, {"kaiming", InitRule::kaiming}});
   if (const toml::node* in = net.get("input")) {
     // Bounded as [data] crop is: a negative or wrapped side would reach the net as a huge size.
     const toml::array* a = in->as_array();
@@ -140,7 +149,9 @@ void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
               "[train]");
   tr.epochs = r.get_int(t, "epochs", tr.epochs, 1, 100000);
   tr.batch = r.get_int(t, "batch", tr.batch, 1, 1 << 20);
-  tr.optimizer = r.get_str(t, "optimizer", tr.optimizer, {"sgd", "adam", "adamw"});
+  tr.optimizer = r.get_enum<OptimizerKind>(
+      t, "optimizer", tr.optimizer,
+      {{"sgd", OptimizerKind::sgd}, {"adam", OptimizerKind::adam}, {"adamw", OptimizerKind::adamw}});
   tr.lr = r.get_num(t, "lr", tr.lr, 0, 1e3);
   tr.momentum = r.get_num(t, "momentum", tr.momentum, 0, 1);
   tr.nesterov = r.get_bool(t, "nesterov", tr.nesterov);
@@ -148,7 +159,11 @@ void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
   tr.beta1 = r.get_num(t, "beta1", tr.beta1, 0, 1);
   tr.beta2 = r.get_num(t, "beta2", tr.beta2, 0, 1);
   tr.adam_eps = r.get_num(t, "adam_eps", tr.adam_eps, 0, 1);
-  tr.schedule = r.get_str(t, "schedule", tr.schedule, {"constant", "step", "cosine", "onecycle"});
+  tr.schedule = r.get_enum<ScheduleKind>(t, "schedule", tr.schedule,
+                                        {{"constant", ScheduleKind::constant},
+                                         {"step", ScheduleKind::step},
+                                         {"cosine", ScheduleKind::cosine},
+                                         {"onecycle", ScheduleKind::onecycle}});
   tr.warmup_epochs = r.get_num(t, "warmup_epochs", tr.warmup_epochs, 0, 1e5);
   tr.pct_start = r.get_num(t, "pct_start", tr.pct_start, 0, 1);
   tr.div_factor = r.get_num(t, "div_factor", tr.div_factor, 1, 1e9);

@@ -19,13 +19,18 @@ struct LayerSpec {
   std::shared_ptr<const OpParams> params;  // the keys of its type, as its op read them (null: none)
 };
 
+// The recipe's and the net's named choices, read from the config once.
+enum class OptimizerKind { sgd, adam, adamw };
+enum class ScheduleKind { constant, step, cosine, onecycle };
+enum class InitRule { fan_in_uniform, kaiming };  // "default": PyTorch's uniform +-1/sqrt(fan_in)
+
 struct TrainRecipe {
   int epochs = 15, batch = 128;
-  std::string optimizer = "sgd";  // sgd | adam | adamw
+  OptimizerKind optimizer = OptimizerKind::sgd;
   double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
   bool nesterov = true;
   double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;
-  std::string schedule = "onecycle";  // constant | step | cosine | onecycle
+  ScheduleKind schedule = ScheduleKind::onecycle;
   double warmup_epochs = 0;           // linear warm-up before step / cosine / constant
   double pct_start = 0.3, div_factor = 25, final_div_factor = 1e4;  // onecycle
   int step_epochs = 30;                                              // step
@@ -49,7 +54,7 @@ struct AugmentSpec {
 
 struct NetConfig {
   std::string path, name;
-  std::string init = "default";  // default (PyTorch: uniform +-1/sqrt(fan_in)) | kaiming (normal, sqrt(2/fan_in), zero bias)
+  InitRule init = InitRule::fan_in_uniform;  // kaiming: normal, sqrt(2/fan_in), zero bias
   int input_c = 0, input_h = 0, input_w = 0;  // [net] input = [c, h, w]: for --print-net without data
   bool fuse = true;  // [net] fuse: run a conv's only-consumer ReLU inside the conv
   int classes = 0;   // [net] classes: for units = "classes" under --print-net without data

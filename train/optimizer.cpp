@@ -11,23 +11,8 @@
 
 namespace convoy {
 
-OptimizerKind optimizer_kind(const std::string& name) {
-  if (name == "sgd") return OptimizerKind::sgd;
-  if (name == "adam") return OptimizerKind::adam;
-  if (name == "adamw") return OptimizerKind::adamw;
-  fail("optimizer '" + name + "' is not one of: adam, adamw, sgd");
-}
-
-ScheduleKind schedule_kind(const std::string& name) {
-  if (name == "constant") return ScheduleKind::constant;
-  if (name == "step") return ScheduleKind::step;
-  if (name == "cosine") return ScheduleKind::cosine;
-  if (name == "onecycle") return ScheduleKind::onecycle;
-  fail("schedule '" + name + "' is not one of: constant, cosine, onecycle, step");
-}
-
 Optimizer::Optimizer(const TrainRecipe& r, size_t params)
-    : recipe(r), kind(optimizer_kind(r.optimizer)), m(params, 0.f) {
+    : recipe(r), kind(r.optimizer), m(params, 0.f) {
   if (kind != OptimizerKind::sgd) v.assign(params, 0.f);
 }
 
@@ -43,7 +28,7 @@ void Optimizer::step(std::vector<float>& weights, const std::vector<float>& grad
 }
 
 LrSchedule::LrSchedule(const TrainRecipe& r, long long total, long long per_epoch)
-    : r_(r), kind_(schedule_kind(r.schedule)), total_(total), per_epoch_(per_epoch) {}
+    : r_(r), kind_(r.schedule), total_(total), per_epoch_(per_epoch) {}
 
 double LrSchedule::at(long long step) const {
   const double pi = 3.14159265358979323846;

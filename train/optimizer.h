@@ -8,11 +8,6 @@
 
 namespace convoy {
 
-enum class OptimizerKind { sgd, adam, adamw };
-enum class ScheduleKind { constant, step, cosine, onecycle };
-// The recipe's names (which the config has checked) as enums: read once, not at every step.
-OptimizerKind optimizer_kind(const std::string& name);
-ScheduleKind schedule_kind(const std::string& name);
 
 struct Optimizer {
   TrainRecipe recipe;
