@@ -13,6 +13,6 @@ for r in $(seq 1 "$rounds"); do
   for tar in "$@"; do
     echo "== round $r, $tar, load $(cut -d' ' -f1 /proc/loadavg)"
     taskset -c 0 "$datagen" bench-decode --input "$tar" --size "$size" --channels 3 --limit "$limit" --repeat 5
-    taskset -c 0 "$python" datagen/bench_pil.py "$tar" "$size" "$limit" box
+    taskset -c 0 "$python" benchmarks/decode_pil.py "$tar" "$size" "$limit" box
   done
 done

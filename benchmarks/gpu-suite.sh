@@ -33,12 +33,12 @@ for split in train t10k; do
   datagen --input "$work/fmnist-$split.tar" --output "$work/fmnist-$split" --size 28 --channels 1 \
     --classes "$work/classes.txt" 2>>"$out/datagen.log"
 done
-TRAIN=train timeout 420 "$here/scripts/bench-vs-pytorch.sh" "$here/configs/fmnist.toml" "$work/fmnist-train" \
+TRAIN=train timeout 420 "$here/benchmarks/train_vs_pytorch.sh" "$here/configs/fmnist.toml" "$work/fmnist-train" \
   "$work/fmnist-t10k" 15 128 >"$out/fmnist.md" 2>"$out/fmnist.err" || echo "fmnist benchmark failed: $(tail -3 "$out/fmnist.err")"
 
 step "ResNet-18 at 224 px on synthetic data (throughput)"
 train synth --out "$work/synth224" --files 8 --per-file 256 --size 224 --channels 3 --classes 1000 2>>"$out/train.log"
-TRAIN=train TORCH_MODES="eager compile-bf16" timeout 420 "$here/scripts/bench-vs-pytorch.sh" \
+TRAIN=train TORCH_MODES="eager compile-bf16" timeout 420 "$here/benchmarks/train_vs_pytorch.sh" \
   "$here/configs/resnet18.toml" "$work/synth224" "$work/synth224" 2 256 >"$out/resnet18.md" 2>"$out/resnet18.err" \
   || echo "resnet18 benchmark failed: $(tail -3 "$out/resnet18.err")"
 

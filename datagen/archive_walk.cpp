@@ -220,6 +220,7 @@ struct Walker {
       // Hard links carry no data of their own in a tar: skipped like symbolic links.
       m.regular = type == AE_IFREG && archive_entry_hardlink(e) == nullptr && archive_entry_sparse_count(e) == 0;
       if (random) m.offset = int64_t(base + uint64_t(archive_filter_bytes(a, 0)));
+      m.input_pos = random ? uint64_t(m.offset) + m.size : dec ? dec->file_position() : 0;
       last = m.path;
       if (m.regular && random) {
         const uint64_t end = uint64_t(m.offset) + m.size;

@@ -18,6 +18,7 @@ struct Member {
   uint64_t size = 0;
   int64_t offset = -1;    // absolute offset of its bytes in the input file; -1 when streamed
   bool regular = true;    // false for links, devices, folders (skipped and counted)
+  uint64_t input_pos = 0; // how far into the input file the walk has read (for progress); 0 if unknown
   // Reads up to n bytes of the member's data (sequentially from where the last call stopped);
   // returns the count, 0 at the end. Throws on a read error.
   std::function<size_t(void* buf, size_t n)> read;

@@ -1,13 +1,15 @@
-// Scanning inputs into the index, and the index's text form. Members count as images by their
-// extension or, without one, by their first bytes; decoding later goes by content alone.
+// Scanning inputs into the index. Members count as images by their extension or, without one, by
+// their first bytes; decoding later goes by content alone. The text form is in index_text.cpp.
 #include "datagen/index.h"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <sstream>
 
 #include "datagen/labels.h"
+#include "datagen/scan_progress.h"
 #include "shared/error.h"
 #include "shared/log.h"
 
@@ -22,40 +24,97 @@ bool has_image_extension(const std::string& path) {
   return ext == "jpg" || ext == "jpeg" || ext == "jpe" || ext == "png";
 }
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else out += c;
+bool is_image(const Member& m) {
+  if (has_image_extension(m.path)) return true;
+  unsigned char head[8] = {0};
+  size_t got = 0;
+  while (got < sizeof head) {
+    const size_t n = m.read(head + got, sizeof head - got);
+    if (n == 0) break;
+    got += n;
   }
-  return out;
+  return looks_like_image(head, got);
 }
 
-std::string unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\' || i + 1 == s.size()) {
-      out += s[i];
-      continue;
+// Label names, each kept once: a member holds the small number of its name, not a string.
+struct LabelNames {
+  std::map<std::string, uint32_t> ids;
+  std::vector<std::string> names;
+
+  uint32_t id(const std::string& name) {
+    const auto [it, fresh] = ids.emplace(name, uint32_t(names.size()));
+    if (fresh) names.push_back(name);
+    return it->second;
+  }
+};
+
+// The scan's state: the index being built and each entry's label name, resolved once all are known.
+struct Scan {
+  const ScanOptions& opt;
+  std::map<std::string, std::string> label_file;
+  InputIndex index;
+  LabelNames names;
+  std::vector<uint32_t> name_of;  // per entry
+};
+
+void scan_input(Scan& s, uint32_t i, ScanProgress& progress) {
+  const std::string& input = s.opt.inputs[i];
+  const size_t first_entry = s.index.entries.size();
+  progress.input(i);
+  WalkResult res = walk_input(input, [&](const Member& m) {
+    progress.member(s.index.entries.size(), m.inner_tar, m.input_pos);
+    if (!m.regular || !is_image(m)) {
+      ++s.index.skipped;
+      return true;
     }
-    const char c = s[++i];
-    out += c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c;
+    const std::string label = label_of(m.path, m.inner_tar, s.label_file);
+    if (label.empty()) {
+      s.index.rejects.push_back({input, m.path,
+                                 s.label_file.empty() ? "no label: not in a folder or an inner tar"
+                                                      : "no label: not in " + s.opt.labels_file});
+      return true;
+    }
+    s.index.entries.push_back({i, m.offset, m.size, 0, m.path});
+    s.name_of.push_back(s.names.id(label));
+    return true;
+  });
+  if (!res.cut_member.empty() && s.index.entries.size() > first_entry &&
+      s.index.entries.back().path == res.cut_member) {
+    s.index.entries.pop_back();
+    s.name_of.pop_back();
   }
-  return out;
+  s.index.inputs.push_back({input, res.kind, res.complete, res.error});
+  if (!res.complete) log_warn("%s", res.error.c_str());
 }
 
-std::vector<std::string> split_tabs(const std::string& line) {
-  std::vector<std::string> f;
-  size_t start = 0;
-  for (;;) {
-    const auto tab = line.find('\t', start);
-    f.push_back(line.substr(start, tab - start));
-    if (tab == std::string::npos) return f;
-    start = tab + 1;
+// The label of each name: its class number, or -1 when the --classes list lacks it.
+std::vector<int64_t> name_labels(const Scan& s, const std::vector<std::string>& fixed) {
+  std::map<std::string, int32_t> number;
+  for (size_t c = 0; c < s.index.classes.size(); ++c) number[s.index.classes[c]] = int32_t(c);
+  std::vector<int64_t> labels;
+  for (const std::string& name : s.names.names) {
+    auto it = number.find(name);
+    int64_t label = -1;
+    if (it != number.end()) {
+      label = it->second;
+    } else if (!fixed.empty() && !s.label_file.empty() && name.find_first_not_of("0123456789") == std::string::npos &&
+               name.size() < 10 && std::stoll(name) < int64_t(fixed.size())) {
+      label = std::stoll(name);  // a label file may give class numbers of the --classes list
+    }
+    labels.push_back(label);
   }
+  return labels;
+}
+
+// Every input's bytes, for the progress lines; 0 for a folder (or what cannot be read: the walk
+// says why).
+std::vector<uint64_t> input_sizes(const std::vector<std::string>& inputs) {
+  std::vector<uint64_t> sizes;
+  for (const auto& in : inputs) {
+    struct stat st {};
+    sizes.push_back(::stat(in.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? uint64_t(st.st_size) : 0);
+  }
+  return sizes;
 }
 
 }  // namespace
@@ -67,143 +126,29 @@ bool looks_like_image(const unsigned char* h, size_t n) {
 }
 
 InputIndex scan_inputs(const ScanOptions& opt) {
-  InputIndex index;
-  std::map<std::string, std::string> label_file;
-  if (!opt.labels_file.empty()) label_file = read_label_file(opt.labels_file);
+  Scan s{opt, {}, {}, {}, {}};
+  if (!opt.labels_file.empty()) s.label_file = read_label_file(opt.labels_file);
   std::vector<std::string> fixed;
   if (!opt.classes_file.empty()) fixed = read_class_file(opt.classes_file);
 
-  std::vector<std::string> label_names;  // per entry, resolved to numbers once all are known
-  for (uint32_t i = 0; i < opt.inputs.size(); ++i) {
-    const std::string& input = opt.inputs[i];
-    const size_t first_entry = index.entries.size();
-    WalkResult res = walk_input(input, [&](const Member& m) {
-      if (!m.regular) {
-        ++index.skipped;
-        return true;
-      }
-      if (!has_image_extension(m.path)) {
-        unsigned char head[8] = {0};
-        size_t got = 0;
-        while (got < sizeof head) {
-          const size_t n = m.read(head + got, sizeof head - got);
-          if (n == 0) break;
-          got += n;
-        }
-        if (!looks_like_image(head, got)) {
-          ++index.skipped;
-          return true;
-        }
-      }
-      std::string label = label_of(m.path, m.inner_tar, label_file);
-      if (label.empty()) {
-        index.rejects.push_back({input, m.path,
-                                 label_file.empty() ? "no label: not in a folder or an inner tar"
-                                                    : "no label: not in " + opt.labels_file});
-        return true;
-      }
-      index.entries.push_back({i, m.offset, m.size, 0, m.path});
-      label_names.push_back(label);
-      return true;
-    });
-    if (!res.cut_member.empty() && index.entries.size() > first_entry &&
-        index.entries.back().path == res.cut_member) {
-      index.entries.pop_back();
-      label_names.pop_back();
-    }
-    index.inputs.push_back({input, res.kind, res.complete, res.error});
-    if (!res.complete) log_warn("%s", res.error.c_str());
-  }
+  ScanProgress progress(input_sizes(opt.inputs));
+  for (uint32_t i = 0; i < opt.inputs.size(); ++i) scan_input(s, i, progress);
+  progress.finish();
 
-  index.classes = fixed.empty() ? classes_from_names(label_names) : fixed;
-  std::map<std::string, int32_t> number;
-  for (size_t c = 0; c < index.classes.size(); ++c) number[index.classes[c]] = int32_t(c);
-  std::vector<IndexEntry> kept;
-  kept.reserve(index.entries.size());
-  for (size_t e = 0; e < index.entries.size(); ++e) {
-    auto it = number.find(label_names[e]);
-    int64_t label = -1;
-    if (it != number.end()) {
-      label = it->second;
-    } else if (!fixed.empty() && !label_file.empty() && label_names[e].find_first_not_of("0123456789") == std::string::npos &&
-               label_names[e].size() < 10 && std::stoll(label_names[e]) < int64_t(fixed.size())) {
-      label = std::stoll(label_names[e]);  // a label file may give class numbers of the --classes list
-    }
-    IndexEntry& entry = index.entries[e];
+  s.index.classes = fixed.empty() ? classes_from_names(s.names.names) : fixed;
+  const std::vector<int64_t> labels = name_labels(s, fixed);
+  s.index.entries.retain([&](size_t e) {
+    const int64_t label = labels[s.name_of[e]];
     if (label < 0) {
-      index.rejects.push_back({index.inputs[entry.input].path, entry.path,
-                               "class '" + label_names[e] + "' is not in " + opt.classes_file});
-      continue;
+      const IndexEntry entry = s.index.entries[e];
+      s.index.rejects.push_back({s.index.inputs[entry.input].path, std::string(entry.path),
+                                 "class '" + s.names.names[s.name_of[e]] + "' is not in " + opt.classes_file});
+      return false;
     }
-    entry.label = int32_t(label);
-    kept.push_back(std::move(entry));
-  }
-  index.entries = std::move(kept);
-  return index;
-}
-
-std::string serialize_index(const InputIndex& index) {
-  std::ostringstream out;
-  out << "convoy-index\t1\n";
-  for (const auto& in : index.inputs)
-    out << "input\t" << input_kind_name(in.kind) << '\t' << (in.complete ? 1 : 0) << '\t' << escape(in.path) << '\t'
-        << escape(in.error) << '\n';
-  for (const auto& c : index.classes) out << "class\t" << escape(c) << '\n';
-  out << "skipped\t" << index.skipped << '\n';
-  for (const auto& r : index.rejects)
-    out << "reject\t" << escape(r.input) << '\t' << escape(r.member) << '\t' << escape(r.reason) << '\n';
-  out << "entries\t" << index.entries.size() << "\n";
-  for (const auto& e : index.entries)
-    out << e.input << '\t' << e.offset << '\t' << e.size << '\t' << e.label << '\t' << escape(e.path) << '\n';
-  return out.str();
-}
-
-InputIndex parse_index(const std::string& text, const std::string& where) {
-  InputIndex index;
-  std::istringstream in(text);
-  std::string line;
-  size_t n = 0;
-  auto bad = [&](const std::string& why) { fail_file(where, "line " + std::to_string(n) + ": " + why); };
-  if (!std::getline(in, line) || line != "convoy-index\t1") fail_file(where, "not a convoy index (version 1)");
-  n = 1;
-  bool entries = false;
-  unsigned long long declared = 0;
-  try {
-    while (std::getline(in, line)) {
-      ++n;
-      auto f = split_tabs(line);
-      if (entries) {
-        if (f.size() != 5) bad("expected 5 fields");
-        IndexEntry e{uint32_t(std::stoul(f[0])), std::stoll(f[1]), std::stoull(f[2]), int32_t(std::stol(f[3])),
-                     unescape(f[4])};
-        if (e.input >= index.inputs.size() || e.label < 0 || size_t(e.label) >= index.classes.size())
-          bad("input or label out of range");
-        index.entries.push_back(std::move(e));
-      } else if (f[0] == "input" && f.size() == 5) {
-        InputKind k = f[1] == "tar" ? InputKind::tar : f[1] == "stream" ? InputKind::stream : InputKind::folder;
-        index.inputs.push_back({unescape(f[3]), k, f[2] == "1", unescape(f[4])});
-      } else if (f[0] == "class" && f.size() == 2) {
-        index.classes.push_back(unescape(f[1]));
-      } else if (f[0] == "skipped" && f.size() == 2) {
-        index.skipped = std::stoull(f[1]);
-      } else if (f[0] == "reject" && f.size() == 4) {
-        index.rejects.push_back({unescape(f[1]), unescape(f[2]), unescape(f[3])});
-      } else if (f[0] == "entries" && f.size() == 2) {
-        entries = true;
-        declared = std::stoull(f[1]);
-        // The count is untrusted: an entry line takes at least 8 bytes, so no more can follow.
-        index.entries.reserve(size_t(std::min<unsigned long long>(declared, text.size() / 8)));
-      } else {
-        bad("unexpected line");
-      }
-    }
-  } catch (const std::logic_error&) {
-    bad("malformed number");
-  }
-  if (!entries) bad("no entries line");
-  if (index.entries.size() != declared)
-    bad(std::to_string(declared) + " entries declared, " + std::to_string(index.entries.size()) + " found");
-  return index;
+    s.index.entries.set_label(e, int32_t(label));
+    return true;
+  });
+  return std::move(s.index);
 }
 
 }  // namespace convoy::datagen

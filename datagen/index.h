@@ -7,16 +7,9 @@
 #include <vector>
 
 #include "datagen/archive_walk.h"
+#include "datagen/index_entries.h"
 
 namespace convoy::datagen {
-
-struct IndexEntry {
-  uint32_t input = 0;
-  int64_t offset = -1;  // absolute offset in a tar input; 0 for a folder's files; -1 streamed
-  uint64_t size = 0;
-  int32_t label = 0;
-  std::string path;     // member path inside its input
-};
 
 struct InputInfo {
   std::string path;
@@ -32,7 +25,7 @@ struct Reject {
 struct InputIndex {
   std::vector<InputInfo> inputs;
   std::vector<std::string> classes;
-  std::vector<IndexEntry> entries;
+  IndexEntries entries;
   std::vector<Reject> rejects;  // members refused before decoding (no label, unknown class)
   uint64_t skipped = 0;         // members that are not images (README, .DS_Store, links)
 };
@@ -45,6 +38,7 @@ struct ScanOptions {
 // True when the bytes start like a JPEG or a PNG.
 bool looks_like_image(const unsigned char* head, size_t n);
 
+// On a scan of more than a few seconds, progress lines go to stderr (datagen/scan_progress.h).
 InputIndex scan_inputs(const ScanOptions& opt);
 
 // Text form (also the saved index.tsv); parse_index gets back exactly what was serialised.

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "datagen/bench.h"
+#include "benchmarks/decode_bench.h"
+#include "benchmarks/decode_ceiling.h"
 #include "datagen/dataset_tools.h"
-#include "datagen/decode_ceiling.h"
 #include "datagen/idx_to_tar.h"
 #include "datagen/run.h"
 #include "datagen/timeline.h"
@@ -49,6 +49,8 @@ struct MakeDataset {
                    "with --gpu-route auto: start the GPU only once the CPU resize time left per thread is at "
                    "least this many seconds")
         ->default_val(run.gpu_min_saving);
+    app.add_flag("--index-only", run.index_only,
+                 "scan the inputs, save index.tsv and make the plan, then stop (a later run reuses the index)");
     app.add_option("--max-pixels", run.limits.max_pixels, "refuse images with more pixels (decompression bombs)")
         ->default_val(run.limits.max_pixels);
     app.add_option("--max-aspect", run.limits.max_aspect, "refuse images whose sides differ by more than this factor")

@@ -189,7 +189,7 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
   validate_run_options(opt);
   const int threads = threads_per_rank(opt, mpi);
   const std::unique_ptr<GpuLanes> lanes = make_lanes(opt, threads, mpi);
-  const std::unique_ptr<PrefaultedBuffers> memory = prefault(opt, threads);
+  const std::unique_ptr<PrefaultedBuffers> memory = opt.index_only ? nullptr : prefault(opt, threads);
   double scan_seconds = 0;
   std::string text, error;
   if (mpi.rank() == 0) {
@@ -203,11 +203,21 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
   share_index(text, error, mpi);
   if (mpi.size() > 1) require_shared_output(opt);
   const InputIndex index = parse_index(text, join_path(opt.output, kIndexFile));
+  std::string().swap(text);  // the index holds its own copy of every path: the text is not needed again
   steps.broadcast = lap(Span::broadcast);
   log_index(index, scan_seconds);
 
+  int status = 0;
+  for (const auto& in : index.inputs) status = in.complete ? status : 2;
+  Stopwatch plan_clock;
   const Plan plan = make_plan(index.entries.size(), opt.per_file, opt.seed);
   const RankShare share = rank_share(plan, mpi.rank(), mpi.size());
+  if (opt.index_only) {
+    log_info("plan of %llu batch files in %.2f s; --index-only: stopping before decoding",
+             (unsigned long long)plan.num_files(), plan_clock.seconds());
+    write_timeline(opt, mpi);
+    return status;
+  }
   log_rank_balance(index.entries.size(), opt.per_file, mpi.size());
   cv::setNumThreads(1);  // the OpenMP threads are the parallelism; OpenCV must not add its own
   DatasetSums sums(index.classes.size(), opt.shape());
@@ -219,8 +229,6 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
   sums.reduce_to_root(mpi);
   const RankResult all = gather_results(mine, mpi);
   steps.reduce = lap(Span::reduce);
-  int status = 0;
-  for (const auto& in : index.inputs) status = in.complete ? status : 2;
   if (mpi.rank() == 0) {
     const RunEnd end{sums, all, mpi.size(), threads, scan_seconds, steps, lanes.get(), status};
     const DatasetMeta meta = finish_dataset(opt, index, end);

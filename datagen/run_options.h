@@ -33,6 +33,8 @@ struct RunOptions {
   // With gpu_resize and not gpu_always: the GPU is started only once the CPU resize time left,
   // per thread, is at least this many seconds (it then pays for CUDA's start-up).
   double gpu_min_saving = 0.5;
+  // Scan, save index.tsv and make the plan, then stop (a later run reuses the saved index).
+  bool index_only = false;
   // Where to write the run's timeline (datagen/timeline.h), or "" for none. Not part of the
   // dataset's identity.
   std::string timeline;

@@ -29,7 +29,7 @@ void write_rejects(const RunOptions& opt, const InputIndex& index, const RankRes
     tsv += tsv_field(r.input) + "\t" + tsv_field(r.member) + "\t" + tsv_field(r.reason) + "\n";
   for (const auto& [id, why] : all.rejects) {
     const IndexEntry& e = index.entries[id];
-    tsv += tsv_field(index.inputs[e.input].path) + "\t" + tsv_field(e.path) + "\t" + tsv_field(why) + "\n";
+    tsv += tsv_field(index.inputs[e.input].path) + "\t" + tsv_field(std::string(e.path)) + "\t" + tsv_field(why) + "\n";
   }
   write_file_atomic(join_path(opt.output, kRejectsFile), tsv);
 }

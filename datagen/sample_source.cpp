@@ -55,7 +55,7 @@ SampleSource::SampleSource(const InputIndex& index, const std::vector<uint64_t>&
 }
 
 void SampleSource::read(uint64_t id, std::vector<uint8_t>& out) const {
-  const IndexEntry& e = index_.entries.at(id);
+  const IndexEntry e = index_.entries.at(id);
   const InputInfo& in = index_.inputs[e.input];
   switch (in.kind) {
     case InputKind::tar:
@@ -63,7 +63,7 @@ void SampleSource::read(uint64_t id, std::vector<uint8_t>& out) const {
       pread_exact(fds_[e.input].fd, out.data(), out.size(), uint64_t(e.offset), in.path);
       return;
     case InputKind::folder: {
-      const std::string path = in.path + "/" + e.path;
+      const std::string path = in.path + "/" + std::string(e.path);
       const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
       if (fd.fd < 0) fail_file(path, "cannot open: " + errno_text());
       out.resize(e.size);
@@ -72,7 +72,8 @@ void SampleSource::read(uint64_t id, std::vector<uint8_t>& out) const {
     }
     case InputKind::stream: {
       auto it = streamed_.find(id);
-      if (it == streamed_.end()) fail_file(in.path, "member '" + e.path + "' was not found when streaming");
+      if (it == streamed_.end())
+        fail_file(in.path, "member '" + std::string(e.path) + "' was not found when streaming");
       out = it->second;
       return;
     }

@@ -28,6 +28,8 @@ class DecompressedFile {
   // Whether error() is a failed read of the file (a disk error), not damaged data.
   bool io_failed() const { return io_failed_; }
   const char* format() const;
+  // Bytes of the file read so far (for the scan's progress).
+  uint64_t file_position() const { return file_pos_; }
 
  private:
   DecompressedFile(int fd, uint64_t file_size, std::unique_ptr<StreamCodec> codec);

@@ -4,8 +4,9 @@
 # targets to build (default: everything, tests included), e.g. `scripts/setup.sh datagen train`;
 # the Python module lands in build/python/ (PYTHONPATH=build/python /usr/bin/python3 -c 'import convoy').
 # CONVOY_BUILD_DIR picks another build folder, CONVOY_CMAKE_ARGS adds CMake options (clang and
-# libomp are for the fuzz targets in fuzz/, which need libFuzzer; munge and Slurm for the one-node
-# cluster of tests/test_slurm_cluster.sh, which starts its own daemons and leaves the system's alone).
+# libomp are for the fuzz targets in fuzz/, which need libFuzzer; clang-format and clang-tidy for
+# scripts/check_style.sh; munge and Slurm for the one-node cluster of tests/test_slurm_cluster.sh, which
+# starts its own daemons and leaves the system's alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +19,7 @@ PACKAGES=(
   python3 python3-numpy python3-matplotlib python3-crc32c python3-pil zstd
   python3-dev pybind11-dev python3-pybind11 python3-pytest python3-torch python3-torchvision
   dataset-fashion-mnist
-  clang libclang-rt-14-dev libomp-dev
+  clang libclang-rt-14-dev libomp-dev clang-format clang-tidy
   munge slurmctld slurmd slurm-client
 )
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "train/gpu_context.h"
-#include "train/layers/input_layout.h"
+#include "train/cuda/input_layout.h"
 
 namespace convoy::test {
 

@@ -16,10 +16,18 @@
 #include "bf16_host.h"
 #include "rel_l2.h"
 #include "train/augment.h"
+#include "train/cuda/batch_metrics.h"
+#include "train/cuda/layout_convert.h"
+#include "train/cuda/weight_copy.h"
+#include "train/gpu_augment.h"
+#include "train/layers/batchnorm.h"
+#include "train/layers/conv.h"
+#include "train/layers/dropout.h"
 #include "train/layers/elementwise.h"
-#include "train/layers/gpu_ops.h"
-#include "train/layers/optimizer_update.h"
+#include "train/layers/fc.h"
+#include "train/layers/pool.h"
 #include "train/layers/softmax_xent.h"
+#include "train/optimizer_update.h"
 
 using namespace convoy;
 

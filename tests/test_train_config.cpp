@@ -11,6 +11,7 @@
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 #include "shared/mpi_context.h"
+#include "train/layers/registry.h"
 #include "train/net.h"
 #include "train/net_config.h"
 #include "train/synthetic_data.h"
@@ -78,6 +79,18 @@ TEST(NetConfig, ErrorsNameFileLineAndReason) {
   EXPECT_EQ(error_of("[[layer]]\nname = \"dead\"\ntype = \"relu\"\n[[layer]]\ntype = \"flatten\"\ninputs = \"data\"\n[[layer]]\ntype = \"fc\"\nunits = 4\n[[layer]]\ntype = \"softmax_xent\"\n"),
             "bad.toml:1: layer 'dead': its output is never used (every layer must lead to the loss)");
   EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\ngroups = 3\n" + kTail).rfind("bad.toml:1: layer 'conv1': groups = 3 must divide", 0), 0u);
+}
+
+// The op table: one op per type, each found by its type, all of them listed when a type is unknown.
+TEST(NetConfig, EveryRegisteredOpIsFoundByItsType) {
+  std::string known;
+  for (const Op* op : registered_ops()) {
+    EXPECT_EQ(find_op(op->type()), op) << op->type();
+    known += (known.empty() ? "" : ", ") + std::string(op->type());
+  }
+  EXPECT_EQ(find_op("convolution"), nullptr);
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"convolution\"\n" + kTail),
+            "bad.toml:2: unknown layer type 'convolution' (known: " + known + ")");
 }
 
 // Nets beyond Net's limits, inputs with a side that is not positive and out-of-range numbers are

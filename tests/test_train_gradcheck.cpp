@@ -1,6 +1,7 @@
 // Finite-difference checks of every CPU layer's backward pass: the analytic gradient of
 // L = sum(y * r) (r random) against central differences, element by element, in float with a
-// tolerance that float rounding cannot reach by chance but a wrong formula always exceeds.
+// tolerance that float rounding cannot reach by chance but a wrong formula always exceeds; and
+// every registered op, through Net, in the small net of op_nets.h.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,12 +9,14 @@
 #include <random>
 #include <vector>
 
+#include "op_nets.h"
 #include "train/layers/batchnorm.h"
 #include "train/layers/conv.h"
 #include "train/layers/dropout.h"
 #include "train/layers/elementwise.h"
 #include "train/layers/fc.h"
 #include "train/layers/pool.h"
+#include "train/layers/registry.h"
 #include "train/layers/softmax_xent.h"
 #include "train/net.h"
 
@@ -304,4 +307,25 @@ type = "softmax_xent"
     ASSERT_NEAR(plain.grads()[i], fused.grads()[i], 1e-6 + 1e-5 * std::fabs(plain.grads()[i])) << i;
   for (size_t i = 0; i < plain.input_grad().size(); ++i)
     ASSERT_NEAR(plain.input_grad()[i], fused.input_grad()[i], 1e-6 + 1e-5 * std::fabs(plain.input_grad()[i])) << i;
+}
+
+// Every registered op in the small net of op_nets.h (a convolution before it, an fc and the loss
+// after it), training mode: the gradients of every weight and of the input against central
+// differences, so that an op's backward pass is checked once it is registered.
+TEST(Gradcheck, EveryRegisteredOpInANet) {
+  const int n = 3;
+  const int32_t labels[n] = {0, 2, 1};
+  const uint64_t keys[n] = {11, 12, 13};
+  for (const Op* op : registered_ops()) {
+    SCOPED_TRACE(std::string("op ") + op->type());
+    Net net(parse_net_config(test::op_net(*op), "op.toml"), test::kOpNetInput);
+    net.init_weights(8);
+    auto x = random_vec(size_t(n) * test::kOpNetInput.size(), 25);
+    auto loss = [&] { return net.forward(n, x.data(), labels, true, 99, keys); };
+    loss();
+    net.backward(true);
+    std::vector<float> gw = net.grads(), gx = net.input_grad();
+    expect_grad("net weights", net.weights(), gw, loss, 4e-3f, 3e-2, 1e-3);
+    expect_grad("net input", x, gx, loss, 5e-3f, 3e-2, 1e-3);
+  }
 }

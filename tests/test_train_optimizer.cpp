@@ -11,7 +11,7 @@ using namespace convoy;
 
 TEST(Optimizer, SgdNesterovWithWeightDecay) {
   TrainRecipe r;
-  r.optimizer = "sgd";
+  r.optimizer = OptimizerKind::sgd;
   r.momentum = 0.9;
   r.nesterov = true;
   r.weight_decay = 0.1;
@@ -28,7 +28,7 @@ TEST(Optimizer, SgdNesterovWithWeightDecay) {
 }
 
 TEST(Optimizer, AdamAndAdamW) {
-  for (const char* kind : {"adam", "adamw"}) {
+  for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw}) {
     TrainRecipe r;
     r.optimizer = kind;
     r.weight_decay = 0.01;
@@ -38,14 +38,14 @@ TEST(Optimizer, AdamAndAdamW) {
     for (int t = 1; t <= 3; ++t) {
       opt.step(w, g, 0.01);
       double d = 0.3;
-      if (r.optimizer == "adamw")
+      if (r.optimizer == OptimizerKind::adamw)
         ww -= 0.01 * 0.01 * ww;
       else
         d += 0.01 * ww;
       m = 0.9 * m + 0.1 * d;
       v = 0.999 * v + 0.001 * d * d;
       ww -= 0.01 * (m / (1 - std::pow(0.9, t))) / (std::sqrt(v / (1 - std::pow(0.999, t))) + 1e-8);
-      EXPECT_NEAR(w[0], ww, 1e-5) << kind << " step " << t;
+      EXPECT_NEAR(w[0], ww, 1e-5) << (kind == OptimizerKind::adamw ? "adamw" : "adam") << " step " << t;
     }
   }
 }
@@ -53,7 +53,7 @@ TEST(Optimizer, AdamAndAdamW) {
 TEST(Schedule, OneCycleStepCosineWarmup) {
   TrainRecipe r;
   r.lr = 0.05;
-  r.schedule = "onecycle";
+  r.schedule = ScheduleKind::onecycle;
   const long long total = 1000;
   EXPECT_NEAR(lr_at(r, 0, total, 100), 0.05 / 25, 1e-9);
   EXPECT_NEAR(lr_at(r, 299, total, 100), 0.05, 1e-4);
@@ -61,7 +61,7 @@ TEST(Schedule, OneCycleStepCosineWarmup) {
   for (long long s = 1; s < 299; ++s) EXPECT_GT(lr_at(r, s, total, 100), lr_at(r, s - 1, total, 100));
   for (long long s = 300; s < total; ++s) EXPECT_LT(lr_at(r, s, total, 100), lr_at(r, s - 1, total, 100));
 
-  r.schedule = "step";
+  r.schedule = ScheduleKind::step;
   r.lr = 0.1;
   r.step_epochs = 2;
   r.gamma = 0.1;
@@ -69,7 +69,7 @@ TEST(Schedule, OneCycleStepCosineWarmup) {
   EXPECT_NEAR(lr_at(r, 200, total, 100), 0.01, 1e-12);
   EXPECT_NEAR(lr_at(r, 400, total, 100), 0.001, 1e-12);
 
-  r.schedule = "cosine";
+  r.schedule = ScheduleKind::cosine;
   r.warmup_epochs = 1;
   r.min_lr = 0;
   EXPECT_NEAR(lr_at(r, 0, total, 100), 0.1 / 100, 1e-12);   // linear warm-up from lr/warm

@@ -3,8 +3,9 @@
 // (fp32 NCHW, or bf16 NHWC for a bf16 net); the crops and resizes were made on the CPU, so both
 // backends see the same bytes.
 #include "shared/log.h"
-#include "train/layers/gpu_ops.h"
-#include "train/layers/storage.cuh"
+#include "train/cuda/storage.cuh"
+#include "train/gpu_augment.h"
+#include "train/gpu_context.h"
 
 namespace convoy::gpu {
 namespace {

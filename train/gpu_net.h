@@ -1,16 +1,18 @@
-// The CUDA backend's net: the same nodes, shapes and flat parameter layout as a CPU Net, run with
-// the CUDA twins in gpu_ops.h. Every buffer is allocated here, once, for the largest batch; the
-// step itself allocates nothing.
+// The CUDA backend's net: the same nodes, shapes and flat parameter layout as a CPU Net, each node
+// run by its op's CUDA passes (train/layers/). Every buffer is allocated here, once, for the
+// largest batch; the step itself allocates nothing.
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "train/cuda/input_layout.h"
+#include "train/cuda/storage.h"
+#include "train/cuda/weight_copy.h"
 #include "train/gpu_context.h"
-#include "train/layers/gpu_ops.h"
+#include "train/layers/gpu_layer.h"
 #include "train/net.h"
 
 namespace convoy::gpu {
@@ -69,27 +71,23 @@ class GpuNet {
   int classes() const { return net_.classes(); }
 
  private:
-  struct NodeBuffers {
-    DeviceBuffer<unsigned char> y, dy, aux, aux2;  // aux: dropout mask, batch-norm statistics, NCHW fc input
-    DeviceBuffer<int32_t> argmax;
-    bool fp32 = true;      // y and dy hold fp32: every node of an fp32 net, the logits of a bf16 one
-    bool reorder = false;  // a bf16 fc on a spatial input: aux/aux2 hold its input/gradient in NCHW
+  // Set-up: how a bf16 net's input is stored, each node's buffers (its op's requests), and which
+  // ReLUs a bf16 net's batch norms and residual adds run themselves.
+  struct Sizes {
+    size_t copy = 0, dw16 = 0, dy16 = 0, scratch = 0;
   };
-  const ConvPlan& plan(int node, int n);
-  template <typename T>
-  const T* input_of(int node, int k) const;
-  template <typename T>
-  void forward_as();
-  template <typename T>
-  void backward_as(const std::function<void(size_t lo, size_t hi)>& ready);
+  static InputLayout choose_input_layout(const Net& net, bool half, bool space_to_depth);
+  void set_up_node(Arena& a, int i, Sizes& sizes);
+  void fuse_relus();
+  // One node's pass as its op gets it (GpuLayer).
+  GpuLayer layer(int i);
+  void backward_node(int i);
 
   Context& ctx_;
   const Net& net_;
-  int max_batch_, n_ = 0;
-  bool train_ = false;
+  int max_batch_;
+  GpuBatch batch_;
   const void* x_ = nullptr;
-  const int32_t* labels_ = nullptr;
-  const uint64_t *key_ = nullptr, *sample_keys_ = nullptr;
   Arena own_arena_;
   DeviceBuffer<float> weights_, grads_, state_, probs_, losses_;
   DeviceBuffer<unsigned char> scratch_;
@@ -100,13 +98,14 @@ class GpuNet {
   std::vector<WeightSegment> host_segments_;
   WeightCopy copy_;
   std::vector<NodeBuffers> buf_;
-  // bf16 nets: a batch norm or residual add whose only consumer is a ReLU runs it in the same pass:
-  // relu_of_[i] is that ReLU's node (-1 for none), and fused_[j] marks a ReLU run by its input.
+  std::vector<std::unique_ptr<OpCache>> caches_;  // per node, made by its op when it needs one
+  // bf16 nets: an op that can (Op::fuses_relu_bf16: batch norm, residual add) runs the ReLU that is
+  // its only consumer in the same pass: relu_of_[i] is that ReLU's node (-1 for none), and
+  // fused_[j] marks a ReLU run by its input.
   std::vector<int> relu_of_;
   std::vector<bool> fused_;
   InputLayout input_;
   std::vector<size_t> copy_at_;  // per node: where its weights start in weights16_ (w_off unless padded)
-  std::map<std::pair<int, int>, std::unique_ptr<ConvPlan>> plans_;  // (node, batch) -> plan
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end
   std::vector<std::pair<double, double>> times_;  // per node: forward, backward seconds so far
 };

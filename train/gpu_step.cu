@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "train/cuda/batch_metrics.h"
+#include "train/cuda/step_scalars.h"
+#include "train/optimizer_update.h"
+
 namespace convoy::gpu {
 namespace {
 
@@ -171,12 +175,12 @@ void GpuStep::queue_compute(int slot, int n) {
     CONVOY_NCCL_CHECK(ncclAllReduce(&scalars->nonfinite, &scalars->nonfinite, 1, ncclUint32, ncclMax, nccl_->get(), s));
   const TrainRecipe& r = host_opt_.recipe;
   const size_t params = net_.param_count();
-  if (r.optimizer == "sgd")
+  if (host_opt_.kind == OptimizerKind::sgd)
     sgd_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), scalars, float(r.momentum), r.nesterov,
                float(r.weight_decay), net_.weight_copy());
   else
     adam_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), v_.get(), scalars, float(r.beta1),
-                float(r.beta2), float(r.adam_eps), float(r.weight_decay), r.optimizer == "adamw",
+                float(r.beta2), float(r.adam_eps), float(r.weight_decay), host_opt_.kind == OptimizerKind::adamw,
                 net_.weight_copy());
   if (state_before_.size())
     restore_if_nonfinite(ctx_, state_before_.size(), net_.state(), state_before_.get(), scalars);

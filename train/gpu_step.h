@@ -10,6 +10,7 @@
 
 #include "shared/cuda_check.h"
 #include "train/augment.h"
+#include "train/gpu_augment.h"
 #include "train/gpu_context.h"
 #include "train/gpu_net.h"
 #include "train/loader.h"

@@ -290,110 +290,113 @@ void Loader::release(long long k) {
   }
 }
 
+// A reader's loop: build a part of the next batch when its files are in; otherwise read the next
+// file of this epoch when the window has room; otherwise read ahead into the next epoch; otherwise wait.
 void Loader::worker() {
   std::unique_lock<std::mutex> lk(mu_);
   while (!stopping_) {
-    if (next_build_ < end_ && next_build_ < next_take_ + opt_.prefetch && files_ready(next_build_)) {
-      const long long k = next_build_;
-      const int part = next_part_;
-      claim_part(k, part);
-      ReadySlot& r = ready_[size_t(k % opt_.prefetch)];
-      // A batch whose buffers could not be had (claim_part's error) has nothing to build into.
-      const bool unsized = r.error != nullptr;
-      std::exception_ptr err;
-      lk.unlock();
-      try {
-        if (!unsized) build_part(k, part, r.batch);
-      } catch (...) {
-        err = std::current_exception();
-      }
-      lk.lock();
-      if (err && !r.error) r.error = err;
-      if (--r.parts_left == 0) {
-        release(k);
-        r.done = true;
-        ready_cv_.notify_all();
-        work_cv_.notify_all();  // files released: room for the next ones
-      }
-      continue;
-    }
-    if (next_load_ < load_order_.size() &&
-        (files_[load_order_[next_load_]].state != FileState::waiting || files_[load_order_[next_load_]].uses_left == 0)) {
-      ++next_load_;  // taken over from the last epoch's reading ahead (and perhaps used up already)
-      continue;
-    }
-    if (next_load_ < load_order_.size()) {
-      const uint32_t f = load_order_[next_load_];
-      FileSlot& s = files_[f];
-      if (s.first_batch < next_take_ + opt_.prefetch || resident_ < max_files_) {
-        ++next_load_;
-        ++resident_;
-        s.state = FileState::loading;
-        std::unique_ptr<LoadedFile> data;
-        if (!spare_files_.empty()) {
-          data = std::move(spare_files_.back());
-          spare_files_.pop_back();
-        } else {
-          data = std::make_unique<LoadedFile>();
-        }
-        std::exception_ptr err;
-        lk.unlock();
-        const std::string path = join_path(opt_.dir, meta_.files[f].name);
-        try {
-          data->load(path, meta_.shape);
-          if (data->count() != meta_.files[f].count)
-            fail_file(path, "holds " + std::to_string(data->count()) + " samples, dataset.json says " +
-                                std::to_string(meta_.files[f].count));
-        } catch (...) {
-          err = std::current_exception();
-        }
-        lk.lock();
-        if (err) {
-          s.state = FileState::failed;
-          s.error = err;
-          spare_files_.push_back(std::move(data));
-          ready_cv_.notify_all();
-        } else {
-          s.state = FileState::ready;
-          s.data = std::move(data);
-          work_cv_.notify_all();
-        }
-        continue;
-      }
-    }
-    // This epoch's files are all being read: read the next epoch's first window while there is room
-    // (counted with this epoch's files, so memory stays within two windows).
-    if (next_load_ >= load_order_.size() && next_ahead_ < ahead_order_.size() &&
-        resident_ + int(ahead_.size()) < max_files_) {
-      const size_t slot = ahead_.size();
-      ahead_.push_back({ahead_order_[next_ahead_++], nullptr});
-      std::unique_ptr<LoadedFile> data;
-      if (!spare_files_.empty()) {
-        data = std::move(spare_files_.back());
-        spare_files_.pop_back();
-      } else {
-        data = std::make_unique<LoadedFile>();
-      }
-      const uint32_t f = ahead_[slot].file;
-      lk.unlock();
-      bool ok = true;
-      try {
-        data->load(join_path(opt_.dir, meta_.files[f].name), meta_.shape);
-        ok = data->count() == meta_.files[f].count;
-      } catch (...) {
-        ok = false;
-      }
-      lk.lock();
-      if (ok)
-        ahead_[slot].data = std::move(data);
-      else
-        spare_files_.push_back(std::move(data));
-      continue;
-    }
+    if (build_next_part(lk) || load_next_file(lk) || read_ahead(lk)) continue;
     if (next_build_ >= end_ && next_ahead_ >= ahead_order_.size()) return;
     if (next_build_ >= end_ && resident_ + int(ahead_.size()) >= max_files_) return;  // no room left to read ahead
     work_cv_.wait(lk);
   }
+}
+
+bool Loader::build_next_part(std::unique_lock<std::mutex>& lk) {
+  if (!(next_build_ < end_ && next_build_ < next_take_ + opt_.prefetch && files_ready(next_build_))) return false;
+  const long long k = next_build_;
+  const int part = next_part_;
+  claim_part(k, part);
+  ReadySlot& r = ready_[size_t(k % opt_.prefetch)];
+  // A batch whose buffers could not be had (claim_part's error) has nothing to build into.
+  const bool unsized = r.error != nullptr;
+  std::exception_ptr err;
+  lk.unlock();
+  try {
+    if (!unsized) build_part(k, part, r.batch);
+  } catch (...) {
+    err = std::current_exception();
+  }
+  lk.lock();
+  if (err && !r.error) r.error = err;
+  if (--r.parts_left == 0) {
+    release(k);
+    r.done = true;
+    ready_cv_.notify_all();
+    work_cv_.notify_all();  // files released: room for the next ones
+  }
+  return true;
+}
+
+std::unique_ptr<LoadedFile> Loader::spare_file() {
+  if (spare_files_.empty()) return std::make_unique<LoadedFile>();
+  std::unique_ptr<LoadedFile> data = std::move(spare_files_.back());
+  spare_files_.pop_back();
+  return data;
+}
+
+bool Loader::load_next_file(std::unique_lock<std::mutex>& lk) {
+  if (next_load_ >= load_order_.size()) return false;
+  const uint32_t f = load_order_[next_load_];
+  FileSlot& s = files_[f];
+  if (s.state != FileState::waiting || s.uses_left == 0) {
+    ++next_load_;  // taken over from the last epoch's reading ahead (and perhaps used up already)
+    return true;
+  }
+  if (!(s.first_batch < next_take_ + opt_.prefetch || resident_ < max_files_)) return false;
+  ++next_load_;
+  ++resident_;
+  s.state = FileState::loading;
+  std::unique_ptr<LoadedFile> data = spare_file();
+  std::exception_ptr err;
+  lk.unlock();
+  const std::string path = join_path(opt_.dir, meta_.files[f].name);
+  try {
+    data->load(path, meta_.shape);
+    if (data->count() != meta_.files[f].count)
+      fail_file(path, "holds " + std::to_string(data->count()) + " samples, dataset.json says " +
+                          std::to_string(meta_.files[f].count));
+  } catch (...) {
+    err = std::current_exception();
+  }
+  lk.lock();
+  if (err) {
+    s.state = FileState::failed;
+    s.error = err;
+    spare_files_.push_back(std::move(data));
+    ready_cv_.notify_all();
+  } else {
+    s.state = FileState::ready;
+    s.data = std::move(data);
+    work_cv_.notify_all();
+  }
+  return true;
+}
+
+// This epoch's files are all being read: read the next epoch's first window while there is room
+// (counted with this epoch's files, so memory stays within two windows).
+bool Loader::read_ahead(std::unique_lock<std::mutex>& lk) {
+  if (!(next_load_ >= load_order_.size() && next_ahead_ < ahead_order_.size() &&
+        resident_ + int(ahead_.size()) < max_files_))
+    return false;
+  const size_t slot = ahead_.size();
+  ahead_.push_back({ahead_order_[next_ahead_++], nullptr});
+  std::unique_ptr<LoadedFile> data = spare_file();
+  const uint32_t f = ahead_[slot].file;
+  lk.unlock();
+  bool ok = true;
+  try {
+    data->load(join_path(opt_.dir, meta_.files[f].name), meta_.shape);
+    ok = data->count() == meta_.files[f].count;
+  } catch (...) {
+    ok = false;
+  }
+  lk.lock();
+  if (ok)
+    ahead_[slot].data = std::move(data);
+  else
+    spare_files_.push_back(std::move(data));
+  return true;
 }
 
 bool Loader::next(HostBatch& out) {

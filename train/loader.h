@@ -101,6 +101,12 @@ class Loader {
 
   void stop();
   void worker();
+  // The reader's three kinds of work, each called and returning with mu_ held (released while it
+  // works); each returns whether it found something to do.
+  bool build_next_part(std::unique_lock<std::mutex>& lk);
+  bool load_next_file(std::unique_lock<std::mutex>& lk);
+  bool read_ahead(std::unique_lock<std::mutex>& lk);
+  std::unique_ptr<LoadedFile> spare_file();  // a recycled file buffer, or a new one
   bool files_ready(long long k) const;
   std::exception_ptr file_error(long long k) const;
   void claim_part(long long k, int part);

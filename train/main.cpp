@@ -9,7 +9,7 @@
 #include "shared/mpi_context.h"
 #include "train/blas_setup.h"
 #include "train/gpu_info.h"
-#include "train/loader_bench.h"
+#include "benchmarks/loader_bench.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 
@@ -33,10 +33,21 @@ int body(int argc, char** argv) {
   }
 }
 
-int run(convoy::MpiContext& mpi, int argc, char** argv) {
-  convoy::TrainOptions t;
-  convoy::EvalOptions e;
-  CLI::App app{"train: CNN training on convoy batch files"};
+// An option that names one of a few choices, parsed straight into its enum; the help text and the
+// error for any other value are CLI::IsMember's.
+template <typename E>
+CLI::Option* add_choice(CLI::App& app, const std::string& flag, E& value, const convoy::Names<E>& names,
+                        const std::string& help) {
+  std::vector<std::string> spellings;
+  for (const auto& choice : names) spellings.push_back(choice.first);
+  auto set = [&value, &names](const std::string& given) {
+    for (const auto& [name, e] : names)
+      if (name == given) value = e;
+  };
+  return app.add_option_function<std::string>(flag, set, help)->check(CLI::IsMember(spellings));
+}
+
+void add_run_options(CLI::App& app, convoy::TrainOptions& t) {
   app.add_option("--config", t.config, "net and recipe (TOML), e.g. configs/fmnist.toml");
   app.add_option("--data", t.data, "training dataset folder (datagen output)");
   app.add_option("--val", t.val, "validation dataset folder, evaluated every epoch");
@@ -49,56 +60,91 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   app.add_option("--shuffle-files", t.window_files, "shuffle buffer size in batch files");
   app.add_option("--log-every", t.log_every, "a progress line every N steps (0: none)");
   app.add_option("--metrics", t.metrics, "JSONL file of every metric");
-  app.add_option("--checkpoint", t.checkpoint, "checkpoint path, written at the end, on SIGINT/SIGTERM and every --checkpoint-every steps");
-  app.add_option("--checkpoint-every", t.checkpoint_every, "steps between checkpoints (0: only at the end and on signals)");
+  app.add_option("--checkpoint", t.checkpoint,
+                 "checkpoint path, written at the end, on SIGINT/SIGTERM and every --checkpoint-every steps");
+  app.add_option("--checkpoint-every", t.checkpoint_every,
+                 "steps between checkpoints (0: only at the end and on signals)");
   app.add_option("--resume", t.resume, "continue exactly from this checkpoint");
   app.add_option("--stop-after", t.stop_after, "stop after this many steps in all (writes the checkpoint)");
-  app.add_option("--device", t.device, "cpu | cuda | auto (default: a GPU when one is visible)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app.add_flag("!--no-cuda-graph", t.cuda_graph, "CUDA backend: queue each step op by op instead of replaying a captured graph");
-  app.add_flag("!--no-space-to-depth", t.space_to_depth,
+}
+
+void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
+  add_choice(app, "--device", b.device, convoy::device_names(),
+             "cpu | cuda | auto (default: a GPU when one is visible)");
+  app.add_flag("!--no-cuda-graph", b.cuda_graph,
+               "CUDA backend: queue each step op by op instead of replaying a captured graph");
+  app.add_flag("!--no-space-to-depth", b.space_to_depth,
                "CUDA backend, bf16: feed a stride-2 first convolution (ResNet's 7x7 stem) 3 channels padded to 8 "
                "instead of 2x2 pixel blocks as 16 channels");
-  app.add_option("--cudnn-algos", t.cudnn_algos,
-                 "CUDA backend: heuristic = deterministic convolution algorithms by cuDNN's ranking (runs repeat bit for "
-                 "bit); measure = deterministic ones timed at start (the choice, and so the last bits, may differ between "
-                 "runs); fastest = timed, non-deterministic ones allowed (as PyTorch's cudnn.benchmark)")
-      ->check(CLI::IsMember({"heuristic", "measure", "fastest"}));
-  app.add_option("--cudnn-workspace", t.cudnn_workspace_mb,
+  add_choice(app, "--cudnn-algos", b.conv_algos, convoy::conv_algos_names(),
+             "CUDA backend: heuristic = deterministic convolution algorithms by cuDNN's ranking (runs repeat bit for "
+             "bit); measure = deterministic ones timed at start (the choice, and so the last bits, may differ between "
+             "runs); fastest = timed, non-deterministic ones allowed (as PyTorch's cudnn.benchmark)");
+  app.add_option("--cudnn-workspace", b.cudnn_workspace_mb,
                  "CUDA backend: cuDNN workspace in MiB, allocated once; larger admits faster convolution algorithms")
       ->check(CLI::Range(16, 65536));
-  app.add_option("--precision", t.precision,
-                 "CUDA backend: fp32, tf32 (tensor cores for conv and fc) or bf16 (bf16 NHWC activations and "
-                 "gradients on the tensor cores, fp32 master weights, gradients and optimiser state)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
-  bool list_gpus = false;
-  app.add_flag("--gpus", list_gpus, "print the number of GPUs this build can use, then exit");
+  add_choice(app, "--precision", b.precision, convoy::precision_names(),
+             "CUDA backend: fp32, tf32 (tensor cores for conv and fc) or bf16 (bf16 NHWC activations and "
+             "gradients on the tensor cores, fp32 master weights, gradients and optimiser state)");
+}
+
+void add_run_flags(CLI::App& app, convoy::TrainOptions& t) {
   app.add_flag("--skip-nonfinite", t.skip_nonfinite,
                "skip a step whose loss is NaN or infinite (no update; counted as skipped_steps) instead of stopping "
                "the run with an error");
   app.add_flag("--profile", t.profile, "print per-layer forward/backward seconds after each epoch");
   app.add_flag("--print-net", t.print_net, "print layers, output shapes, parameters and FLOPs per image, then exit");
+}
 
+CLI::App* add_eval(CLI::App& app, convoy::EvalOptions& e) {
   CLI::App* ev = app.add_subcommand("eval", "evaluate a checkpoint on a dataset");
   ev->add_option("--checkpoint", e.checkpoint, "checkpoint to evaluate")->required();
   ev->add_option("--data", e.data, "dataset folder")->required();
   ev->add_option("--batch", e.batch, "batch size");
   ev->add_option("--threads", e.threads, "compute threads");
+  return ev;
+}
+
+struct SynthArgs {
+  std::string out, encoding = "raw";
+  int files = 8, per_file = 64, last = 0, size = 8, channels = 1, classes = 4;
+  uint64_t seed = 1;
+};
+
+CLI::App* add_synth(CLI::App& app, SynthArgs& a) {
   CLI::App* syn = app.add_subcommand("synth", "write a small synthetic dataset (for smoke tests and benchmarks)");
-  std::string syn_out, syn_encoding = "raw";
-  int syn_files = 8, syn_per_file = 64, syn_last = 0, syn_size = 8, syn_channels = 1, syn_classes = 4;
-  uint64_t syn_seed = 1;
-  syn->add_option("--out", syn_out, "dataset folder to write")->required();
-  syn->add_option("--files", syn_files, "batch files");
-  syn->add_option("--per-file", syn_per_file, "samples per batch file");
-  syn->add_option("--last", syn_last, "samples in the last file (0: --per-file)");
-  syn->add_option("--size", syn_size, "image side in pixels");
-  syn->add_option("--channels", syn_channels, "1 or 3");
-  syn->add_option("--classes", syn_classes, "number of classes");
-  syn->add_option("--encoding", syn_encoding, "raw | jpeg")->check(CLI::IsMember({"raw", "jpeg"}));
-  syn->add_option("--seed", syn_seed, "seed");
+  syn->add_option("--out", a.out, "dataset folder to write")->required();
+  syn->add_option("--files", a.files, "batch files");
+  syn->add_option("--per-file", a.per_file, "samples per batch file");
+  syn->add_option("--last", a.last, "samples in the last file (0: --per-file)");
+  syn->add_option("--size", a.size, "image side in pixels");
+  syn->add_option("--channels", a.channels, "1 or 3");
+  syn->add_option("--classes", a.classes, "number of classes");
+  syn->add_option("--encoding", a.encoding, "raw | jpeg")->check(CLI::IsMember({"raw", "jpeg"}));
+  syn->add_option("--seed", a.seed, "seed");
+  return syn;
+}
+
+int run_synth(const SynthArgs& a, int rank) {
+  convoy::SyntheticSpec spec;
+  spec.file_counts.assign(size_t(std::max(1, a.files)), uint32_t(std::max(1, a.per_file)));
+  if (a.last > 0) spec.file_counts.back() = uint32_t(a.last);
+  spec.shape = {uint32_t(a.size), uint32_t(a.size), uint32_t(a.channels)};
+  spec.classes = a.classes;
+  spec.encoding = convoy::parse_encoding(a.encoding);
+  spec.seed = a.seed;
+  if (rank == 0) convoy::write_synthetic_dataset(a.out, spec);
+  return 0;
+}
+
+struct BenchLoaderArgs {
+  convoy::LoaderBenchOptions o;
+  bool no_flip = false, eval = false;
+};
+
+CLI::App* add_bench_loader(CLI::App& app, BenchLoaderArgs& a) {
+  convoy::LoaderBenchOptions& lbo = a.o;
   CLI::App* lb = app.add_subcommand("bench-loader", "time the loader alone (no net) in raw and float mode");
-  convoy::LoaderBenchOptions lbo;
   lb->add_option("--data", lbo.data, "dataset folder")->required();
   lb->add_option("--mode", lbo.mode, "raw (CUDA backend) | float (CPU backend) | both")
       ->check(CLI::IsMember({"raw", "float", "both"}));
@@ -109,18 +155,52 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
   lb->add_option("--epochs", lbo.epochs, "epochs per mode (the first is left out of the median)");
   lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)");
   lb->add_option("--pad", lbo.pad, "zero padding before the random crop");
-  lb->add_flag("--random-resized-crop", lbo.random_resized_crop, "torchvision's RandomResizedCrop to --crop instead of a window");
-  bool lb_no_flip = false, lb_eval = false;
-  lb->add_flag("--no-flip", lb_no_flip, "no random horizontal flip");
-  lb->add_flag("--eval", lb_eval, "the evaluation pass: file order, centred crop, partial last batch");
+  lb->add_flag("--random-resized-crop", lbo.random_resized_crop,
+               "torchvision's RandomResizedCrop to --crop instead of a window");
+  lb->add_flag("--no-flip", a.no_flip, "no random horizontal flip");
+  lb->add_flag("--eval", a.eval, "the evaluation pass: file order, centred crop, partial last batch");
   lb->add_option("--eval-resize", lbo.eval_resize, "with --eval: the short side to this before the centred crop");
-  lb->add_flag("--mirror", lbo.mirror, "raw mode: mirror the samples in the loader (flips all 0), as the Python module does");
+  lb->add_flag("--mirror", lbo.mirror,
+               "raw mode: mirror the samples in the loader (flips all 0), as the Python module does");
   lb->add_option("--rank", lbo.rank, "the share of this rank (with --ranks)")->check(CLI::NonNegativeNumber);
   lb->add_option("--ranks", lbo.ranks, "ranks the dataset is dealt to")->check(CLI::PositiveNumber);
   lb->add_option("--seed", lbo.seed, "seed");
   lb->add_option("--step-us", lbo.step_us,
                  "microseconds the consumer spends per batch, spinning as a host waiting for a GPU step does");
   lb->add_flag("--digest", lbo.digest, "print a checksum of each epoch's batches (the same for any --readers)");
+  return lb;
+}
+
+int run_bench_loader(BenchLoaderArgs& a, const convoy::MpiContext& mpi) {
+  a.o.local_ranks = mpi.local_size();
+  a.o.flip = !a.no_flip;
+  a.o.train = !a.eval;
+  if (a.o.rank >= a.o.ranks) convoy::fail("--rank must be less than --ranks");
+  return mpi.rank() == 0 ? convoy::run_loader_bench(a.o) : 0;
+}
+
+int start_training(convoy::TrainOptions& t, const convoy::MpiContext& mpi) {
+  t.local_rank = mpi.local_rank();
+  t.local_ranks = mpi.local_size();
+  if (t.config.empty() && t.resume.empty()) convoy::fail("--config is required (or --resume)");
+  if (t.data.empty() && !t.print_net) convoy::fail("--data is required");
+  return convoy::run_training(t, mpi.rank(), mpi.size());
+}
+
+int run(convoy::MpiContext& mpi, int argc, char** argv) {
+  convoy::TrainOptions t;
+  convoy::EvalOptions e;
+  SynthArgs syn_args;
+  BenchLoaderArgs lb_args;
+  bool list_gpus = false;
+  CLI::App app{"train: CNN training on convoy batch files"};
+  add_run_options(app, t);
+  add_backend_options(app, t.backend);
+  app.add_flag("--gpus", list_gpus, "print the number of GPUs this build can use, then exit");
+  add_run_flags(app, t);
+  CLI::App* ev = add_eval(app, e);
+  CLI::App* syn = add_synth(app, syn_args);
+  CLI::App* lb = add_bench_loader(app, lb_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
@@ -130,26 +210,13 @@ int run(convoy::MpiContext& mpi, int argc, char** argv) {
     if (mpi.rank() == 0) std::printf("%d\n", convoy::gpu_count());
     return 0;
   }
-  t.local_ranks = e.local_ranks = lbo.local_ranks = mpi.local_size();
-  lbo.flip = !lb_no_flip;
-  lbo.train = !lb_eval;
-  if (*lb && lbo.rank >= lbo.ranks) convoy::fail("--rank must be less than --ranks");
-  if (*lb) return mpi.rank() == 0 ? convoy::run_loader_bench(lbo) : 0;
-  if (*ev) return convoy::run_eval(e, mpi.rank(), mpi.size());
-  if (*syn) {
-    convoy::SyntheticSpec spec;
-    spec.file_counts.assign(size_t(std::max(1, syn_files)), uint32_t(std::max(1, syn_per_file)));
-    if (syn_last > 0) spec.file_counts.back() = uint32_t(syn_last);
-    spec.shape = {uint32_t(syn_size), uint32_t(syn_size), uint32_t(syn_channels)};
-    spec.classes = syn_classes;
-    spec.encoding = convoy::parse_encoding(syn_encoding);
-    spec.seed = syn_seed;
-    if (mpi.rank() == 0) convoy::write_synthetic_dataset(syn_out, spec);
-    return 0;
+  if (*lb) return run_bench_loader(lb_args, mpi);
+  if (*ev) {
+    e.local_ranks = mpi.local_size();
+    return convoy::run_eval(e, mpi.rank(), mpi.size());
   }
-  if (t.config.empty() && t.resume.empty()) convoy::fail("--config is required (or --resume)");
-  if (t.data.empty() && !t.print_net) convoy::fail("--data is required");
-  return convoy::run_training(t, mpi.rank(), mpi.size());
+  if (*syn) return run_synth(syn_args, mpi.rank());
+  return start_training(t, mpi);
 }
 
 }  // namespace

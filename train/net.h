@@ -3,41 +3,19 @@
 // buffer) so that all-reduce, the optimiser and checkpoints each work on a single array.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
-#include "train/layers/conv.h"
-#include "train/layers/pool.h"
+#include "train/layers/op.h"
 #include "train/net_config.h"
+#include "train/net_node.h"
 
 namespace convoy {
-
-// Per-sample tensor dimensions (channels, height, width); fc outputs are {units, 1, 1}.
-struct Dims {
-  int c = 0, h = 1, w = 1;
-  size_t size() const { return size_t(c) * h * w; }
-  bool operator==(const Dims& o) const { return c == o.c && h == o.h && w == o.w; }
-};
 
 struct ParamBlock {
   std::string name;  // "<layer>.weight", "<layer>.bias", ...
   size_t offset = 0, count = 0;
-};
-
-struct Node {
-  LayerSpec spec;
-  std::vector<int> in;  // node indices; -1 = the net's input
-  Dims out;
-  int consumers = 0;
-  bool fused_relu = false;  // conv: applies the next layer's ReLU itself
-  int alias = -1;           // relu fused into node `alias`: shares its output and gradient
-  size_t w_off = 0, w_count = 0, b_off = 0, b_count = 0;  // into weights/grads
-  size_t s_off = 0, s_count = 0;                          // into state (running statistics)
-  double flops = 0;                                       // forward, per image
-  double t_fwd = 0, t_bwd = 0;                            // seconds, when profiling
-  std::vector<float> y, dy;
-  std::vector<float> aux;        // dropout mask; batch-norm saved mean and 1/std
-  std::vector<int32_t> argmax;   // max pool
 };
 
 // The largest net Net builds; beyond these a config is refused with one line naming the layer,
@@ -47,10 +25,6 @@ struct Node {
 constexpr size_t kMaxNetParams = (size_t(1) << 31) - 1;
 constexpr size_t kMaxTensorValues = (size_t(1) << 31) - 1;
 constexpr int kMaxTensorSide = 1 << 20;
-
-// The op shapes of a conv or pool node for a batch of n, shared by the CPU net and GpuNet.
-ConvShape conv_shape(const Node& nd, Dims in, int n);
-PoolShape pool_shape(const Node& nd, Dims in, int n);
 
 class Net {
  public:
@@ -96,10 +70,18 @@ class Net {
   double flops_per_image() const;
 
  private:
+  // Construction: the layers' `units = "classes"` checked, a node per layer with its shape and
+  // parameter ranges, then the ReLUs that the layer before them runs.
+  [[noreturn]] void fail_at(const LayerSpec& s, const std::string& why) const;
+  void check_classes(int classes) const;
+  void add_node(const LayerSpec& spec, int classes, size_t max_params, size_t& wsize, size_t& ssize);
+  void fuse_relus();
+  std::vector<int> inputs_of(const LayerSpec& spec) const;
+  // One node's pass as its op gets it (CpuLayer).
+  CpuLayer layer(int i);
   const float* input_of(const Node& node, int k) const;
-  float* out(int i) { return nodes_[i].alias >= 0 ? nodes_[nodes_[i].alias].y.data() : nodes_[i].y.data(); }
   float* grad(int i) { return nodes_[i].alias >= 0 ? nodes_[nodes_[i].alias].dy.data() : nodes_[i].dy.data(); }
-  float* grad_target(int from, size_t count, std::vector<float>& scratch);
+  float* grad_target(int from);
 
   NetConfig cfg_;
   Dims input_;
@@ -107,7 +89,10 @@ class Net {
   const float* x_ = nullptr;
   const int32_t* labels_ = nullptr;
   bool train_ = false, profiling_ = false;
+  uint64_t key_ = 0;
+  const uint64_t* sample_keys_ = nullptr;
   std::vector<Node> nodes_;
+  std::map<std::string, int> index_;  // layer name -> node, while building
   std::vector<ParamBlock> blocks_;
   std::vector<float> weights_, grads_, state_, probs_, losses_, input_grad_, scratch_;
 };

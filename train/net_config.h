@@ -2,38 +2,35 @@
 // with optional `inputs` so that residual nets can be written, plus [train] and [data] tables.
 // Every mistake is reported as "<file>:<line>: <reason>" before any training starts.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace convoy {
 
-enum class LayerKind {
-  conv, max_pool, avg_pool, global_avg_pool, fc, relu, batch_norm, dropout, add, flatten,
-  softmax_xent
-};
-const char* layer_kind_name(LayerKind k);
+class Op;         // train/layers/op.h
+struct OpParams;  // likewise
 
 struct LayerSpec {
   std::string name;
-  LayerKind kind = LayerKind::relu;
+  const Op* op = nullptr;           // the layer's type (train/layers/registry.h); never null once parsed
   std::vector<std::string> inputs;  // empty: the previous layer (or the data for the first)
   int line = 0;                     // in the config file, for messages
-  int filters = 0, kernel = 1, stride = 1, pad = 0, groups = 1;  // conv, pools
-  int units = 0;  // fc; kClassUnits: as many as the dataset has classes
-  bool bias = true;                                              // conv, fc
-  float p = 0.5f;                                                // dropout
-  float eps = 1e-5f, momentum = 0.1f;                            // batch norm
+  std::shared_ptr<const OpParams> params;  // the keys of its type, as its op read them (null: none)
 };
 
-constexpr int kClassUnits = -1;  // units = "classes"
+// The recipe's and the net's named choices, read from the config once.
+enum class OptimizerKind { sgd, adam, adamw };
+enum class ScheduleKind { constant, step, cosine, onecycle };
+enum class InitRule { fan_in_uniform, kaiming };  // "default": PyTorch's uniform +-1/sqrt(fan_in)
 
 struct TrainRecipe {
   int epochs = 15, batch = 128;
-  std::string optimizer = "sgd";  // sgd | adam | adamw
+  OptimizerKind optimizer = OptimizerKind::sgd;
   double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
   bool nesterov = true;
   double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;
-  std::string schedule = "onecycle";  // constant | step | cosine | onecycle
+  ScheduleKind schedule = ScheduleKind::onecycle;
   double warmup_epochs = 0;           // linear warm-up before step / cosine / constant
   double pct_start = 0.3, div_factor = 25, final_div_factor = 1e4;  // onecycle
   int step_epochs = 30;                                              // step
@@ -57,10 +54,10 @@ struct AugmentSpec {
 
 struct NetConfig {
   std::string path, name;
-  std::string init = "default";  // default (PyTorch: uniform +-1/sqrt(fan_in)) | kaiming (normal, sqrt(2/fan_in), zero bias)
-  int input_c = 0, input_h = 0, input_w = 0;
+  InitRule init = InitRule::fan_in_uniform;  // kaiming: normal, sqrt(2/fan_in), zero bias
+  int input_c = 0, input_h = 0, input_w = 0;  // [net] input = [c, h, w]: for --print-net without data
   bool fuse = true;  // [net] fuse: run a conv's only-consumer ReLU inside the conv
-  int classes = 0;  // [net] classes: for units = "classes" under --print-net without data  // [net] input = [c, h, w]: for --print-net without data
+  int classes = 0;   // [net] classes: for units = "classes" under --print-net without data
   std::string text;  // kept so that a checkpoint can rebuild the net by itself
   std::vector<LayerSpec> layers;
   TrainRecipe train;

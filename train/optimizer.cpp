@@ -6,44 +6,53 @@
 #include <algorithm>
 #include <cmath>
 
-#include "train/layers/optimizer_update.h"
+#include "shared/error.h"
+#include "train/optimizer_update.h"
 
 namespace convoy {
 
-Optimizer::Optimizer(const TrainRecipe& r, size_t params) : recipe(r), m(params, 0.f) {
-  if (r.optimizer != "sgd") v.assign(params, 0.f);
+Optimizer::Optimizer(const TrainRecipe& r, size_t params)
+    : recipe(r), kind(r.optimizer), m(params, 0.f) {
+  if (kind != OptimizerKind::sgd) v.assign(params, 0.f);
 }
 
 void Optimizer::step(std::vector<float>& weights, const std::vector<float>& grads, double lr) {
   ++t;
-  if (recipe.optimizer == "sgd")
+  if (kind == OptimizerKind::sgd)
     sgd_update(weights.size(), weights.data(), grads.data(), m.data(), float(lr),
                float(recipe.momentum), recipe.nesterov, float(recipe.weight_decay));
   else
     adam_update(weights.size(), weights.data(), grads.data(), m.data(), v.data(), float(lr),
                 float(recipe.beta1), float(recipe.beta2), float(recipe.adam_eps),
-                float(recipe.weight_decay), recipe.optimizer == "adamw", t);
+                float(recipe.weight_decay), kind == OptimizerKind::adamw, t);
 }
 
-double lr_at(const TrainRecipe& r, long long step, long long total, long long per_epoch) {
+LrSchedule::LrSchedule(const TrainRecipe& r, long long total, long long per_epoch)
+    : r_(r), kind_(r.schedule), total_(total), per_epoch_(per_epoch) {}
+
+double LrSchedule::at(long long step) const {
   const double pi = 3.14159265358979323846;
   auto cos_anneal = [&](double from, double to, double frac) {
     return to + (from - to) * 0.5 * (1 + std::cos(pi * std::clamp(frac, 0.0, 1.0)));
   };
-  if (r.schedule == "onecycle") {
-    const double start = r.lr / r.div_factor, end = start / r.final_div_factor;
-    const double up = std::max(1.0, r.pct_start * double(total) - 1);
+  if (kind_ == ScheduleKind::onecycle) {
+    const double start = r_.lr / r_.div_factor, end = start / r_.final_div_factor;
+    const double up = std::max(1.0, r_.pct_start * double(total_) - 1);
     const double s = double(step);
-    if (s <= up) return cos_anneal(start, r.lr, s / up);
-    return cos_anneal(r.lr, end, (s - up) / std::max(1.0, double(total) - 1 - up));
+    if (s <= up) return cos_anneal(start, r_.lr, s / up);
+    return cos_anneal(r_.lr, end, (s - up) / std::max(1.0, double(total_) - 1 - up));
   }
-  const long long warm = (long long)std::llround(r.warmup_epochs * double(per_epoch));
-  if (step < warm) return r.lr * double(step + 1) / double(warm);
-  if (r.schedule == "step")
-    return r.lr * std::pow(r.gamma, double(step / (std::max(1LL, per_epoch) * r.step_epochs)));
-  if (r.schedule == "cosine")
-    return cos_anneal(r.lr, r.min_lr, double(step - warm) / double(std::max(1LL, total - warm)));
-  return r.lr;
+  const long long warm = (long long)std::llround(r_.warmup_epochs * double(per_epoch_));
+  if (step < warm) return r_.lr * double(step + 1) / double(warm);
+  if (kind_ == ScheduleKind::step)
+    return r_.lr * std::pow(r_.gamma, double(step / (std::max(1LL, per_epoch_) * r_.step_epochs)));
+  if (kind_ == ScheduleKind::cosine)
+    return cos_anneal(r_.lr, r_.min_lr, double(step - warm) / double(std::max(1LL, total_ - warm)));
+  return r_.lr;
+}
+
+double lr_at(const TrainRecipe& r, long long step, long long total, long long per_epoch) {
+  return LrSchedule(r, total, per_epoch).at(step);
 }
 
 }  // namespace convoy

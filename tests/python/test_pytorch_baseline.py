@@ -13,9 +13,7 @@ import pytest
 
 from conftest import BIN, SRC, TRAIN, run_tool, synth
 
-# Where this checkout keeps it: benchmarks/ or scripts/bench/.
-SCRIPT = next(p for p in (os.path.join(SRC, "benchmarks", "pytorch_train.py"),
-                          os.path.join(SRC, "scripts", "bench", "pytorch_train.py")) if os.path.exists(p))
+SCRIPT = os.path.join(SRC, "benchmarks", "pytorch_train.py")
 SMALL = os.path.join(SRC, "tests", "data", "small_conv_bn.toml")
 
 # [train] tables for small_conv_bn.toml's layers: its own (one-cycle), and each other schedule.

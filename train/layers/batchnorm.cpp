@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "train/layers/layer_keys.h"
+
 namespace convoy {
 
 void bn_forward_train(const BnShape& s, const float* x, const float* gamma, const float* beta,
@@ -82,6 +84,61 @@ void bn_backward(const BnShape& s, const float* x, const float* dy, const float*
       for (int i = 0; i < s.hw; ++i) q[i] = k * (g[i] - m_dy - (p[i] - mean) * invstd * m_dyx);
     }
   }
+}
+
+
+std::shared_ptr<const OpParams> BatchNormOp::parse(const LayerKeys& k) const {
+  auto p = std::make_shared<BnParams>();
+  p->eps = float(k.get_num("eps", 1e-5, 1e-12, 1));
+  p->momentum = float(k.get_num("momentum", 0.1, 0, 1));
+  return p;
+}
+
+OpShape BatchNormOp::shape(const ShapeIn& s) const {
+  const Dims in = s.in[0];
+  OpShape o;
+  o.out = in;
+  o.weights = o.biases = size_t(in.c);
+  o.state = 2 * size_t(in.c);
+  o.flops = 2.0 * double(in.size());
+  return o;
+}
+
+// gamma 1, beta 0, running mean 0 and variance 1, as PyTorch starts them.
+bool BatchNormOp::init_params(const Node& nd, float* weights, float* state) const {
+  const size_t c = size_t(nd.in_dims[0].c);
+  std::fill(weights + nd.w_off, weights + nd.w_off + nd.w_count, 1.f);
+  std::fill(weights + nd.b_off, weights + nd.b_off + nd.b_count, 0.f);
+  std::fill(state + nd.s_off, state + nd.s_off + c, 0.f);
+  std::fill(state + nd.s_off + c, state + nd.s_off + 2 * c, 1.f);
+  return true;
+}
+
+CpuBuffers BatchNormOp::cpu_buffers(const Node& nd, int) const { return {2 * size_t(nd.in_dims[0].c), 0}; }
+
+double BatchNormOp::forward(const CpuLayer& l) const {
+  const BnParams& p = params_of<BnParams>(l.node.spec);
+  const Dims in = l.in();
+  const BnShape s{l.n, in.c, in.h * in.w, p.eps, p.momentum};
+  float* aux = l.node.aux.data();
+  if (l.train)
+    bn_forward_train(s, l.x[0], l.w, l.b, l.y, aux, aux + in.c, l.state, l.state + in.c);
+  else
+    bn_forward_eval(s, l.x[0], l.w, l.b, l.state, l.state + in.c, l.y);
+  return 0;
+}
+
+void BatchNormOp::backward(const CpuLayer& l, int) const {
+  const BnParams& p = params_of<BnParams>(l.node.spec);
+  const Dims in = l.in();
+  const BnShape s{l.n, in.c, in.h * in.w, p.eps, p.momentum};
+  const float* aux = l.node.aux.data();
+  bn_backward(s, l.x[0], l.dy, l.w, aux, aux + in.c, l.dx, l.dw, l.db);
+}
+
+const Op& batch_norm_op() {
+  static const BatchNormOp op;
+  return op;
 }
 
 }  // namespace convoy

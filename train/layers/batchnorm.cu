@@ -1,6 +1,11 @@
 // CUDA twin of batchnorm.cpp through cuDNN's spatial batch norm, which keeps the same saved
-// statistics (mean, 1/sqrt(var + eps)) and the same unbiased running-variance update.
-#include "train/layers/gpu_ops.h"
+// statistics (mean, 1/sqrt(var + eps)) and the same unbiased running-variance update. Then the
+// batch_norm op's passes, bf16 ones (batchnorm_nhwc.cu) with the ReLU after it where it runs that.
+#include <type_traits>
+
+#include "train/gpu_context.h"
+#include "train/layers/batchnorm.h"
+#include "train/layers/gpu_layer.h"
 
 namespace convoy::gpu {
 namespace {
@@ -59,3 +64,61 @@ void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy
 }
 
 }  // namespace convoy::gpu
+
+namespace convoy {
+namespace {
+
+using gpu::as;
+using gpu::bf16;
+using gpu::GpuLayer;
+
+BnShape shape_of(const GpuLayer& l) {
+  const BnParams& p = params_of<BnParams>(l.node.spec);
+  const Dims in = l.in();
+  return {l.n(), in.c, in.h * in.w, p.eps, p.momentum};
+}
+
+template <typename T>
+void bn_fwd(const GpuLayer& l) {
+  const BnShape s = shape_of(l);
+  float* run = l.state;
+  float* aux = as<float>(l.buf.aux);
+  if constexpr (std::is_same_v<T, bf16>) {
+    T* out = l.relu ? as<T>(l.relu->y) : as<T>(l.buf.y);
+    if (l.batch.train)
+      gpu::bn_forward_train(l.ctx, s, l.xs<T>(), l.w32, l.b, out, aux, aux + s.c, run, run + s.c, l.relu != nullptr);
+    else
+      gpu::bn_forward_eval(l.ctx, s, l.xs<T>(), l.w32, l.b, run, run + s.c, out, l.relu != nullptr);
+  } else if (l.batch.train) {
+    gpu::bn_forward_train(l.ctx, s, l.xs<T>(), l.w32, l.b, as<T>(l.buf.y), aux, aux + s.c, run, run + s.c);
+  } else {
+    gpu::bn_forward_eval(l.ctx, s, l.xs<T>(), l.w32, l.b, run, run + s.c, as<T>(l.buf.y));
+  }
+}
+
+// With the ReLU after it (bf16), the gradient is the ReLU's, masked by the ReLU's output.
+template <typename T>
+void bn_bwd(const GpuLayer& l) {
+  const BnShape s = shape_of(l);
+  const float* aux = as<float>(l.buf.aux);
+  T* dx = l.grad_to<T>();
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (l.relu)
+      gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.relu->dy), l.w32, aux, aux + s.c, dx, l.dw, l.db,
+                       as<T>(l.relu->y));
+    else
+      gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.buf.dy), l.w32, aux, aux + s.c, dx, l.dw, l.db);
+  } else {
+    gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.buf.dy), l.w32, aux, aux + s.c, dx, l.dw, l.db);
+  }
+}
+
+}  // namespace
+
+void BatchNormOp::gpu_setup(gpu::GpuSetup& s) const {
+  s.arena.request(s.buf.aux, 2 * size_t(s.node.in_dims[0].c) * sizeof(float));
+}
+void BatchNormOp::gpu_forward(const GpuLayer& l) const { l.half ? bn_fwd<bf16>(l) : bn_fwd<float>(l); }
+void BatchNormOp::gpu_backward(const GpuLayer& l, int) const { l.half ? bn_bwd<bf16>(l) : bn_bwd<float>(l); }
+
+}  // namespace convoy

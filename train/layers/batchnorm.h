@@ -1,7 +1,14 @@
-// Batch normalisation over NCHW tensors (per channel over n, h, w), with batch statistics in
-// training and running statistics in evaluation. Shared with the CUDA twin (batchnorm.cu).
+// The batch_norm op (`type = "batch_norm"`, per channel over n, h, w), with batch statistics in
+// training and running statistics in evaluation: the CPU reference over NCHW (batchnorm.cpp) and
+// its CUDA twins, fp32 NCHW through cuDNN (batchnorm.cu) and bf16 NHWC with own kernels (batchnorm_nhwc.cu).
 #pragma once
 #include <cstddef>
+
+#include "train/layers/op.h"
+
+#if CONVOY_HAVE_CUDA
+#include "train/cuda/storage.h"
+#endif
 
 namespace convoy {
 
@@ -22,4 +29,58 @@ void bn_backward(const BnShape& s, const float* x, const float* dy, const float*
                  const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                  float* dbeta);
 
+struct BnParams : OpParams {
+  float eps = 1e-5f, momentum = 0.1f;
+};
+
+// Parameters gamma and beta, state the running mean and variance, aux the batch mean and 1/std.
+class BatchNormOp final : public Op {
+ public:
+  const char* type() const override { return "batch_norm"; }
+  std::vector<std::string> keys() const override { return {"eps", "momentum"}; }
+  std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
+  bool fuses_relu_bf16() const override { return true; }
+  OpShape shape(const ShapeIn& in) const override;
+  const char* weight_name() const override { return "gamma"; }
+  const char* bias_name() const override { return "beta"; }
+  bool init_params(const Node& nd, float* weights, float* state) const override;
+  CpuBuffers cpu_buffers(const Node& nd, int n) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_setup(gpu::GpuSetup& s) const override;
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+const Op& batch_norm_op();
+
 }  // namespace convoy
+
+#if CONVOY_HAVE_CUDA
+namespace convoy::gpu {
+
+class Context;
+
+// fp32 NCHW through cuDNN.
+void bn_forward_train(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
+                      float* y, float* save_mean, float* save_invstd, float* running_mean, float* running_var);
+void bn_forward_eval(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
+                     const float* running_mean, const float* running_var, float* y);
+void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy, const float* gamma,
+                 const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta);
+// bf16 NHWC ([n, hw, c]) with own kernels: statistics, scale, shift and the parameter gradients in
+// fp32, every sum in a fixed order; the same saved and running statistics as the fp32 overloads.
+// With `relu` the forward pass stores max(0, y): batch norm and the ReLU after it in one pass. The
+// backward pass of that pair takes the ReLU's output as relu_y and its gradient as dy.
+void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
+                      float* save_mean, float* save_invstd, float* running_mean, float* running_var,
+                      bool relu = false);
+void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
+                     const float* running_mean, const float* running_var, bf16* y, bool relu = false);
+void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
+                 const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
+                 const bf16* relu_y = nullptr);
+
+}  // namespace convoy::gpu
+#endif

@@ -6,9 +6,10 @@
 // replays bit for bit, and the passes move 16-byte packs of channels.
 #include <cmath>
 
-#include "train/layers/channels.cuh"
-#include "train/layers/gpu_ops.h"
-#include "train/layers/storage.cuh"
+#include "train/cuda/channels.cuh"
+#include "train/cuda/storage.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/batchnorm.h"
 
 namespace convoy::gpu {
 namespace {

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "train/layers/layer_keys.h"
+
 namespace convoy {
 namespace {
 
@@ -178,6 +180,73 @@ void conv_backward(const ConvShape& s, const float* x, const float* w, const flo
     for (int t = 1; t < threads; ++t)
       for (int c = 0; c < s.c_out; ++c) db[c] += db_part[size_t(t) * s.c_out + c];
   }
+}
+
+namespace {
+
+ConvShape shape_of(const ConvParams& p, Dims in, int n) {
+  ConvShape s;
+  s.n = n;
+  s.c_in = in.c, s.h_in = in.h, s.w_in = in.w;
+  s.c_out = p.filters;
+  s.kh = s.kw = p.kernel;
+  s.stride = p.stride, s.pad = p.pad, s.groups = p.groups;
+  return s;
+}
+
+}  // namespace
+
+ConvShape conv_shape(const Node& nd, int n) { return shape_of(params_of<ConvParams>(nd.spec), nd.in_dims[0], n); }
+
+std::vector<std::string> ConvOp::keys() const { return {"filters", "kernel", "stride", "pad", "groups", "bias"}; }
+
+std::shared_ptr<const OpParams> ConvOp::parse(const LayerKeys& k) const {
+  auto p = std::make_shared<ConvParams>();
+  p->filters = k.get_int("filters", 0, 1, 1 << 16);
+  if (p->filters == 0) k.fail("conv layer '" + k.name() + "' needs filters");
+  p->kernel = k.get_int("kernel", 3, 1, 64);
+  p->stride = k.get_int("stride", 1, 1, 64);
+  p->pad = k.get_int("pad", 0, 0, 64);
+  p->groups = k.get_int("groups", 1, 1, 1 << 16);
+  p->bias = k.get_bool("bias", true);
+  return p;
+}
+
+std::string ConvOp::example() const { return "filters = 6\nkernel = 3\npad = 1\ngroups = 2\n"; }
+
+OpShape ConvOp::shape(const ShapeIn& s) const {
+  const ConvParams& p = params_of<ConvParams>(s.spec);
+  const Dims in = s.in[0];
+  if (in.c % p.groups || p.filters % p.groups)
+    s.fail("groups = " + std::to_string(p.groups) + " must divide input channels (" + std::to_string(in.c) +
+           ") and filters (" + std::to_string(p.filters) + ")");
+  if (in.h + 2 * p.pad < p.kernel || in.w + 2 * p.pad < p.kernel)
+    s.fail("kernel " + std::to_string(p.kernel) + " is larger than the padded input " + dims_text(in));
+  const ConvShape c = shape_of(p, in, 1);
+  OpShape o;
+  o.out = {p.filters, c.h_out(), c.w_out()};
+  o.weights = c.weight_count();
+  o.biases = p.bias ? size_t(p.filters) : 0;
+  o.flops = 2.0 * double(o.weights) * c.h_out() * c.w_out();
+  return o;
+}
+
+double ConvOp::forward(const CpuLayer& l) const {
+  ConvShape s = conv_shape(l.node, l.n);
+  s.relu = l.node.fused_relu;
+  conv_forward(s, l.x[0], l.w, l.b, l.y);
+  return 0;
+}
+
+void ConvOp::backward(const CpuLayer& l, int) const {
+  ConvShape s = conv_shape(l.node, l.n);
+  s.relu = l.node.fused_relu;
+  conv_backward(s, l.x[0], l.w, l.node.y.data(), l.dy, l.dx, l.dw, l.db);
+}
+
+const Op& conv_op() {
+  static const ConvOp op;
+  return op;
 }
 
 }  // namespace convoy

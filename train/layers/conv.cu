@@ -1,12 +1,20 @@
 // CUDA twin of conv.cpp: cuDNN convolution with algorithms chosen once per shape (deterministic
 // ones only) and run in the context's preallocated workspace; fp32 NCHW, or bf16 NHWC with fp32
-// accumulation on the tensor cores.
+// accumulation on the tensor cores. Then the conv op's GPU passes: a plan per batch size, and the
+// bf16 weight copy's filters in cuDNN's order (padded for a first layer that reads stored channels).
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "shared/log.h"
-#include "train/layers/channels.cuh"
-#include "train/layers/gpu_ops.h"
-#include "train/layers/weight_copy.cuh"
+#include "train/cuda/channels.cuh"
+#include "train/cuda/input_layout.h"
+#include "train/cuda/weight_copy.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/conv.h"
+#include "train/layers/gpu_layer.h"
 
 namespace convoy::gpu {
 namespace {
@@ -181,3 +189,76 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
 }
 
 }  // namespace convoy::gpu
+
+namespace convoy {
+namespace {
+
+using gpu::as;
+using gpu::bf16;
+using gpu::GpuLayer;
+
+// A node's plans, one per batch size, made the first time a batch of that size comes.
+struct ConvPlans final : gpu::OpCache {
+  std::map<int, std::unique_ptr<gpu::ConvPlan>> by_batch;
+};
+
+const gpu::ConvPlan& plan_for(const GpuLayer& l) {
+  if (!l.cache) l.cache = std::make_unique<ConvPlans>();
+  auto& plans = static_cast<ConvPlans&>(*l.cache).by_batch;
+  auto it = plans.find(l.n());
+  if (it != plans.end()) return *it->second;
+  const bool first = l.node.in[0] < 0;
+  auto p = std::make_unique<gpu::ConvPlan>(l.ctx, conv_shape(l.node, l.n()), !first, first ? l.input.c_stored : 0,
+                                           first && l.input.block == 2);
+  return *plans.emplace(l.n(), std::move(p)).first->second;
+}
+
+template <typename T>
+void conv_fwd(const GpuLayer& l) {
+  gpu::conv_forward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), l.b, as<T>(l.buf.y));
+}
+
+template <typename T>
+void conv_bwd(const GpuLayer& l) {
+  const T* dy = as<T>(l.buf.dy);
+  if constexpr (std::is_same_v<T, bf16>)
+    gpu::conv_backward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), dy, l.grad_to<T>(), l.dw, l.db, l.dw16);
+  else
+    gpu::conv_backward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), dy, l.grad_to<T>(), l.dw, l.db);
+}
+
+}  // namespace
+
+gpu::InputUse ConvOp::input_use(const Node& nd) const {
+  const ConvParams& p = params_of<ConvParams>(nd.spec);
+  return {p.groups == 1, p.stride == 2 && p.kernel >= 2 ? p.kernel : 0, p.pad};
+}
+
+// bf16: the copy holds the filters in cuDNN's [c_out, kh, kw, c] order; the first layer's, when the
+// input is stored padded or as 2x2 blocks, go after the flat weights, padded to match.
+void ConvOp::gpu_setup(gpu::GpuSetup& s) const {
+  if (!s.half) return;
+  const Node& nd = s.node;
+  const ConvParams& p = params_of<ConvParams>(nd.spec);
+  const Dims in = nd.in_dims[0];
+  const int c = in.c / p.groups, rs = p.kernel * p.kernel;
+  if (nd.w_count >= (size_t(1) << 32)) fail("GpuNet: a convolution with 2^32 weights or more");
+  if (nd.in[0] < 0 && (s.input.c_stored != in.c || s.input.block != 1)) {
+    const int kb = (p.kernel + 1) / 2, taps = s.input.block == 2 ? kb * kb : rs;
+    const size_t padded = size_t(p.filters) * taps * size_t(s.input.c_stored);
+    s.segments.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs, s.copy_size, s.input.c_stored,
+                          s.input.block == 2 ? p.kernel : 0});
+    s.copy_at = s.copy_size;
+    s.copy_size += padded;
+    s.dw16 = std::max(s.dw16, padded);
+  } else {
+    if (c > 1 && rs > 1) s.segments.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs, nd.w_off, c});
+    s.dw16 = std::max(s.dw16, nd.w_count);
+  }
+}
+
+void ConvOp::gpu_forward(const GpuLayer& l) const { l.half ? conv_fwd<bf16>(l) : conv_fwd<float>(l); }
+
+void ConvOp::gpu_backward(const GpuLayer& l, int) const { l.half ? conv_bwd<bf16>(l) : conv_bwd<float>(l); }
+
+}  // namespace convoy

@@ -1,7 +1,15 @@
-// Convolution over NCHW float tensors (im2col + sgemm on the CPU). The shape struct is shared with
-// the CUDA twin (conv.cu), so both are called and tested the same way.
+// The conv op (`type = "conv"`): the CPU reference over NCHW float tensors (im2col + sgemm,
+// conv.cpp) and its CUDA twin through cuDNN (conv.cu), called and tested with the same shape struct.
 #pragma once
 #include <cstddef>
+
+#include "train/layers/op.h"
+
+#if CONVOY_HAVE_CUDA
+#include <cudnn.h>
+
+#include "train/cuda/storage.h"
+#endif
 
 namespace convoy {
 
@@ -24,4 +32,83 @@ void conv_forward(const ConvShape& s, const float* x, const float* w, const floa
 void conv_backward(const ConvShape& s, const float* x, const float* w, const float* y,
                    const float* dy, float* dx, float* dw, float* db);
 
+struct ConvParams : OpParams {
+  int filters = 0, kernel = 3, stride = 1, pad = 0, groups = 1;
+  bool bias = true;
+};
+
+// A conv node's op shape for a batch of n (without the fused ReLU), for the CPU and the GPU alike.
+ConvShape conv_shape(const Node& nd, int n);
+
+class ConvOp final : public Op {
+ public:
+  const char* type() const override { return "conv"; }
+  std::vector<std::string> keys() const override;
+  std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
+  std::string example() const override;
+  bool fuses_relu() const override { return true; }
+  OpShape shape(const ShapeIn& in) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  gpu::InputUse input_use(const Node& nd) const override;
+  void gpu_setup(gpu::GpuSetup& s) const override;
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+const Op& conv_op();
+
 }  // namespace convoy
+
+#if CONVOY_HAVE_CUDA
+namespace convoy::gpu {
+
+class Context;
+
+// cuDNN descriptors and algorithms for one convolution shape, chosen once at set-up. Only
+// deterministic algorithms are used, so a run's weights do not depend on scheduling. In a
+// MathMode::bf16 context the tensors are bf16 NHWC, the filter bf16 [c_out, kh, kw, c_in / groups]
+// and the accumulation fp32.
+class ConvPlan {
+ public:
+  // need_dx: whether the input's gradient is ever asked for (not for the net's first layer).
+  // c_stored (bf16 only, groups 1): x holds that many channels per pixel, shape.c_in real ones and
+  // zeros after them, and w is [c_out, kh, kw, c_stored] with zero weights there too. cuDNN's
+  // NHWC tensor-core kernels want whole 16-byte pixels; 3-channel images padded to 8 run the
+  // first convolution several times faster than 3 channels do.
+  // space_to_depth (with c_stored, stride 2, no input gradient): x is stored as InputLayout's block
+  // 2 and w as [c_out, ceil(k/2), ceil(k/2), c_stored] (see filter_index in weight_copy.cuh).
+  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true, int c_stored = 0,
+           bool space_to_depth = false);
+  ~ConvPlan();
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+  const ConvShape& shape() const { return shape_; }
+
+  ConvShape shape_;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  bool has_dx_ = true;
+  bool bf16_ = false;
+  int c_stored_ = 0;  // channels per pixel of x and w as stored (shape_.c_in / groups unless padded)
+  int s2d_k_ = 0;     // space to depth: the kernel size k of the stride-2 convolution it computes
+};
+
+// The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
+void conv_forward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* b, float* y);
+void conv_backward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* dy,
+                   float* dx, float* dw, float* db);
+// bf16 plans: x, y, dx, dy bf16 NHWC; w the bf16 weight copy (see WeightCopy); the bias b and the
+// gradients dw (in the CPU's [c_out, c_in / groups, kh, kw] order) and db fp32. dw_scratch holds
+// weight_count() bf16 values (cuDNN's filter gradient, before it is widened and reordered into dw).
+void conv_forward(Context& ctx, const ConvPlan& plan, const bf16* x, const bf16* w, const float* b, bf16* y);
+void conv_backward(Context& ctx, const ConvPlan& plan, const bf16* x, const bf16* w, const bf16* dy, bf16* dx,
+                   float* dw, float* db, bf16* dw_scratch);
+
+}  // namespace convoy::gpu
+#endif

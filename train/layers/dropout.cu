@@ -1,8 +1,11 @@
 // CUDA twin of dropout.cpp: the same counter-based mask (splitmix64 of key, sample key and element
-// index), so CPU and GPU drop the same elements, for fp32 or bf16 activations.
+// index), so CPU and GPU drop the same elements, for fp32 or bf16 activations; then the dropout
+// op's passes.
 #include "shared/counter_rng.h"
-#include "train/layers/gpu_ops.h"
-#include "train/layers/storage.cuh"
+#include "train/cuda/storage.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/dropout.h"
+#include "train/layers/gpu_layer.h"
 
 namespace convoy::gpu {
 namespace {
@@ -53,3 +56,42 @@ CONVOY_DROPOUT_INSTANTIATE(float)
 CONVOY_DROPOUT_INSTANTIATE(bf16)
 
 }  // namespace convoy::gpu
+
+namespace convoy {
+namespace {
+
+using gpu::as;
+using gpu::bf16;
+using gpu::GpuLayer;
+
+template <typename T>
+void drop_forward(const GpuLayer& l) {
+  const float p = params_of<DropoutParams>(l.node.spec).p;
+  if (l.batch.train && p > 0) {
+    const DropoutShape s{l.n(), l.node.out.size(), p};
+    gpu::dropout_forward(l.ctx, s, l.batch.key, dropout_salt(l.index), l.batch.sample_keys, l.xs<T>(),
+                         as<T>(l.buf.y), as<T>(l.buf.aux));
+  } else {
+    gpu::device_copy(l.ctx, l.buf.y.get(), l.x[0], l.count() * sizeof(T));
+  }
+}
+
+template <typename T>
+void drop_backward(const GpuLayer& l) {
+  if (!l.dx) return;
+  const float p = params_of<DropoutParams>(l.node.spec).p;
+  if (l.batch.train && p > 0)
+    gpu::dropout_backward(l.ctx, {l.n(), l.node.out.size(), p}, as<T>(l.buf.aux), as<T>(l.buf.dy), l.grad_to<T>());
+  else
+    gpu::device_copy(l.ctx, l.dx, l.buf.dy.get(), l.count() * sizeof(T));
+}
+
+}  // namespace
+
+void DropoutOp::gpu_setup(gpu::GpuSetup& s) const { s.arena.request(s.buf.aux, s.count() * s.elem()); }
+void DropoutOp::gpu_forward(const GpuLayer& l) const { l.half ? drop_forward<bf16>(l) : drop_forward<float>(l); }
+void DropoutOp::gpu_backward(const GpuLayer& l, int) const {
+  l.half ? drop_backward<bf16>(l) : drop_backward<float>(l);
+}
+
+}  // namespace convoy

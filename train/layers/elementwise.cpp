@@ -2,6 +2,8 @@
 // waking the thread team.
 #include "train/layers/elementwise.h"
 
+#include <cstring>
+
 namespace convoy {
 
 void relu_forward(size_t count, const float* x, float* y) {
@@ -26,6 +28,51 @@ void add_forward(size_t count, const float* a, const float* b, float* y) {
 void accumulate(size_t count, const float* src, float* dst) {
 #pragma omp parallel for simd schedule(static) if (count > kParallelMin)
   for (size_t i = 0; i < count; ++i) dst[i] += src[i];
+}
+
+
+OpShape ReluOp::shape(const ShapeIn& s) const {
+  OpShape o;
+  o.out = s.in[0];
+  o.flops = double(s.in[0].size());
+  return o;
+}
+
+double ReluOp::forward(const CpuLayer& l) const {
+  relu_forward(l.count(), l.x[0], l.y);
+  return 0;
+}
+
+void ReluOp::backward(const CpuLayer& l, int) const {
+  if (l.dx) relu_backward(l.count(), l.node.y.data(), l.dy, l.dx);
+}
+
+OpShape AddOp::shape(const ShapeIn& s) const {
+  if (!(s.in[0] == s.in[1]))
+    s.fail("inputs have different shapes " + dims_text(s.in[0]) + " and " + dims_text(s.in[1]));
+  OpShape o;
+  o.out = s.in[0];
+  o.flops = double(s.in[0].size());
+  return o;
+}
+
+double AddOp::forward(const CpuLayer& l) const {
+  add_forward(l.count(), l.x[0], l.x[1], l.y);
+  return 0;
+}
+
+void AddOp::backward(const CpuLayer& l, int) const {
+  if (l.dx) std::memcpy(l.dx, l.dy, l.count() * sizeof(float));
+}
+
+const Op& relu_op() {
+  static const ReluOp op;
+  return op;
+}
+
+const Op& add_op() {
+  static const AddOp op;
+  return op;
 }
 
 }  // namespace convoy

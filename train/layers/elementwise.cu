@@ -1,11 +1,16 @@
 // CUDA twin of elementwise.cpp: ReLU, residual add (alone or with the ReLU after it) and gradient
 // accumulation, for fp32 or bf16 elements (fp32 arithmetic either way; ReLU is exact in both), in
-// 16-byte packs where the pointers allow.
-#include "train/layers/gpu_ops.h"
-#include "train/layers/storage.cuh"
+// 16-byte packs where the pointers allow; then the relu and add ops' passes.
+#include "train/cuda/elementwise_map.cuh"
+#include "train/cuda/storage.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/elementwise.h"
+#include "train/layers/gpu_layer.h"
 
 namespace convoy::gpu {
 namespace {
+
+using elementwise::launch;
 
 struct Relu {
   __device__ float operator()(float x, float) const { return x > 0.f ? x : 0.f; }
@@ -19,24 +24,6 @@ struct Sum {
 struct SumRelu {
   __device__ float operator()(float a, float b) const { return fmaxf(a + b, 0.f); }
 };
-
-// y = f(a, b) elementwise (a unary f gets b = a, read once), V elements per access, the last n % V
-// one by one. y may be a (accumulation in place).
-template <typename T, int V, typename F>
-__global__ void map(size_t n, F f, const T* a, const T* b, T* y) {
-  using P = Pack<T, V>;
-  const size_t packs = n / V;
-  CONVOY_GRID_STRIDE(k, packs) {
-    const P pa = reinterpret_cast<const P*>(a)[k];
-    const P pb = b == a ? pa : reinterpret_cast<const P*>(b)[k];
-    P r;
-#pragma unroll
-    for (int j = 0; j < V; ++j) r.v[j] = store<T>(f(load(pa.v[j]), load(pb.v[j])));
-    reinterpret_cast<P*>(y)[k] = r;
-  }
-  const size_t t = packs * V + blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  if (t < n) y[t] = store<T>(f(load(a[t]), load(b[t])));
-}
 
 // The gradient below a ReLU (y its output), g = y > 0 ? dy : 0, sent to two places at once (an
 // add's two inputs): each d is written, or with acc added to (d += g, as accumulate()); a null d
@@ -71,16 +58,6 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __res
     if (d0) d0[t] = store<T>(acc0 ? load(d0[t]) + g : g);
     if (d1) d1[t] = store<T>(acc1 ? load(d1[t]) + g : g);
   }
-}
-
-template <typename T, typename F>
-void launch(Context& ctx, size_t n, F f, const T* a, const T* b, T* y) {
-  constexpr int V = kPack<T>;
-  if (pack_aligned<T, V>(a, b, y))
-    map<T, V><<<grid_for(n / V), 256, 0, ctx.stream()>>>(n, f, a, b, y);
-  else
-    map<T, 1><<<grid_for(n), 256, 0, ctx.stream()>>>(n, f, a, b, y);
-  CONVOY_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -128,3 +105,54 @@ CONVOY_ELEMENTWISE_INSTANTIATE(float)
 CONVOY_ELEMENTWISE_INSTANTIATE(bf16)
 
 }  // namespace convoy::gpu
+
+namespace convoy {
+namespace {
+
+using gpu::as;
+using gpu::bf16;
+using gpu::GpuLayer;
+
+template <typename T>
+void relu_fwd(const GpuLayer& l) {
+  gpu::relu_forward(l.ctx, l.count(), l.xs<T>(), as<T>(l.buf.y));
+}
+
+template <typename T>
+void relu_bwd(const GpuLayer& l) {
+  if (l.dx) gpu::relu_backward(l.ctx, l.count(), as<T>(l.buf.y), as<T>(l.buf.dy), l.grad_to<T>());
+}
+
+// With the ReLU after it (bf16), its output is the ReLU's.
+template <typename T>
+void add_fwd(const GpuLayer& l) {
+  if (l.relu)
+    gpu::add_relu_forward(l.ctx, l.count(), l.xs<T>(0), l.xs<T>(1), as<T>(l.relu->y));
+  else
+    gpu::add_forward(l.ctx, l.count(), l.xs<T>(0), l.xs<T>(1), as<T>(l.buf.y));
+}
+
+template <typename T>
+void add_bwd(const GpuLayer& l) {
+  if (l.dx) gpu::device_copy(l.ctx, l.dx, l.buf.dy.get(), l.count() * sizeof(T));
+}
+
+}  // namespace
+
+void ReluOp::gpu_forward(const GpuLayer& l) const { l.half ? relu_fwd<bf16>(l) : relu_fwd<float>(l); }
+void ReluOp::gpu_backward(const GpuLayer& l, int) const { l.half ? relu_bwd<bf16>(l) : relu_bwd<float>(l); }
+
+void AddOp::gpu_forward(const GpuLayer& l) const { l.half ? add_fwd<bf16>(l) : add_fwd<float>(l); }
+void AddOp::gpu_backward(const GpuLayer& l, int) const { l.half ? add_bwd<bf16>(l) : add_bwd<float>(l); }
+
+// With the ReLU after it (bf16 only), the ReLU's input gradient goes straight into both inputs'
+// gradients (added where they have other consumers too), instead of a ReLU pass and two copies.
+bool AddOp::gpu_backward_all(const GpuLayer& l) const {
+  if (!l.relu) return false;
+  gpu::add_relu_backward(l.ctx, l.count(), as<bf16>(l.relu->y), as<bf16>(l.relu->dy),
+                         static_cast<bf16*>(l.x_grad[0]), l.x_shared[0], static_cast<bf16*>(l.x_grad[1]),
+                         l.x_shared[1]);
+  return true;
+}
+
+}  // namespace convoy

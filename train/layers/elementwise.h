@@ -1,7 +1,14 @@
-// ReLU and residual add, elementwise over flat float buffers. Shared with the CUDA twins
-// (elementwise.cu).
+// The relu and add ops (`type = "relu"`, "add", the residual join) and gradient accumulation,
+// elementwise over flat buffers: the CPU reference (elementwise.cpp) and the CUDA twins for fp32
+// or bf16 elements (elementwise.cu).
 #pragma once
 #include <cstddef>
+
+#include "train/layers/op.h"
+
+#if CONVOY_HAVE_CUDA
+#include "train/cuda/storage.h"
+#endif
 
 namespace convoy {
 
@@ -16,4 +23,60 @@ void add_forward(size_t count, const float* a, const float* b, float* y);
 // dst += src, for gradients that reach one tensor from several consumers.
 void accumulate(size_t count, const float* src, float* dst);
 
+// A ReLU is often run by the layer before it (Op::fuses_relu, fuses_relu_bf16): then it does nothing.
+class ReluOp final : public Op {
+ public:
+  const char* type() const override { return "relu"; }
+  bool is_relu() const override { return true; }
+  OpShape shape(const ShapeIn& in) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+
+class AddOp final : public Op {
+ public:
+  const char* type() const override { return "add"; }
+  int arity() const override { return 2; }
+  bool fuses_relu_bf16() const override { return true; }
+  OpShape shape(const ShapeIn& in) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+  bool gpu_backward_all(const gpu::GpuLayer& l) const override;
+#endif
+};
+
+const Op& relu_op();
+const Op& add_op();
+
 }  // namespace convoy
+
+#if CONVOY_HAVE_CUDA
+namespace convoy::gpu {
+
+class Context;
+
+template <typename T>
+void relu_forward(Context& ctx, size_t count, const T* x, T* y);
+template <typename T>
+void relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* dx);
+template <typename T>
+void add_forward(Context& ctx, size_t count, const T* a, const T* b, T* y);
+template <typename T>
+void accumulate(Context& ctx, size_t count, const T* src, T* dst);
+// y = max(0, a + b): a residual add and the ReLU after it in one pass. Its backward pass sends the
+// ReLU's input gradient (y > 0 ? dy : 0) to both inputs' gradients da and db, each written or, with
+// acc_*, added to (as accumulate); a null one is left out. Bit for bit the separate ops' results.
+template <typename T>
+void add_relu_forward(Context& ctx, size_t count, const T* a, const T* b, T* y);
+template <typename T>
+void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b);
+
+}  // namespace convoy::gpu
+#endif

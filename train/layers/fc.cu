@@ -1,10 +1,15 @@
 // CUDA twin of fc.cpp: cuBLAS products on row-major buffers (read by cuBLAS as their column-major
 // transposes), with small kernels for the bias and its gradient. fp32 nets multiply with sgemm;
 // bf16 nets with cublasGemmEx on bf16 inputs, summed in fp32, the weight gradient stored in fp32.
+// Then the fc op's GPU passes: a bf16 fc on a spatial input reorders it to the CPU's NCHW order.
+#include <algorithm>
 #include <type_traits>
 
-#include "train/layers/channels.cuh"
-#include "train/layers/gpu_ops.h"
+#include "train/cuda/channels.cuh"
+#include "train/cuda/layout_convert.h"
+#include "train/gpu_context.h"
+#include "train/layers/fc.h"
+#include "train/layers/gpu_layer.h"
 
 namespace convoy::gpu {
 namespace {
@@ -87,3 +92,66 @@ template void fc_backward<bf16>(Context&, const FcShape&, const bf16*, const bf1
                                 float*, bf16*);
 
 }  // namespace convoy::gpu
+
+namespace convoy {
+namespace {
+
+using gpu::as;
+using gpu::bf16;
+using gpu::GpuLayer;
+
+// A bf16 fc on a spatial input multiplies it in NCHW order, so that its weights keep the CPU's layout.
+bool reorders(bool half, Dims in) { return half && in.h * in.w > 1 && in.c > 1; }
+
+template <typename T>
+void fc_fwd(const GpuLayer& l) {
+  const Dims in = l.in();
+  const FcShape s{l.n(), int(in.size()), l.node.out.c};
+  const T* x = l.xs<T>();
+  if (reorders(l.half, in)) {
+    gpu::nhwc_to_nchw(l.ctx, l.n(), in.c, in.h * in.w, x, as<T>(l.buf.aux));
+    x = as<T>(l.buf.aux);
+  }
+  if (l.buf.fp32)
+    gpu::fc_forward(l.ctx, s, x, l.weights<T>(), l.b, as<float>(l.buf.y));
+  else
+    gpu::fc_forward(l.ctx, s, x, l.weights<T>(), l.b, as<T>(l.buf.y));
+}
+
+void fc_bwd_bf16(const GpuLayer& l) {
+  const Dims in = l.in();
+  const FcShape s{l.n(), int(in.size()), l.node.out.c};
+  const bool reorder = reorders(true, in);
+  bf16* dx = l.grad_to<bf16>();
+  const bf16* x = reorder ? as<bf16>(l.buf.aux) : l.xs<bf16>();
+  bf16* fdx = reorder && dx ? as<bf16>(l.buf.aux2) : dx;
+  if (l.buf.fp32)
+    gpu::fc_backward(l.ctx, s, x, l.weights<bf16>(), as<float>(l.buf.dy), fdx, l.dw, l.db, l.dy16);
+  else
+    gpu::fc_backward(l.ctx, s, x, l.weights<bf16>(), as<bf16>(l.buf.dy), fdx, l.dw, l.db, l.dy16);
+  if (fdx != dx) gpu::nchw_to_nhwc(l.ctx, l.n(), in.c, in.h * in.w, fdx, dx);
+}
+
+}  // namespace
+
+void FcOp::gpu_setup(gpu::GpuSetup& s) const {
+  const Dims in = s.node.in_dims[0];
+  if (reorders(s.half, in)) {
+    s.arena.request(s.buf.aux, size_t(s.max_batch) * in.size() * sizeof(bf16));
+    s.arena.request(s.buf.aux2, size_t(s.max_batch) * in.size() * sizeof(bf16));
+  }
+  if (s.half && s.buf.fp32) s.dy16 = std::max(s.dy16, s.count());
+}
+
+void FcOp::gpu_forward(const GpuLayer& l) const { l.half ? fc_fwd<bf16>(l) : fc_fwd<float>(l); }
+
+void FcOp::gpu_backward(const GpuLayer& l, int) const {
+  if (l.half) {
+    fc_bwd_bf16(l);
+    return;
+  }
+  const FcShape s{l.n(), int(l.in().size()), l.node.out.c};
+  gpu::fc_backward(l.ctx, s, l.xs<float>(), l.weights<float>(), as<float>(l.buf.dy), l.grad_to<float>(), l.dw, l.db);
+}
+
+}  // namespace convoy

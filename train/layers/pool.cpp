@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "train/layers/layer_keys.h"
+
 namespace convoy {
 
 void max_pool_forward(const PoolShape& s, const float* x, float* y, int32_t* argmax) {
@@ -113,6 +115,94 @@ void global_avg_pool_backward(int n, int c, int hw, const float* dy, float* dx) 
     float* in = dx + size_t(p) * hw;
     for (int i = 0; i < hw; ++i) in[i] = g;
   }
+}
+
+
+namespace {
+
+PoolShape shape_of(const PoolParams& p, Dims in, int n) {
+  PoolShape s;
+  s.n = n;
+  s.c = in.c, s.h_in = in.h, s.w_in = in.w;
+  s.kh = s.kw = p.kernel;
+  s.stride = p.stride, s.pad = p.pad;
+  return s;
+}
+
+}  // namespace
+
+PoolShape pool_shape(const Node& nd, int n) { return shape_of(params_of<PoolParams>(nd.spec), nd.in_dims[0], n); }
+
+std::shared_ptr<const OpParams> WindowPoolOp::parse(const LayerKeys& k) const {
+  auto p = std::make_shared<PoolParams>();
+  p->kernel = k.get_int("kernel", 2, 1, 64);
+  p->stride = k.get_int("stride", p->kernel, 1, 64);
+  p->pad = k.get_int("pad", 0, 0, 64);
+  if (2 * p->pad > p->kernel) k.fail("pool layer '" + k.name() + "': pad must be at most half the kernel");
+  return p;
+}
+
+OpShape WindowPoolOp::shape(const ShapeIn& s) const {
+  const PoolParams& p = params_of<PoolParams>(s.spec);
+  const Dims in = s.in[0];
+  if (in.h + 2 * p.pad < p.kernel || in.w + 2 * p.pad < p.kernel)
+    s.fail("kernel " + std::to_string(p.kernel) + " is larger than the padded input " + dims_text(in));
+  const PoolShape ps = shape_of(p, in, 1);
+  OpShape o;
+  o.out = {in.c, ps.h_out(), ps.w_out()};
+  o.flops = double(o.out.size()) * p.kernel * p.kernel;
+  return o;
+}
+
+CpuBuffers MaxPoolOp::cpu_buffers(const Node& nd, int n) const { return {0, size_t(n) * nd.out.size()}; }
+
+double MaxPoolOp::forward(const CpuLayer& l) const {
+  max_pool_forward(pool_shape(l.node, l.n), l.x[0], l.y, l.node.aux_i32.data());
+  return 0;
+}
+
+void MaxPoolOp::backward(const CpuLayer& l, int) const {
+  if (l.dx) max_pool_backward(pool_shape(l.node, l.n), l.dy, l.node.aux_i32.data(), l.dx);
+}
+
+double AvgPoolOp::forward(const CpuLayer& l) const {
+  avg_pool_forward(pool_shape(l.node, l.n), l.x[0], l.y);
+  return 0;
+}
+
+void AvgPoolOp::backward(const CpuLayer& l, int) const {
+  if (l.dx) avg_pool_backward(pool_shape(l.node, l.n), l.dy, l.dx);
+}
+
+OpShape GlobalAvgPoolOp::shape(const ShapeIn& s) const {
+  OpShape o;
+  o.out = {s.in[0].c, 1, 1};
+  o.flops = double(s.in[0].size());
+  return o;
+}
+
+double GlobalAvgPoolOp::forward(const CpuLayer& l) const {
+  global_avg_pool_forward(l.n, l.in().c, l.in().h * l.in().w, l.x[0], l.y);
+  return 0;
+}
+
+void GlobalAvgPoolOp::backward(const CpuLayer& l, int) const {
+  if (l.dx) global_avg_pool_backward(l.n, l.in().c, l.in().h * l.in().w, l.dy, l.dx);
+}
+
+const Op& max_pool_op() {
+  static const MaxPoolOp op;
+  return op;
+}
+
+const Op& avg_pool_op() {
+  static const AvgPoolOp op;
+  return op;
+}
+
+const Op& global_avg_pool_op() {
+  static const GlobalAvgPoolOp op;
+  return op;
 }
 
 }  // namespace convoy

@@ -1,11 +1,13 @@
 // CUDA twin of pool.cpp, for fp32 or bf16 elements in NCHW or NHWC. Backward passes gather (each
 // input element sums the outputs whose window holds it) rather than scatter with atomics, so
-// gradients are deterministic.
+// gradients are deterministic. The pooling ops' passes, which call them, come last.
 #include <cfloat>
 
-#include "train/layers/gpu_ops.h"
-#include "train/layers/layout.cuh"
-#include "train/layers/storage.cuh"
+#include "train/cuda/layout.cuh"
+#include "train/cuda/storage.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/gpu_layer.h"
+#include "train/layers/pool.h"
 
 namespace convoy::gpu {
 namespace {
@@ -319,3 +321,63 @@ CONVOY_POOL_INSTANTIATE(float)
 CONVOY_POOL_INSTANTIATE(bf16)
 
 }  // namespace convoy::gpu
+
+namespace convoy {
+namespace {
+
+using gpu::as;
+using gpu::bf16;
+using gpu::GpuLayer;
+
+template <typename T>
+void max_forward(const GpuLayer& l) {
+  gpu::max_pool_forward(l.ctx, pool_shape(l.node, l.n()), l.xs<T>(), as<T>(l.buf.y), as<int32_t>(l.buf.aux),
+                        l.layout());
+}
+
+template <typename T>
+void max_backward(const GpuLayer& l) {
+  if (!l.dx) return;
+  gpu::max_pool_backward(l.ctx, pool_shape(l.node, l.n()), as<T>(l.buf.dy), as<int32_t>(l.buf.aux), l.grad_to<T>(),
+                         l.layout());
+}
+
+template <typename T>
+void avg_forward(const GpuLayer& l) {
+  gpu::avg_pool_forward(l.ctx, pool_shape(l.node, l.n()), l.xs<T>(), as<T>(l.buf.y), l.layout());
+}
+
+template <typename T>
+void avg_backward(const GpuLayer& l) {
+  if (l.dx) gpu::avg_pool_backward(l.ctx, pool_shape(l.node, l.n()), as<T>(l.buf.dy), l.grad_to<T>(), l.layout());
+}
+
+template <typename T>
+void global_forward(const GpuLayer& l) {
+  gpu::global_avg_pool_forward(l.ctx, l.n(), l.in().c, l.in().h * l.in().w, l.xs<T>(), as<T>(l.buf.y), l.layout());
+}
+
+template <typename T>
+void global_backward(const GpuLayer& l) {
+  if (!l.dx) return;
+  gpu::global_avg_pool_backward(l.ctx, l.n(), l.in().c, l.in().h * l.in().w, as<T>(l.buf.dy), l.grad_to<T>(),
+                                l.layout());
+}
+
+}  // namespace
+
+void MaxPoolOp::gpu_setup(gpu::GpuSetup& s) const { s.arena.request(s.buf.aux, s.count() * sizeof(int32_t)); }
+void MaxPoolOp::gpu_forward(const GpuLayer& l) const { l.half ? max_forward<bf16>(l) : max_forward<float>(l); }
+void MaxPoolOp::gpu_backward(const GpuLayer& l, int) const { l.half ? max_backward<bf16>(l) : max_backward<float>(l); }
+
+void AvgPoolOp::gpu_forward(const GpuLayer& l) const { l.half ? avg_forward<bf16>(l) : avg_forward<float>(l); }
+void AvgPoolOp::gpu_backward(const GpuLayer& l, int) const { l.half ? avg_backward<bf16>(l) : avg_backward<float>(l); }
+
+void GlobalAvgPoolOp::gpu_forward(const GpuLayer& l) const {
+  l.half ? global_forward<bf16>(l) : global_forward<float>(l);
+}
+void GlobalAvgPoolOp::gpu_backward(const GpuLayer& l, int) const {
+  l.half ? global_backward<bf16>(l) : global_backward<float>(l);
+}
+
+}  // namespace convoy

@@ -1,8 +1,14 @@
-// Max, average and global average pooling over NCHW float tensors. The shape struct is shared
-// with the CUDA twin (pool.cu).
+// The pooling ops (`type = "max_pool"`, "avg_pool", "global_avg_pool"): the CPU reference over
+// NCHW float tensors (pool.cpp) and its CUDA twin for fp32 or bf16 in NCHW or NHWC (pool.cu).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+
+#include "train/layers/op.h"
+
+#if CONVOY_HAVE_CUDA
+#include "train/cuda/storage.h"
+#endif
 
 namespace convoy {
 
@@ -25,4 +31,84 @@ void avg_pool_backward(const PoolShape& s, const float* dy, float* dx);
 void global_avg_pool_forward(int n, int c, int hw, const float* x, float* y);
 void global_avg_pool_backward(int n, int c, int hw, const float* dy, float* dx);
 
+struct PoolParams : OpParams {
+  int kernel = 2, stride = 2, pad = 0;
+};
+
+// A max or average pool node's op shape for a batch of n.
+PoolShape pool_shape(const Node& nd, int n);
+
+// Max and average pooling over kernel x kernel windows: the keys and the shape rule they share.
+class WindowPoolOp : public Op {
+ public:
+  std::vector<std::string> keys() const override { return {"kernel", "stride", "pad"}; }
+  std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
+  OpShape shape(const ShapeIn& in) const override;
+};
+
+class MaxPoolOp final : public WindowPoolOp {
+ public:
+  const char* type() const override { return "max_pool"; }
+  std::string example() const override { return "kernel = 3\nstride = 2\npad = 1\n"; }
+  CpuBuffers cpu_buffers(const Node& nd, int n) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_setup(gpu::GpuSetup& s) const override;
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+
+class AvgPoolOp final : public WindowPoolOp {
+ public:
+  const char* type() const override { return "avg_pool"; }
+  std::string example() const override { return "kernel = 2\n"; }
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+
+class GlobalAvgPoolOp final : public Op {
+ public:
+  const char* type() const override { return "global_avg_pool"; }
+  OpShape shape(const ShapeIn& in) const override;
+  double forward(const CpuLayer& l) const override;
+  void backward(const CpuLayer& l, int k) const override;
+#if CONVOY_HAVE_CUDA
+  void gpu_forward(const gpu::GpuLayer& l) const override;
+  void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+#endif
+};
+
+const Op& max_pool_op();
+const Op& avg_pool_op();
+const Op& global_avg_pool_op();
+
 }  // namespace convoy
+
+#if CONVOY_HAVE_CUDA
+namespace convoy::gpu {
+
+class Context;
+
+template <typename T>
+void max_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, int32_t* argmax,
+                      Layout layout = Layout::nchw);
+template <typename T>
+void max_pool_backward(Context& ctx, const PoolShape& s, const T* dy, const int32_t* argmax, T* dx,
+                       Layout layout = Layout::nchw);
+template <typename T>
+void avg_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, Layout layout = Layout::nchw);
+template <typename T>
+void avg_pool_backward(Context& ctx, const PoolShape& s, const T* dy, T* dx, Layout layout = Layout::nchw);
+template <typename T>
+void global_avg_pool_forward(Context& ctx, int n, int c, int hw, const T* x, T* y, Layout layout = Layout::nchw);
+template <typename T>
+void global_avg_pool_backward(Context& ctx, int n, int c, int hw, const T* dy, T* dx, Layout layout = Layout::nchw);
+
+}  // namespace convoy::gpu
+#endif

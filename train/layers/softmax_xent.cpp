@@ -34,4 +34,29 @@ void softmax_xent_backward(int n, int classes, const float* probs, const int* la
     }
 }
 
+
+OpShape SoftmaxXentOp::shape(const ShapeIn& s) const {
+  const Dims in = s.in[0];
+  if (in.h != 1 || in.w != 1) s.fail("needs a flat input (fc output), got " + dims_text(in));
+  OpShape o;
+  o.out = {1, 1, 1};
+  o.flops = 4.0 * in.c;
+  return o;
+}
+
+double SoftmaxXentOp::forward(const CpuLayer& l) const {
+  const double loss = softmax_xent_forward(l.n, l.classes, l.x[0], l.labels, l.probs, l.losses);
+  l.y[0] = float(loss);
+  return loss;
+}
+
+void SoftmaxXentOp::backward(const CpuLayer& l, int) const {
+  if (l.dx) softmax_xent_backward(l.n, l.classes, l.probs, l.labels, 1.f / float(l.n), l.dx);
+}
+
+const Op& softmax_xent_op() {
+  static const SoftmaxXentOp op;
+  return op;
+}
+
 }  // namespace convoy

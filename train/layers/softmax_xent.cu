@@ -1,8 +1,10 @@
 // CUDA twin of softmax_xent.cpp: one warp per sample (classes are few), max-subtracted, with the
 // sum of exponentials in double as on the CPU. Logits and their gradient may be bf16; everything in
-// between is fp32 or double.
-#include "train/layers/gpu_ops.h"
-#include "train/layers/storage.cuh"
+// between is fp32 or double. Then the softmax_xent op's passes.
+#include "train/cuda/storage.cuh"
+#include "train/gpu_context.h"
+#include "train/layers/gpu_layer.h"
+#include "train/layers/softmax_xent.h"
 
 namespace convoy::gpu {
 namespace {
@@ -34,53 +36,7 @@ __global__ void xent_bwd(int n, int classes, const float* __restrict__ probs, co
   }
 }
 
-// One block of 256 threads: each thread walks a fixed stride of samples and the block reduces in
-// a fixed tree, so the sums are the same on every run.
-__global__ void metrics(int n, int classes, const float* __restrict__ probs, const int* __restrict__ labels,
-                        const float* __restrict__ losses, double* __restrict__ acc, StepScalars* __restrict__ step) {
-  __shared__ double loss_sum[256], hits[256];
-  double l = 0, h = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float* p = probs + size_t(i) * classes;
-    const int label = labels[i];
-    const float mine = p[label];
-    int above = 0;
-    for (int k = 0; k < classes && above == 0; ++k) above += p[k] > mine || (p[k] == mine && k < label);
-    l += losses[i];
-    h += above == 0;
-  }
-  loss_sum[threadIdx.x] = l;
-  hits[threadIdx.x] = h;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      loss_sum[threadIdx.x] += loss_sum[threadIdx.x + half];
-      hits[threadIdx.x] += hits[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    const bool finite = isfinite(loss_sum[0]);
-    if (finite) {
-      acc[0] += loss_sum[0];
-      acc[1] += hits[0];
-      acc[2] += n;
-    }
-    acc[3] = loss_sum[0] / n;
-    if (step) {
-      step->nonfinite = !finite;
-      step->loss = float(loss_sum[0] / n);
-    }
-  }
-}
-
 }  // namespace
-
-void batch_metrics(Context& ctx, int n, int classes, const float* probs, const int* labels, const float* losses,
-                   double* acc, StepScalars* step) {
-  metrics<<<1, 256, 0, ctx.stream()>>>(n, classes, probs, labels, losses, acc, step);
-  CONVOY_CUDA_CHECK_LAUNCH();
-}
 
 template <typename T>
 void softmax_xent_forward(Context& ctx, int n, int classes, const T* logits, const int* labels, float* probs,
@@ -102,3 +58,38 @@ template void softmax_xent_backward<float>(Context&, int, int, const float*, con
 template void softmax_xent_backward<bf16>(Context&, int, int, const float*, const int*, float, bf16*);
 
 }  // namespace convoy::gpu
+
+namespace convoy {
+namespace {
+
+using gpu::bf16;
+using gpu::GpuLayer;
+
+// Logits that stay fp32 in a bf16 net (an fc's, Op::fp32_logits) are read and given their gradient as fp32.
+template <typename T>
+void xent_forward(const GpuLayer& l) {
+  const gpu::GpuBatch& b = l.batch;
+  if (l.x_fp32[0])
+    gpu::softmax_xent_forward(l.ctx, b.n, b.classes, l.xs<float>(), b.labels, b.probs, b.losses);
+  else
+    gpu::softmax_xent_forward(l.ctx, b.n, b.classes, l.xs<T>(), b.labels, b.probs, b.losses);
+}
+
+template <typename T>
+void xent_backward(const GpuLayer& l, int k) {
+  if (!l.dx) return;
+  const gpu::GpuBatch& b = l.batch;
+  if (l.x_fp32[k])
+    gpu::softmax_xent_backward(l.ctx, b.n, b.classes, b.probs, b.labels, 1.f / float(b.n), l.grad_to<float>());
+  else
+    gpu::softmax_xent_backward(l.ctx, b.n, b.classes, b.probs, b.labels, 1.f / float(b.n), l.grad_to<T>());
+}
+
+}  // namespace
+
+void SoftmaxXentOp::gpu_forward(const GpuLayer& l) const { l.half ? xent_forward<bf16>(l) : xent_forward<float>(l); }
+void SoftmaxXentOp::gpu_backward(const GpuLayer& l, int k) const {
+  l.half ? xent_backward<bf16>(l, k) : xent_backward<float>(l, k);
+}
+
+}  // namespace convoy

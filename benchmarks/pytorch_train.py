@@ -1,0 +1,437 @@
+#!/usr/bin/env python3
+# PyTorch baseline for convoy's side-by-side benchmark: trains a convoy config's net and recipe on
+# convoy batch files the way PyTorch runs fastest on one GPU, and optionally logs its loss curve.
+"""PyTorch's best practice on convoy batch files, for comparison with convoy's `train`.
+
+    python3 benchmarks/pytorch_train.py --config configs/resnet50.toml --data s224 --val s224 \\
+        --epochs 3 --batch 256 --compile --bf16 --channels-last [--compile-mode max-autotune]
+
+The net: torchvision's ResNet-18 or ResNet-50 when the config's [net] name is resnet18 or resnet50
+(`--model` picks either, or `config` for the config's own [[layer]] list, the default for other nets),
+initialised by the config's [net] init rule as `train` does (kaiming: normal weights with std
+sqrt(2 / fan_in), zero biases; default: PyTorch's uniform), unless `--init torchvision`. The recipe is
+the config's [train] table with convoy's defaults (train/net_config.h): SGD with its momentum,
+Nesterov and weight decay (fused on a GPU; `foreach` or plain where this torch has no fused SGD), or
+Adam/AdamW, and the learning rate of each step from convoy's schedule (train/optimizer.cpp's lr_at).
+Inputs are normalised by dataset.json's mean and std. What PyTorch does best, each a flag:
+`--bf16` autocast, `--channels-last`, `--compile` (torch.compile's default mode; `--compile-mode
+max-autotune` compiles that way instead and is a row of its own). PyTorch's best is all three.
+
+The data is on the GPU before timing (PyTorch's best case: no loader in the timed loop): the whole
+training set as uint8, a random window crop per batch and a flip per sample drawn on the GPU, one
+epoch being floor(samples / batch) full batches as in `train`. Warm-up steps (compilation, cuDNN's
+autotuning) run first and are timed apart, their updates undone: `compile_seconds` is the first
+step, `setup_seconds` all of them; `images_per_s` is the steady rate after them. Prints one JSON line.
+
+`--loss-curve FILE` trains on the batches convoy's `train --seed S` trains on instead: the first
+`--loss-steps` (default 200) batches of the convoy module's loader for the same seed and [data] flags
+(order, crops and flips as `train`'s; build/python on PYTHONPATH), all held on the GPU, and writes the
+loss of each step as `step,loss` lines (step 1 first). With the same --seed, --epochs and --batch, the
+learning rate of every step is convoy's too. convoy's curve over the same steps:
+
+    build/train --config C --data D --epochs E --batch B --stop-after 200 --log-every 1 --metrics m.jsonl
+    python3 -c 'import json, sys; print("step,loss"); [print("%d,%s" % (r["global_step"], r["loss"]))
+        for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "step"]' m.jsonl >convoy.csv
+
+The weights start from the same distributions, not the same values: the two curves can agree in
+their course, not step by step.
+`--device cpu` runs anything here on the CPU (a smoke test with tiny settings).
+"""
+import argparse
+import inspect
+import json
+import math
+import os
+import sys
+import time
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def repo_dir(sub):
+    """<repo>/sub: the first folder upwards from this file that holds scripts/."""
+    d = os.path.dirname(os.path.abspath(__file__))
+    while not os.path.isdir(os.path.join(d, "scripts")) and os.path.dirname(d) != d:
+        d = os.path.dirname(d)
+    return os.path.join(d, sub)
+
+
+sys.path.insert(0, repo_dir("scripts"))
+import batches  # noqa: E402
+
+# train/net_config.h's TrainRecipe defaults, for keys a config's [train] leaves out.
+RECIPE_DEFAULTS = dict(epochs=15, batch=128, optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=5e-4,
+                       nesterov=True, beta1=0.9, beta2=0.999, adam_eps=1e-8, schedule="onecycle",
+                       warmup_epochs=0.0, pct_start=0.3, div_factor=25.0, final_div_factor=1e4, step_epochs=30,
+                       gamma=0.1, min_lr=0.0)
+WARMUP_STEPS = 3
+
+
+def lr_at(r, step, total, per_epoch):
+    """train/optimizer.cpp's lr_at: the learning rate of step `step` (0-based) of `total`."""
+    def cos_anneal(start, end, frac):
+        return end + (start - end) * 0.5 * (1 + math.cos(math.pi * min(max(frac, 0.0), 1.0)))
+    if r["schedule"] == "onecycle":
+        start = r["lr"] / r["div_factor"]
+        end, up = start / r["final_div_factor"], max(1.0, r["pct_start"] * total - 1)
+        if step <= up:
+            return cos_anneal(start, r["lr"], step / up)
+        return cos_anneal(r["lr"], end, (step - up) / max(1.0, total - 1 - up))
+    warm = math.floor(r["warmup_epochs"] * per_epoch + 0.5)  # std::llround, not Python's round-half-even
+    if step < warm:
+        return r["lr"] * (step + 1) / warm
+    if r["schedule"] == "step":
+        return r["lr"] * r["gamma"] ** (step // (max(1, per_epoch) * r["step_epochs"]))
+    if r["schedule"] == "cosine":
+        return cos_anneal(r["lr"], r["min_lr"], (step - warm) / max(1, total - warm))
+    return r["lr"]
+
+
+class TomlNet(nn.Module):
+    """The [[layer]] list of a convoy config as a PyTorch module (inputs = residual joins)."""
+
+    def __init__(self, layers, in_shape, classes):
+        super().__init__()
+        self.layers = layers
+        self.mods = nn.ModuleDict()  # keyed by layer name with "." as "_" (ModuleDict refuses dots)
+        shapes = {"data": in_shape}
+        prev = "data"
+        for i, spec in enumerate(layers):
+            spec.setdefault("name", f"{spec['type']}{i + 1}")
+            ins = spec.get("inputs", [prev])
+            spec["_in"] = [ins] if isinstance(ins, str) else ins
+            mod, shapes[spec["name"]] = self.layer(spec, shapes[spec["_in"][0]], classes)
+            if mod is not None:
+                self.mods[spec["name"].replace(".", "_")] = mod
+            prev = spec["name"]
+
+    @staticmethod
+    def layer(spec, in_shape, classes):
+        """(module or None, output shape) of one [[layer]] table."""
+        c, h, w = in_shape
+        t = spec["type"]
+        if t == "conv":
+            k, s, p, g = spec.get("kernel", 3), spec.get("stride", 1), spec.get("pad", 0), spec.get("groups", 1)
+            return (nn.Conv2d(c, spec["filters"], k, s, p, groups=g, bias=spec.get("bias", True)),
+                    (spec["filters"], (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1))
+        if t in ("max_pool", "avg_pool"):
+            k = spec.get("kernel", 2)
+            s, p = spec.get("stride", k), spec.get("pad", 0)
+            return (nn.MaxPool2d if t == "max_pool" else nn.AvgPool2d)(k, s, p), (c, (h + 2 * p - k) // s + 1,
+                                                                                (w + 2 * p - k) // s + 1)
+        if t == "global_avg_pool":
+            return nn.AdaptiveAvgPool2d(1), (c, 1, 1)
+        if t == "fc":
+            units = classes if spec["units"] == "classes" else spec["units"]
+            return nn.Linear(c * h * w, units, bias=spec.get("bias", True)), (units, 1, 1)
+        if t == "batch_norm":
+            return nn.BatchNorm2d(c, eps=spec.get("eps", 1e-5), momentum=spec.get("momentum", 0.1)), (c, h, w)
+        if t == "dropout":
+            return nn.Dropout(spec.get("p", 0.5)), (c, h, w)
+        if t == "flatten":
+            return None, (c * h * w, 1, 1)
+        return None, (c, h, w)  # relu, add, softmax_xent
+
+    def forward(self, x):
+        vals = {"data": x}
+        out = x
+        for spec in self.layers:
+            t, name = spec["type"], spec["name"]
+            a = vals[spec["_in"][0]]
+            if t == "softmax_xent":
+                out = a.flatten(1)
+                break
+            if t == "relu":
+                out = F.relu(a)
+            elif t == "add":
+                out = a + vals[spec["_in"][1]]
+            elif t == "flatten":
+                out = a.flatten(1)
+            elif t == "fc":
+                out = self.mods[name.replace(".", "_")](a.flatten(1))
+            elif t == "batch_norm" and a.dim() == 2:
+                out = self.mods[name.replace(".", "_")](a[:, :, None, None])[:, :, 0, 0]
+            else:
+                out = self.mods[name.replace(".", "_")](a)
+            vals[name] = out
+        return out
+
+
+def build_model(cfg, args, in_shape, classes):
+    """(model, label): torchvision's ResNet or the config's layers, initialised as asked."""
+    name = cfg.get("net", {}).get("name", "")
+    kind = args.model if args.model != "auto" else name if name in ("resnet18", "resnet50") else "config"
+    if kind == "config":
+        model, label = TomlNet(cfg["layer"], in_shape, classes), "config layers"
+    else:
+        import torchvision
+        model, label = getattr(torchvision.models, kind)(num_classes=classes), f"torchvision {kind}"
+    if args.init == "config":
+        init_like_convoy(model, cfg.get("net", {}).get("init", "default"))
+    return model, label
+
+
+@torch.no_grad()
+def init_like_convoy(model, rule):
+    """train/net.cpp's init_weights, drawn from torch's generator: batch norm 1 and 0; conv and fc
+    weights normal with std sqrt(2 / fan_in) and zero biases (kaiming), or uniform +-1/sqrt(fan_in)."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, (nn.Conv2d, nn.Linear)):
+            fan_in = m.weight[0].numel()
+            if rule == "kaiming":
+                m.weight.normal_(0, math.sqrt(2 / fan_in))
+                if m.bias is not None:
+                    m.bias.zero_()
+            else:
+                bound = 1 / math.sqrt(fan_in)
+                m.weight.uniform_(-bound, bound)
+                if m.bias is not None:
+                    m.bias.uniform_(-bound, bound)
+
+
+def make_optimizer(params, r, device):
+    """(optimizer, label): the recipe's, fused where this torch and device have it."""
+    if r["optimizer"] == "sgd":
+        cls = torch.optim.SGD
+        kw = dict(lr=r["lr"], momentum=r["momentum"], nesterov=r["nesterov"], weight_decay=r["weight_decay"])
+    else:
+        cls = torch.optim.AdamW if r["optimizer"] == "adamw" else torch.optim.Adam
+        kw = dict(lr=r["lr"], betas=(r["beta1"], r["beta2"]), eps=r["adam_eps"], weight_decay=r["weight_decay"])
+    accepted = inspect.signature(cls).parameters
+    for how in ("fused", "foreach"):
+        if how in accepted and (how != "fused" or device.type == "cuda"):
+            return cls(params, **kw, **{how: True}), f"{r['optimizer']} {how}"
+    return cls(params, **kw), r["optimizer"]
+
+
+class Inputs:
+    """uint8 NHWC batches on the device to the net's normalised float input."""
+
+    def __init__(self, ds, device, channels_last, channels_in):
+        c = ds.shape[2]
+        std = np.where(ds.std > 1e-6, ds.std, 1.0)  # as train's Augmenter
+        self.mean = torch.tensor(ds.mean, device=device, dtype=torch.float32).view(1, c, 1, 1)
+        self.inv_std = torch.tensor(1 / std, device=device, dtype=torch.float32).view(1, c, 1, 1)
+        self.channels_last, self.channels_in = channels_last, channels_in
+
+    def __call__(self, x_u8):
+        x = (x_u8.permute(0, 3, 1, 2).float() - self.mean) * self.inv_std
+        if x.shape[1] != self.channels_in:  # a gray dataset into torchvision's 3-channel stem
+            x = x.expand(-1, self.channels_in, -1, -1)
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x.contiguous()
+
+
+def resident_batches(x, y, aug, batch, steps, generator):
+    """Batches of the device-resident set, a random order per epoch: a window crop per batch (after
+    zero padding) and a flip per sample, all drawn on the device. Yields (uint8 NHWC, labels)."""
+    n, h, w, _ = x.shape
+    crop, pad, flip = aug.get("crop", 0) or h, aug.get("pad", 0), aug.get("flip", False)
+    per_epoch = n // batch
+    for k in range(steps):
+        if k % per_epoch == 0:
+            perm = torch.randperm(n, device=x.device, generator=generator)
+        idx = perm[(k % per_epoch) * batch:(k % per_epoch + 1) * batch]
+        xb = x[idx]
+        if pad:
+            xb = F.pad(xb, (0, 0, pad, pad, pad, pad))
+        if pad or crop < h:
+            i, j = np.random.randint(0, xb.shape[1] - crop + 1), np.random.randint(0, xb.shape[2] - crop + 1)
+            xb = xb[:, i:i + crop, j:j + crop]
+        if flip:
+            m = torch.rand(xb.shape[0], device=x.device, generator=generator) < 0.5
+            xb = torch.where(m[:, None, None, None], xb.flip(2), xb)
+        yield xb, y[idx]
+
+
+def convoy_batches(args, aug, batch, steps, device):
+    """The first `steps` training batches `train --seed` builds, from the convoy module, on the device;
+    and the steps of one epoch."""
+    try:
+        import convoy
+    except ImportError:
+        sys.exit("--loss-curve reads the batches through the convoy module: PYTHONPATH=build/python")
+    loader = convoy.Loader(args.data, batch, seed=args.seed, crop=aug.get("crop", 0), pad=aug.get("pad", 0),
+                           flip=aug.get("flip", False), random_resized_crop=aug.get("random_resized_crop", False),
+                           scale=tuple(aug.get("scale", (0.08, 1.0))), ratio=tuple(aug.get("ratio", (3 / 4, 4 / 3))))
+    if len(loader) == 0:
+        sys.exit(f"{args.data}: fewer samples than one batch of {batch}")
+    out, epoch = [], 0
+    while len(out) < steps:
+        loader.set_epoch(epoch)
+        for images, labels in loader:  # views of the loader's buffers: copied before the next batch
+            out.append((torch.from_numpy(images).to(device, copy=True),
+                        torch.from_numpy(labels.astype(np.int64)).to(device)))
+            if len(out) == steps:
+                break
+        epoch += 1
+    return out, len(loader)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Trainer:
+    """One training step of the model, the optimiser and the schedule, and the evaluation pass."""
+
+    def __init__(self, model, step_model, opt, inputs, args, device):
+        self.model, self.step_model, self.opt, self.inputs = model, step_model, opt, inputs
+        self.device, self.bf16 = device, args.bf16
+
+    def autocast(self):
+        return torch.autocast(self.device.type, torch.bfloat16, enabled=self.bf16)
+
+    def step(self, xb, yb, lr):
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        with self.autocast():
+            loss = F.cross_entropy(self.step_model(self.inputs(xb)), yb)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+
+    def warm_up(self, xb, yb, lr):
+        """Runs WARMUP_STEPS steps, then puts the weights and the optimiser back as they were;
+        (seconds of the first step, seconds of all)."""
+        state = {k: v.clone() for k, v in self.model.state_dict().items()}
+        sync(self.device)
+        t0 = time.perf_counter()
+        first = None
+        for _ in range(WARMUP_STEPS):
+            self.step(xb, yb, lr)
+            sync(self.device)
+            first = first or time.perf_counter() - t0
+        self.model.load_state_dict(state)
+        self.opt.state.clear()
+        return first, time.perf_counter() - t0
+
+    @torch.no_grad()
+    def accuracy(self, x, y, chunk=1000):
+        """Top-1 of the eager model (compiling the evaluation too would add to no figure here)."""
+        self.model.eval()
+        correct = 0
+        with self.autocast():
+            for k in range(0, len(y), chunk):
+                out = self.model(self.inputs(x[k:k + chunk]))
+                correct += (out.argmax(1) == y[k:k + chunk]).sum().item()
+        self.model.train()
+        return correct / max(1, len(y))
+
+
+def load(folder, device):
+    ds = batches.Dataset(folder, verify=False)
+    images, labels, _ = ds.arrays()
+    x = torch.from_numpy(np.ascontiguousarray(images)).to(device, copy=True)  # uint8 NHWC
+    y = torch.from_numpy(labels.astype(np.int64)).to(device)
+    return ds, x, y
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--val", required=True)
+    ap.add_argument("--epochs", type=int, help="default: the config's")
+    ap.add_argument("--batch", type=int, help="default: the config's")
+    ap.add_argument("--model", default="auto", choices=["auto", "config", "resnet18", "resnet50"],
+                    help="torchvision's resnet18/resnet50 or the config's layers (auto: by the config's [net] name)")
+    ap.add_argument("--init", default="config", choices=["config", "torchvision"],
+                    help="the config's [net] init rule, as train draws it, or the model's own initialisation")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--compile-mode", help="torch.compile's mode, e.g. max-autotune (implies --compile)")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast")
+    ap.add_argument("--channels-last", action="store_true")
+    ap.add_argument("--seed", type=int, default=1, help="as train's --seed (the --loss-curve batches)")
+    ap.add_argument("--loss-curve", metavar="FILE", help="train on train's batches; write step,loss lines")
+    ap.add_argument("--loss-steps", type=int, default=200, help="steps of --loss-curve")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    args = ap.parse_args()
+    args.compile = args.compile or bool(args.compile_mode)
+    if args.compile and not hasattr(torch, "compile"):
+        sys.exit(f"torch {torch.__version__} has no torch.compile")
+    return args
+
+
+def training_batches(args, aug, batch, epochs, dev):
+    """(batches, steps, steps per epoch, the first batch): train's batches for --loss-curve, else the
+    device-resident set's for `epochs` epochs."""
+    if args.loss_curve:
+        data, per_epoch = convoy_batches(args, aug, batch, args.loss_steps, dev)
+        return data, len(data), per_epoch, data[0]
+    _, x, y = load(args.data, dev)
+    per_epoch = len(y) // batch
+    if per_epoch == 0:
+        sys.exit(f"{args.data}: fewer samples than one batch of {batch}")
+    first = next(resident_batches(x, y, aug, batch, 1, None))
+    data = resident_batches(x, y, aug, batch, epochs * per_epoch, torch.Generator(device=dev).manual_seed(args.seed))
+    return data, epochs * per_epoch, per_epoch, first
+
+
+def main():
+    args = parse_args()
+    with open(args.config, "rb") as f:
+        cfg = tomllib.load(f)
+    r = dict(RECIPE_DEFAULTS, **cfg.get("train", {}))
+    aug = cfg.get("data", {})
+    epochs, batch = args.epochs or r["epochs"], args.batch or r["batch"]
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    dev = torch.device(args.device)
+    torch.backends.cudnn.benchmark = True
+
+    ds = batches.Dataset(args.data, verify=False)
+    h, w, c = ds.shape
+    crop = aug.get("crop", 0) or h
+    model, model_label = build_model(cfg, args, (c, crop, crop), len(ds.classes))
+    model = model.to(dev, memory_format=torch.channels_last if args.channels_last else torch.contiguous_format)
+    channels_in = next(m for m in model.modules() if isinstance(m, nn.Conv2d)).in_channels
+    opt, opt_label = make_optimizer(model.parameters(), r, dev)
+    step_model = torch.compile(model, mode=args.compile_mode) if args.compile else model
+    trainer = Trainer(model, step_model, opt, Inputs(ds, dev, args.channels_last, channels_in), args, dev)
+
+    data, steps, per_epoch, first = training_batches(args, aug, batch, epochs, dev)
+    total = epochs * per_epoch  # the schedule's length, as train's
+    compile_seconds, setup_seconds = trainer.warm_up(*first, lr_at(r, 0, total, per_epoch))
+    losses = torch.zeros(steps, device=dev)  # filled on the device: no wait for the host per step
+    t0 = time.perf_counter()
+    for k, (xb, yb) in enumerate(data):
+        losses[k] = trainer.step(xb, yb, lr_at(r, k, total, per_epoch))
+    sync(dev)
+    seconds = time.perf_counter() - t0
+    if args.loss_curve:
+        with open(args.loss_curve, "w") as f:
+            f.write("step,loss\n" + "".join(f"{k + 1},{v:.6f}\n" for k, v in enumerate(losses.tolist())))
+    _, xva, yva = load(args.val, dev)
+    report(args, model_label, opt_label, steps, per_epoch, batch, seconds, compile_seconds, setup_seconds,
+           trainer.accuracy(xva, yva))
+
+
+def report(args, model_label, opt_label, steps, per_epoch, batch, seconds, compile_seconds, setup_seconds, acc):
+    mode = "eager"
+    if args.compile:
+        mode = "torch.compile" + (f" {args.compile_mode}" if args.compile_mode else "")
+    impl = (f"pytorch {torch.__version__} {mode}" + (" bf16" if args.bf16 else "")
+            + (" channels_last" if args.channels_last else "") + f", {model_label}")
+    print(json.dumps({"impl": impl, "config": os.path.basename(args.config), "model": model_label,
+                      "optimizer": opt_label, "epochs": round(steps / per_epoch, 3), "steps": steps, "batch": batch,
+                      "images_per_s": round(steps * batch / seconds, 1), "seconds": round(seconds, 2),
+                      "compile_seconds": round(compile_seconds, 2), "setup_seconds": round(setup_seconds, 2),
+                      "test_accuracy": round(acc, 4),
+                      "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu"}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+// The CPU backend's step: the reference net's forward and backward on this rank's batch, the MPI
+// average of the gradients, and the optimiser's update, with the same non-finite-loss rules as the
+// GPU's; and its forward pass in evaluation mode.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "shared/timer.h"
+#include "train/step.h"
+
+namespace convoy {
+
+class CpuForward final : public Forward {
+ public:
+  explicit CpuForward(Net& net) : net_(net) {}
+  void evaluate(const HostBatch& b) override;  // b.x: normalised floats
+  const float* losses() const override { return net_.losses(); }
+  const float* probs() const override { return net_.probs(); }
+
+ private:
+  Net& net_;
+};
+
+class CpuStep final : public Step {
+ public:
+  // Trains net and opt in place.
+  CpuStep(Net& net, Optimizer& opt, int ranks, bool skip_nonfinite);
+  void train(const HostBatch& b, uint64_t key, double lr, EpochSums& sums) override;
+  double fold(EpochSums&) override { return last_loss_; }  // train() added this step's figures already
+  NonFiniteLoss first_nonfinite() const override { return nonfinite_; }
+  PhaseTimes take_times() override;
+  void sync_to(Net&, Optimizer&) override {}
+  void add_profile_to(Net&) override {}
+  std::optional<double> setup_seconds() const override { return std::nullopt; }
+  void evaluate(const HostBatch& b) override { forward_.evaluate(b); }
+  const float* losses() const override { return forward_.losses(); }
+  const float* probs() const override { return forward_.probs(); }
+
+ private:
+  void update(const HostBatch& b, double loss, double lr, EpochSums& sums);
+  void skip(EpochSums& sums);
+
+  Net& net_;
+  Optimizer& opt_;
+  CpuForward forward_;
+  int ranks_;
+  bool skip_nonfinite_;
+  std::vector<float> state_before_;  // skip_nonfinite: batch norm's running statistics before the step
+  long long steps_ = 0;
+  double last_loss_ = 0;
+  NonFiniteLoss nonfinite_;
+  PhaseTimes times_;
+  Stopwatch lap_;
+};
+
+std::unique_ptr<Step> make_cpu_step(const StepSetup& s);
+
+}  // namespace convoy

@@ -1,0 +1,68 @@
+// The epoch's lines and record. The input stall is the share of the training time spent waiting
+// for the loader; the peak resident memory is the process's so far.
+#include "train/epoch_report.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "shared/log.h"
+
+namespace convoy {
+namespace {
+
+long long peak_rss_bytes() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (long long)u.ru_maxrss * 1024;  // kilobytes on Linux
+}
+
+double train_loss(const EpochReport& r) { return r.sums.loss / std::max(1.0, r.sums.samples); }
+double train_acc(const EpochReport& r) { return r.sums.correct / std::max(1.0, r.sums.samples); }
+
+}  // namespace
+
+void log_epoch(const EpochReport& r) {
+  char val_text[160] = "";
+  if (r.eval)
+    std::snprintf(val_text, sizeof val_text, " | test loss %.4f top-1 %.4f top-5 %.4f", r.eval->loss, r.eval->top1,
+                  r.eval->top5);
+  char skip_text[64] = "";
+  if (r.count_skipped)
+    std::snprintf(skip_text, sizeof skip_text, " | %lld steps skipped (loss not finite)", r.sums.skipped);
+  log_info("epoch %d/%d: loss %.4f train acc %.4f%s%s | %.1f s (train %.1f s, %.0f img/s)", r.epoch + 1, r.epochs,
+           train_loss(r), train_acc(r), val_text, skip_text, r.seconds, r.train_seconds,
+           r.sums.samples / r.train_seconds);
+}
+
+void log_breakdown(const EpochReport& r) {
+  const PhaseTimes& t = r.times;
+  char idle[48] = "";
+  if (t.idle) std::snprintf(idle, sizeof idle, ", t_idle %.2f s", *t.idle);
+  log_info("epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s%s"
+           "; input stall %.2f %%, peak RSS %.0f MiB",
+           r.epoch + 1, r.t_io, t.h2d, t.fwd, t.bwd, t.update, t.comm, idle, 100 * r.t_io / r.train_seconds,
+           double(peak_rss_bytes()) / (1 << 20));
+}
+
+nlohmann::json epoch_record(const EpochReport& r) {
+  const PhaseTimes& t = r.times;
+  nlohmann::json j = {{"kind", "epoch"}, {"epoch", r.epoch + 1}, {"global_step", r.global_step},
+                      {"train_loss", train_loss(r)}, {"train_acc", train_acc(r)}, {"seconds", r.seconds},
+                      {"train_seconds", r.train_seconds}, {"t_io", r.t_io}, {"t_h2d", t.h2d}, {"t_fwd", t.fwd},
+                      {"t_bwd", t.bwd}, {"t_update", t.update}, {"t_comm", t.comm},
+                      {"images_per_second", r.sums.samples / r.train_seconds},
+                      {"input_stall", r.t_io / r.train_seconds},
+                      {"peak_rss_bytes", peak_rss_bytes()}, {"skipped_steps", r.sums.skipped}};
+  if (t.idle) j["t_idle"] = *t.idle;
+  if (r.eval) {
+    j["test_loss"] = r.eval->loss;
+    j["test_top1"] = r.eval->top1;
+    j["test_top5"] = r.eval->top5;
+  }
+  return j;
+}
+
+}  // namespace convoy

@@ -1,0 +1,27 @@
+// What the end of an epoch says: the epoch line (loss, accuracy, the evaluation, the time), the
+// per-phase breakdown line, and the metrics file's epoch record.
+#pragma once
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "train/evaluation.h"
+#include "train/step.h"
+
+namespace convoy {
+
+struct EpochReport {
+  int epoch = 0, epochs = 0;  // 0-based, of how many
+  long long global_step = 0;
+  EpochSums sums;             // over every rank
+  bool count_skipped = false;  // --skip-nonfinite: the epoch line counts the skipped steps
+  PhaseTimes times;
+  double t_io = 0, train_seconds = 0, seconds = 0;  // seconds: training and evaluation
+  std::optional<EvalResult> eval;
+};
+
+void log_epoch(const EpochReport& r);
+void log_breakdown(const EpochReport& r);
+nlohmann::json epoch_record(const EpochReport& r);
+
+}  // namespace convoy

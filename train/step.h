@@ -1,0 +1,79 @@
+// The backend step: what the training loop asks of the CPU or the CUDA backend (train on a batch,
+// evaluate one, hand over the sums and the phase times), and the one factory that makes it. Only
+// the factory (step_factory.cpp without CUDA, step_factory.cu with it) knows which backends exist.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "train/augment.h"
+#include "train/evaluation.h"
+#include "train/loader.h"
+#include "train/net.h"
+#include "train/optimizer.h"
+#include "train/train_options.h"
+
+namespace convoy {
+
+// A training epoch's figures on this rank: the loss summed over its samples, the top-1 hits, the
+// samples, and the steps skipped because their loss was NaN or infinite (left out of the rest).
+struct EpochSums {
+  double loss = 0, correct = 0, samples = 0;
+  long long skipped = 0;
+};
+
+// Seconds the steps spent in each phase since the last take. idle: time the device waited for the
+// host to queue a step, for a backend that queues them (none on the CPU).
+struct PhaseTimes {
+  double h2d = 0, fwd = 0, bwd = 0, update = 0, comm = 0;
+  std::optional<double> idle;
+};
+
+// The first training step (counted from 0, the first since the step was made) whose loss was NaN
+// or infinite, and its mean loss on this rank (finite where only another rank's was not); step -1:
+// none yet.
+struct NonFiniteLoss {
+  long long step = -1;
+  double loss = 0;
+};
+
+class Step : public Forward {
+ public:
+  // Trains on one batch, or queues it. Figures the backend keeps (on the device) join `sums` at
+  // fold(); the others join them now, so that they are added in the order the steps ran.
+  virtual void train(const HostBatch& b, uint64_t key, double lr, EpochSums& sums) = 0;
+  // Adds the figures the backend still keeps to `sums`; returns the last step's mean loss.
+  virtual double fold(EpochSums& sums) = 0;
+  // Known once the host has waited for that step: after train() at most two steps later, at once
+  // after fold(). A step with a non-finite loss never updates the weights or the optimiser state.
+  virtual NonFiniteLoss first_nonfinite() const = 0;
+  virtual PhaseTimes take_times() = 0;
+  // Weights, running statistics and optimiser state back into net and opt (for a checkpoint).
+  virtual void sync_to(Net& net, Optimizer& opt) = 0;
+  // With profiling: the per-node times the backend measured itself join net's profile.
+  virtual void add_profile_to(Net& net) = 0;
+  // The seconds the set-up took, where it is worth a metrics line (the GPU's).
+  virtual std::optional<double> setup_seconds() const = 0;
+};
+
+enum class Backend { cpu, gpu };
+
+// --device to a backend: automatic takes a GPU when one is visible; one asked for but absent (or a
+// build without CUDA) is an error.
+Backend choose_backend(Device device);
+
+// What a step is built from. net and opt: the topology and the state to start from, which the CPU
+// step trains in place; aug: the raw batches' sample shape and normalisation.
+struct StepSetup {
+  Net& net;
+  Optimizer& opt;
+  const Augmenter& aug;
+  int max_batch = 1;
+  int rank = 0, ranks = 1, local_rank = 0;
+  BackendOptions backend;
+  bool skip_nonfinite = false, profile = false;
+};
+
+std::unique_ptr<Step> make_step(Backend backend, const StepSetup& s);
+
+}  // namespace convoy

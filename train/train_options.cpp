@@ -1,0 +1,23 @@
+// The spellings of train's named choices: one table each, read by the command line and by the
+// log lines that name the choice.
+#include "train/train_options.h"
+
+namespace convoy {
+
+const Names<Device>& device_names() {
+  static const Names<Device> names{{"cpu", Device::cpu}, {"cuda", Device::cuda}, {"auto", Device::automatic}};
+  return names;
+}
+
+const Names<Precision>& precision_names() {
+  static const Names<Precision> names{{"fp32", Precision::fp32}, {"tf32", Precision::tf32}, {"bf16", Precision::bf16}};
+  return names;
+}
+
+const Names<ConvAlgos>& conv_algos_names() {
+  static const Names<ConvAlgos> names{
+      {"heuristic", ConvAlgos::heuristic}, {"measure", ConvAlgos::measure}, {"fastest", ConvAlgos::fastest}};
+  return names;
+}
+
+}  // namespace convoy

@@ -1,0 +1,63 @@
+// What `train` is asked to do: the options of a training run and of `train eval`, with the named
+// choices (device, precision, convolution algorithms) as enums that the command line parses once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace convoy {
+
+enum class Device { cpu, cuda, automatic };  // automatic: a GPU when one is visible
+enum class Precision { fp32, tf32, bf16 };     // CUDA backend: exact float, tensor cores, bf16 NHWC activations
+enum class ConvAlgos { heuristic, measure, fastest };  // CUDA backend: how cuDNN's algorithms are chosen
+
+// A choice's spellings, in the order the help text lists them.
+template <typename E>
+using Names = std::vector<std::pair<std::string, E>>;
+const Names<Device>& device_names();
+const Names<Precision>& precision_names();
+const Names<ConvAlgos>& conv_algos_names();
+
+template <typename E>
+const std::string& name_of(const Names<E>& names, E value) {
+  for (const auto& [name, e] : names)
+    if (e == value) return name;
+  return names.front().first;  // unreachable: every value has a name
+}
+
+// Where the step runs, and how the CUDA backend computes and sets itself up.
+struct BackendOptions {
+  Device device = Device::automatic;
+  Precision precision = Precision::tf32;
+  bool cuda_graph = true;      // replay the step as a captured CUDA graph
+  bool space_to_depth = true;  // bf16: a stride-2 first convolution reads 2x2 pixel blocks
+  ConvAlgos conv_algos = ConvAlgos::heuristic;
+  int cudnn_workspace_mb = 1024;
+};
+
+struct TrainOptions {
+  std::string config, data, val;
+  int epochs = 0, batch = 0;  // 0: from the config
+  uint64_t seed = 1;
+  int threads = 0;            // OpenMP threads for compute; 0: all cores of this rank's share
+  int readers = 0, prefetch = 0, window_files = 4;  // readers 0: loader_sizing.h chooses
+  int local_rank = 0, local_ranks = 1;  // this rank's place on its node (MpiContext): GPU, default sizes
+  int log_every = 100;
+  std::string metrics;        // JSONL path ("" = none)
+  std::string checkpoint;     // written every checkpoint_every steps, on a signal and at the end
+  long long checkpoint_every = 0;
+  std::string resume;
+  long long stop_after = 0;   // stop (and checkpoint) after this many steps in total
+  BackendOptions backend;
+  bool skip_nonfinite = false;  // a step whose loss is NaN or infinite is skipped (no update), not fatal
+  bool print_net = false;
+  bool profile = false;       // per-layer forward/backward times after each epoch
+};
+
+struct EvalOptions {
+  std::string checkpoint, data;
+  int batch = 256, threads = 0, readers = 0, local_ranks = 1;
+};
+
+}  // namespace convoy

@@ -1,0 +1,303 @@
+// TrainRun: set up in the order a run reports itself (the loader, the CUDA backend, the net), then
+// the epochs. A resumed run repeats the uninterrupted one bit for bit (given the same thread count).
+#include "train/train_run.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "shared/atomic_file.h"
+#include "shared/counter_rng.h"
+#include "shared/error.h"
+#include "shared/log.h"
+#include "train/blas_setup.h"
+#include "train/data_parallel.h"
+#include "train/epoch_plan.h"
+#include "train/epoch_report.h"
+#include "train/stop_signal.h"
+
+namespace convoy {
+namespace {
+
+int local_batch_of(int batch, int ranks) {
+  if (batch % ranks != 0)
+    fail("--batch " + std::to_string(batch) + " must be a multiple of the number of ranks (" + std::to_string(ranks) +
+         ")");
+  return batch / ranks;
+}
+
+// The CUDA backend takes the augmented uint8 samples and normalises them on the GPU; its host
+// thread needs a core of its own, the CPU backend's compute threads all of theirs.
+ReaderChoice readers_for(const TrainOptions& o, Backend backend) {
+  return choose_readers(o.readers, backend == Backend::gpu ? 1 : omp_get_max_threads(), o.local_ranks);
+}
+
+LoaderOptions loader_options(const TrainOptions& o, const RunSpec& spec, int rank, int ranks, int local_batch,
+                             Backend backend, int readers) {
+  LoaderOptions lo;
+  lo.dir = o.data;
+  lo.local_batch = local_batch;
+  lo.prefetch = o.prefetch;
+  lo.window_files = o.window_files;
+  lo.seed = spec.seed;
+  lo.rank = rank;
+  lo.ranks = ranks;
+  lo.augment = spec.cfg.augment;
+  lo.raw = backend == Backend::gpu;
+  lo.readers = readers;
+  return lo;
+}
+
+std::unique_ptr<Loader> make_train_loader(const LoaderOptions& lo, const DatasetMeta& meta, const std::string& why) {
+  auto loader = std::make_unique<Loader>(lo, meta);
+  log_info("loader: %s; prefetch window %d batches, %d files held; buffers at most %.0f MiB (files x largest file + "
+           "(window + 2) x batch + readers x sample)",
+           why.c_str(), loader->prefetch(), loader->max_files(), double(loader->memory_bound()) / (1 << 20));
+  return loader;
+}
+
+// The validation data is normalised with the training data's statistics, as the net was trained.
+std::unique_ptr<Loader> make_val_loader(const std::string& dir, const LoaderOptions& lo, const DatasetMeta& meta) {
+  if (dir.empty()) return nullptr;
+  DatasetMeta vmeta = read_dataset_meta(dir);
+  if (!(vmeta.shape == meta.shape))
+    fail_file(join_path(dir, kDatasetJson), "image shape differs from the training data's");
+  if (vmeta.classes != meta.classes)
+    fail_file(join_path(dir, kDatasetJson), "class names differ from the training data's (" +
+                                                std::to_string(vmeta.classes.size()) + " vs " +
+                                                std::to_string(meta.classes.size()) + " classes)");
+  LoaderOptions vo = lo;
+  vo.dir = dir;
+  vo.train = false;
+  vmeta.mean = meta.mean;
+  vmeta.std = meta.std;
+  return std::make_unique<Loader>(vo, vmeta);
+}
+
+// Stops the run at the step (0-based over the run) whose loss was not finite; `loss` is this
+// rank's, finite where only another rank's was not.
+[[noreturn]] void fail_nonfinite(long long step, long long per_epoch, double loss) {
+  const char* what = std::isnan(loss)   ? "nan"
+                     : std::isinf(loss) ? (loss > 0 ? "inf" : "-inf")
+                                        : "not finite on another rank";
+  fail("step " + std::to_string(step + 1) + " (epoch " + std::to_string(step / per_epoch + 1) + "): the loss is " +
+       what + "; stopping (--skip-nonfinite skips such steps)");
+}
+
+// Loss, hits and samples summed over the ranks (the skipped steps are the same on every rank).
+void add_up_ranks(EpochSums& s) {
+  double v[3] = {s.loss, s.correct, s.samples};
+  sum_over_ranks(v, 3);
+  s.loss = v[0], s.correct = v[1], s.samples = v[2];
+}
+
+}  // namespace
+
+TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
+    : o_(o), spec_(std::move(spec)), rec_(spec_.cfg.train), rank_(rank), ranks_(ranks),
+      local_batch_(local_batch_of(rec_.batch, ranks)), meta_(read_dataset_meta(o.data)),
+      backend_(choose_backend(o.backend.device)), readers_(readers_for(o, backend_)),
+      loader_options_(loader_options(o, spec_, rank, ranks, local_batch_, backend_, readers_.readers)),
+      train_loader_(make_train_loader(loader_options_, meta_, readers_.why)),
+      val_loader_(make_val_loader(o.val, loader_options_, meta_)), net_(net_for_data(spec_.cfg, meta_, o.data)),
+      opt_(rec_, net_.weights().size()) {
+  net_.set_profiling(o.profile);
+  net_.init_weights(spec_.seed);
+  restore();
+  // The readers start on the first epoch's files now, while the GPU (if any) sets itself up.
+  if (start_epoch_ < rec_.epochs) train_loader_->start_epoch(start_epoch_, start_step_);
+  if (ranks_ > 1) same_state_on_every_rank();
+  make_the_step();
+  per_epoch_ = steps_per_epoch(meta_, PlanOptions{spec_.seed, 0, rank, ranks, true, o.window_files}, local_batch_);
+  if (per_epoch_ == 0)
+    fail_file(o.data, "too few samples for one batch of " + std::to_string(local_batch_) + " per rank");
+  schedule_.emplace(rec_, per_epoch_ * rec_.epochs, per_epoch_);
+  log_info("%s: %zu parameters, %.1f MFLOPs/image; %llu training samples, %d rank(s) x %d threads (BLAS %s), batch %d "
+           "(%d per rank), %lld steps/epoch",
+           spec_.cfg.path.c_str(), net_.weights().size(), net_.flops_per_image() / 1e6,
+           (unsigned long long)meta_.num_samples, ranks, omp_get_max_threads(), blas_core_name(), rec_.batch,
+           local_batch_, per_epoch_);
+  open_metrics();
+  catch_stop_signals();
+}
+
+void TrainRun::restore() {
+  if (!spec_.resume) return;
+  const Checkpoint& c = *spec_.resume;
+  if (c.weights.size() != net_.weights().size() || c.state.size() != net_.state().size() ||
+      c.m.size() != opt_.m.size() || c.v.size() != opt_.v.size())
+    fail_file(o_.resume, "checkpoint arrays do not match the net built from its config");
+  net_.weights() = c.weights;
+  net_.state() = c.state;
+  opt_.m = c.m;
+  opt_.v = c.v;
+  const nlohmann::json& info = c.info;
+  opt_.t = info.at("opt_t").get<long long>();
+  start_epoch_ = info.at("epoch").get<int>();
+  start_step_ = info.at("step").get<long long>();
+  global_step_ = info.at("global_step").get<long long>();
+  const nlohmann::json& sums = info.at("epoch_sums");
+  carried_ = {sums.at(0).get<double>(), sums.at(1).get<double>(), sums.at(2).get<double>(),
+              info.value("epoch_skipped", 0LL)};
+}
+
+// Every rank starts from rank 0's weights (each rank may have initialised or read its own).
+void TrainRun::same_state_on_every_rank() {
+  broadcast_floats(net_.weights());
+  broadcast_floats(net_.state());
+  broadcast_floats(opt_.m);
+  broadcast_floats(opt_.v);
+}
+
+void TrainRun::make_the_step() {
+  step_ = make_step(backend_, StepSetup{net_, opt_, train_loader_->augmenter(), std::max(local_batch_, 1), rank_,
+                                        ranks_, o_.local_rank, o_.backend, o_.skip_nonfinite, o_.profile});
+  step_base_ = global_step_;
+}
+
+void TrainRun::open_metrics() {
+  if (rank_ != 0 || o_.metrics.empty()) return;
+  metrics_ = std::make_unique<MetricsLog>(o_.metrics, !o_.resume.empty());
+  if (const std::optional<double> setup = step_->setup_seconds())
+    metrics_->write({{"kind", "setup"}, {"gpu_setup_seconds", *setup}});
+}
+
+int TrainRun::run() {
+  for (int epoch = start_epoch_; epoch < rec_.epochs; ++epoch) {
+    const bool resumed = epoch == start_epoch_;
+    EpochSums sums = resumed ? carried_ : EpochSums{};
+    EpochClock clock;
+    if (const std::optional<int> code = train_epoch(epoch, resumed ? start_step_ : 0, sums, clock)) return *code;
+    finish_epoch(epoch, sums, clock);
+  }
+  save(rec_.epochs, 0, EpochSums{});
+  if (last_eval_ && rank_ == 0) {
+    std::printf("test accuracy: %.4f\n", last_eval_->top1);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+// The epoch's steps from `first` (the loader was started on it before); the exit code when a
+// signal or --stop-after ends the run within it.
+std::optional<int> TrainRun::train_epoch(int epoch, long long first, EpochSums& sums, EpochClock& clock) {
+  Stopwatch lap;
+  for (long long step = first; step < per_epoch_; ++step) {
+    lap.reset();
+    if (!train_loader_->next(batch_)) fail("loader ended early (internal error)");
+    clock.t_io += lap.lap();
+    const double lr = schedule_->at(global_step_);
+    step_->train(batch_, dropout_step_key(spec_.seed, global_step_), lr, sums);
+    check_nonfinite();
+    ++global_step_;
+    if (o_.log_every > 0 && (step + 1) % o_.log_every == 0) log_step(epoch, step, first, lr, sums, clock);
+    if (const std::optional<int> code = stop_or_checkpoint(epoch, step, sums)) return code;
+  }
+  return std::nullopt;
+}
+
+void TrainRun::log_step(int epoch, long long step, long long first, double lr, EpochSums& sums,
+                        const EpochClock& clock) {
+  const double loss = fold(sums);
+  log_info("epoch %d step %lld/%lld loss %.4f lr %.5f %.0f img/s", epoch + 1, step + 1, per_epoch_, loss, lr,
+           double((step + 1 - first) * rec_.batch) / clock.whole.seconds());
+  if (metrics_)
+    metrics_->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step + 1}, {"global_step", global_step_},
+                     {"loss", loss}, {"lr", lr}});
+}
+
+std::optional<int> TrainRun::stop_or_checkpoint(int epoch, long long step, EpochSums& sums) {
+  bool stop = stop_signal() != 0 || (o_.stop_after > 0 && global_step_ >= o_.stop_after);
+  if (ranks_ > 1) stop = any_rank(stop);
+  const bool at_end = step + 1 == per_epoch_;
+  const bool due = o_.checkpoint_every > 0 && global_step_ % o_.checkpoint_every == 0 && !at_end;
+  if (stop || due) checkpoint_after(epoch, step, at_end, sums);
+  if (!stop) return std::nullopt;
+  return stopped();
+}
+
+// Within an epoch the checkpoint carries the epoch's sums so far, as each rank's share of the
+// total: on resume each rank's sums restart from the global figure / ranks.
+void TrainRun::checkpoint_after(int epoch, long long step, bool at_end, EpochSums& sums) {
+  fold(sums);
+  if (at_end) return save(epoch + 1, 0, EpochSums{});
+  EpochSums share = sums;
+  if (ranks_ > 1) add_up_ranks(share);
+  share.loss /= ranks_, share.correct /= ranks_, share.samples /= ranks_;
+  save(epoch, step + 1, share);
+}
+
+int TrainRun::stopped() const {
+  if (o_.profile && rank_ == 0) std::fprintf(stderr, "%s", net_.profile().c_str());
+  const int sig = stop_signal();
+  if (sig)
+    log_info("stopped by signal %d after step %lld", sig, global_step_);
+  else
+    log_info("stopped after step %lld", global_step_);
+  return sig ? 128 + sig : 0;
+}
+
+// The next epoch's first batches are built while this one is evaluated.
+void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock) {
+  if (epoch + 1 < rec_.epochs) train_loader_->start_epoch(epoch + 1, 0);
+  fold(sums);
+  if (ranks_ > 1) add_up_ranks(sums);
+  EpochReport r;
+  r.epoch = epoch;
+  r.epochs = rec_.epochs;
+  r.global_step = global_step_;
+  r.sums = sums;
+  r.count_skipped = o_.skip_nonfinite;
+  r.times = step_->take_times();
+  r.t_io = clock.t_io;
+  r.train_seconds = clock.whole.seconds();
+  if (val_loader_) last_eval_ = evaluate(*step_, *val_loader_, net_.classes());
+  r.eval = last_eval_;
+  r.seconds = clock.whole.seconds();
+  log_epoch(r);
+  step_->add_profile_to(net_);
+  if (o_.profile && rank_ == 0) std::fprintf(stderr, "%s", net_.profile().c_str());
+  log_breakdown(r);
+  if (metrics_) metrics_->write(epoch_record(r));
+}
+
+// The backend's figures join the epoch's sums when the sums are read: log lines, checkpoints,
+// the end of an epoch. Returns the last step's loss.
+double TrainRun::fold(EpochSums& sums) {
+  const double loss = step_->fold(sums);
+  check_nonfinite();
+  return loss;
+}
+
+// The CUDA backend checks each step's loss on the GPU, and the host learns of a non-finite one
+// when it waits for that step: at most two steps later, and before any checkpoint. Without
+// --skip-nonfinite the run stops there, its last checkpoint left as it was.
+void TrainRun::check_nonfinite() const {
+  if (o_.skip_nonfinite) return;
+  const NonFiniteLoss bad = step_->first_nonfinite();
+  if (bad.step >= 0) fail_nonfinite(step_base_ + bad.step, per_epoch_, bad.loss);
+}
+
+// `epoch` and `step` are where a resumed run starts.
+void TrainRun::save(int epoch, long long step, const EpochSums& sums) {
+  if (o_.checkpoint.empty()) return;
+  step_->sync_to(net_, opt_);
+  if (rank_ != 0) return;
+  Checkpoint c;
+  c.info = {{"config_text", spec_.cfg.text}, {"config_path", spec_.cfg.path}, {"seed", spec_.seed},
+            {"batch", rec_.batch}, {"epochs", rec_.epochs}, {"epoch", epoch}, {"step", step},
+            {"global_step", global_step_}, {"opt_t", opt_.t},
+            {"epoch_sums", {sums.loss, sums.correct, sums.samples}}, {"epoch_skipped", sums.skipped},
+            {"ranks", ranks_}, {"data", o_.data}};
+  c.weights = net_.weights();
+  c.state = net_.state();
+  c.m = opt_.m;
+  c.v = opt_.v;
+  write_checkpoint(o_.checkpoint, c);
+  log_info("checkpoint %s at step %lld", o_.checkpoint.c_str(), global_step_);
+}
+
+}  // namespace convoy

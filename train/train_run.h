@@ -1,0 +1,72 @@
+// One training run from its spec: the loaders, the net and optimiser (at the checkpoint's state
+// when resuming), the backend's step, and the epoch loop over them: train the epoch, evaluate it,
+// report it, checkpoint. All randomness is a function of (seed, epoch, step, sample id) and the
+// loader can start mid-epoch, so a checkpoint's position plus its arrays is the whole state.
+#pragma once
+#include <memory>
+#include <optional>
+
+#include "shared/dataset_meta.h"
+#include "shared/timer.h"
+#include "train/evaluation.h"
+#include "train/loader.h"
+#include "train/loader_sizing.h"
+#include "train/metrics_log.h"
+#include "train/run_spec.h"
+#include "train/step.h"
+
+namespace convoy {
+
+class TrainRun {
+ public:
+  // Sets the run up; the first epoch's files are being read when it returns.
+  TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks);
+  TrainRun(const TrainRun&) = delete;
+  TrainRun& operator=(const TrainRun&) = delete;
+  // Trains the epochs left and writes the last checkpoint. Returns the exit code: 128 + the signal
+  // when SIGINT or SIGTERM stopped the run (after a checkpoint where it stopped).
+  int run();
+
+ private:
+  struct EpochClock {
+    Stopwatch whole;
+    double t_io = 0;  // waiting for the loader
+  };
+  void restore();
+  void same_state_on_every_rank();
+  void make_the_step();
+  void open_metrics();
+  std::optional<int> train_epoch(int epoch, long long first, EpochSums& sums, EpochClock& clock);
+  void log_step(int epoch, long long step, long long first, double lr, EpochSums& sums, const EpochClock& clock);
+  std::optional<int> stop_or_checkpoint(int epoch, long long step, EpochSums& sums);
+  void checkpoint_after(int epoch, long long step, bool at_end, EpochSums& sums);
+  int stopped() const;
+  void finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock);
+  double fold(EpochSums& sums);
+  void check_nonfinite() const;
+  void save(int epoch, long long step, const EpochSums& sums);
+
+  const TrainOptions& o_;
+  const RunSpec spec_;
+  const TrainRecipe& rec_;
+  const int rank_, ranks_, local_batch_;
+  const DatasetMeta meta_;
+  const Backend backend_;
+  const ReaderChoice readers_;
+  const LoaderOptions loader_options_;
+  std::unique_ptr<Loader> train_loader_, val_loader_;
+  Net net_;
+  Optimizer opt_;
+  int start_epoch_ = 0;
+  long long start_step_ = 0, global_step_ = 0;
+  EpochSums carried_;  // resumed mid-epoch: that epoch's sums so far (this rank's share)
+  std::unique_ptr<Step> step_;
+  long long step_base_ = 0;  // the global step of step_'s first step (it counts its own from 0)
+  long long per_epoch_ = 0;
+  std::optional<LrSchedule> schedule_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::optional<EvalResult> last_eval_;
+  HostBatch batch_;
+};
+
+}  // namespace convoy
