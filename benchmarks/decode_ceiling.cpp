@@ -118,10 +118,11 @@ int decode_ceiling(const CeilingOptions& opt) {
   go.store(true);
   for (auto& t : threads) t.join();
 
-  std::printf("bench-decode: %d TurboJPEG decoder%s at once over %zu JPEGs of %s (%zu each), decode only at "
-              "datagen's DCT scale for --size %d, %.1f s\n",
-              opt.decoders, opt.decoders > 1 ? "s" : "", jpegs.size(), opt.input.c_str(), decoders[0].share.size(),
-              opt.size, opt.seconds);
+  std::printf(
+      "bench-decode: %d TurboJPEG decoder%s at once over %zu JPEGs of %s (%zu each), decode only at "
+      "datagen's DCT scale for --size %d, %.1f s\n",
+      opt.decoders, opt.decoders > 1 ? "s" : "", jpegs.size(), opt.input.c_str(), decoders[0].share.size(), opt.size,
+      opt.seconds);
   double sum = 0;
   for (size_t t = 0; t < decoders.size(); ++t) {
     const double rate = double(decoders[t].images) / std::max(1e-9, decoders[t].seconds);

@@ -7,8 +7,8 @@
 namespace convoy::datagen {
 
 struct CeilingOptions {
-  std::string input;     // a tar or folder of JPEGs
-  int size = 256;        // decoded at datagen's DCT scale for this output size (0: full size)
+  std::string input;  // a tar or folder of JPEGs
+  int size = 256;     // decoded at datagen's DCT scale for this output size (0: full size)
   int channels = 3;
   size_t limit = 1000;   // JPEGs taken from the start of the input, dealt round-robin to the decoders
   int decoders = 1;      // at once, each pinned to a core of the process's CPU set (in order)

@@ -109,7 +109,8 @@ void BatchWriter::submit(uint64_t b, const Batch& batch) {
   f.b = b;
   f.header = batch_layout(batch.shape, batch.encoding, batch.batch_index, batch.count(), batch.images.size());
   f.bytes.reserve(f.header.file_bytes);
-  if (!batch.images.empty()) std::memcpy(f.bytes.data() + f.header.images_offset, batch.images.data(), batch.images.size());
+  if (!batch.images.empty())
+    std::memcpy(f.bytes.data() + f.header.images_offset, batch.images.data(), batch.images.size());
   seal_batch_in_place(f.bytes.data(), f.header, batch.labels.data(), batch.ids.data(),
                       batch.encoding == Encoding::jpeg ? batch.offsets.data() : nullptr, nullptr);
   submit(std::move(f));

@@ -85,9 +85,9 @@ class BatchWriter {
   struct Job {
     enum Kind { part, made, kept } kind = made;
     uint64_t b = 0;
-    const uint8_t* data = nullptr;  // part: the file's bytes
+    const uint8_t* data = nullptr;   // part: the file's bytes
     uint64_t offset = 0, bytes = 0;  // part: the range
-    MadeFile file;                  // made
+    MadeFile file;                   // made
   };
   // A file with parts written or being written: its temporary file and the parts in flight.
   struct Open {

@@ -1,9 +1,9 @@
 // Memory for a whole batch file as it will lie on disk, aligned for direct I/O (shared/atomic_file.h):
 // samples are made straight into their places, and the writer hands the kernel the same bytes.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>

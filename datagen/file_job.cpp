@@ -18,16 +18,10 @@ uint64_t align_down(uint64_t x) { return x / AtomicFile::kDirectAlign * AtomicFi
 
 }  // namespace
 
-FileJob::FileJob(uint64_t b, std::vector<uint64_t> ids, FileBuffer buffer, const ImageShape& shape,
-                 Encoding encoding, BatchWriter* writer, const Crc32cAppend* append)
-    : b_(b),
-      ids_(std::move(ids)),
-      shape_(shape),
-      encoding_(encoding),
-      writer_(writer),
-      append_(append),
-      bytes_(std::move(buffer)),
-      left_(ids_.size()) {
+FileJob::FileJob(uint64_t b, std::vector<uint64_t> ids, FileBuffer buffer, const ImageShape& shape, Encoding encoding,
+                 BatchWriter* writer, const Crc32cAppend* append)
+    : b_(b), ids_(std::move(ids)), shape_(shape), encoding_(encoding), writer_(writer), append_(append),
+      bytes_(std::move(buffer)), left_(ids_.size()) {
   const size_t n = ids_.size();
   reason_.resize(n);
   if (encoding_ == Encoding::jpeg) {
@@ -99,8 +93,8 @@ MadeFile FileJob::assemble_raw(std::vector<int32_t>& labels, std::vector<int64_t
   for (size_t i = 0, k = 0; i < ids_.size(); ++i) {
     if (!reason_[i].empty()) continue;
     if (moved)
-      std::memmove(bytes_.data() + f.header.images_offset + k * bytes, bytes_.data() + planned_.images_offset + i * bytes,
-                   bytes);
+      std::memmove(bytes_.data() + f.header.images_offset + k * bytes,
+                   bytes_.data() + planned_.images_offset + i * bytes, bytes);
     crc = (*append_)(crc, crc_[i]);
     ++k;
   }

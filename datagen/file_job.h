@@ -70,11 +70,11 @@ class FileJob {
   // Parts (raw): blocks of slots; a block's counter reaches 0 when its samples are all made.
   size_t per_block_ = 0;
   std::unique_ptr<std::atomic<uint32_t>[]> block_left_;
-  std::atomic<bool> rejected_{false};          // the planned layout no longer holds
+  std::atomic<bool> rejected_{false};  // the planned layout no longer holds
   std::mutex parts_mu_;
   std::vector<char> block_finished_;
-  size_t frontier_ = 0;                        // blocks [0, frontier_) are all done
-  uint64_t parts_from_ = 0, parts_to_ = 0;     // the file's bytes handed to the writer as parts
+  size_t frontier_ = 0;                     // blocks [0, frontier_) are all done
+  uint64_t parts_from_ = 0, parts_to_ = 0;  // the file's bytes handed to the writer as parts
 };
 
 }  // namespace convoy::datagen

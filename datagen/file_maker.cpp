@@ -15,17 +15,8 @@ namespace convoy::datagen {
 
 FileMaker::FileMaker(const RunOptions& opt, const InputIndex& index, const Plan& plan, const SampleSource& source,
                      int threads, GpuLanes* lanes, int rank, int sharing)
-    : opt_(opt),
-      index_(index),
-      plan_(plan),
-      threads_(threads),
-      shape_(opt.shape()),
-      lanes_(lanes),
-      rank_(rank),
-      sharing_(std::max(1, sharing)),
-      samples_(opt, source),
-      append_(shape_.bytes()),
-      keeper_(opt, index, samples_),
+    : opt_(opt), index_(index), plan_(plan), threads_(threads), shape_(opt.shape()), lanes_(lanes), rank_(rank),
+      sharing_(std::max(1, sharing)), samples_(opt, source), append_(shape_.bytes()), keeper_(opt, index, samples_),
       stats_(index, shape_, threads) {}
 
 void FileMaker::run(const std::vector<uint64_t>& files, BatchWriter& writer, const Report& report) {
@@ -69,8 +60,7 @@ std::vector<uint64_t> FileMaker::planned(uint64_t b) const {
   return {plan_.order.begin() + long(plan_.file_begin(b)), plan_.order.begin() + long(plan_.file_end(b))};
 }
 
-bool FileMaker::keep(uint64_t b, const std::vector<uint64_t>& ids, BatchWriter& writer, FileBuffer& buffer,
-                     Phases& t) {
+bool FileMaker::keep(uint64_t b, const std::vector<uint64_t>& ids, BatchWriter& writer, FileBuffer& buffer, Phases& t) {
   std::optional<KeptFile> kept = keeper_.check(b, ids);
   if (!kept) return false;
   Stopwatch w;

@@ -101,7 +101,6 @@ cv::Mat ImageCodec::decode_any(const uint8_t* data, size_t n, int channels, int 
 
 cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
                                 const Placement* place, bool centre) {
-
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(dec_, data, static_cast<unsigned long>(n), &w, &h, &subsamp, &colorspace) != 0)
     throw RejectError(std::string("JPEG header cannot be read: ") + tjGetErrorStr2(dec_));

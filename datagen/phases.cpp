@@ -46,11 +46,11 @@ struct StepField {
 };
 
 constexpr StepField kStepFields[] = {
-    {"exec", "exec", &Steps::exec},          {"mpi_init", "MPI init", &Steps::mpi_init},
-    {"index", "index", &Steps::index},       {"broadcast", "broadcast", &Steps::broadcast},
-    {"plan", "plan", &Steps::plan},          {"setup", "set-up", &Steps::setup},
-    {"files", "files", &Steps::files},       {"drain", "last writes", &Steps::drain},
-    {"reduce", "reduce", &Steps::reduce},    {"finish", "finish", &Steps::finish},
+    {"exec", "exec", &Steps::exec},       {"mpi_init", "MPI init", &Steps::mpi_init},
+    {"index", "index", &Steps::index},    {"broadcast", "broadcast", &Steps::broadcast},
+    {"plan", "plan", &Steps::plan},       {"setup", "set-up", &Steps::setup},
+    {"files", "files", &Steps::files},    {"drain", "last writes", &Steps::drain},
+    {"reduce", "reduce", &Steps::reduce}, {"finish", "finish", &Steps::finish},
 };
 static_assert(sizeof(Steps) == std::size(kStepFields) * sizeof(double), "kStepFields must name every step");
 

@@ -103,9 +103,10 @@ void log_rank_balance(uint64_t samples, uint32_t per_file, int ranks) {
   const double balance = rank_balance(samples, per_file, ranks);
   if (balance >= 0.9) return;
   const uint64_t files = (samples + per_file - 1) / per_file;
-  log_info("%d ranks and %llu batch files of %u samples: batch files are made whole by one rank each, so the ranks "
-           "work only %.0f %% of the run; --per-file %u deals them evenly (or run fewer ranks, with more --threads each)",
-           ranks, (unsigned long long)files, per_file, 100 * balance, even_per_file(samples, per_file, ranks));
+  log_info(
+      "%d ranks and %llu batch files of %u samples: batch files are made whole by one rank each, so the ranks "
+      "work only %.0f %% of the run; --per-file %u deals them evenly (or run fewer ranks, with more --threads each)",
+      ranks, (unsigned long long)files, per_file, 100 * balance, even_per_file(samples, per_file, ranks));
 }
 
 // A thread joined when it goes out of scope, also when an error passes by.
@@ -223,8 +224,8 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
   DatasetSums sums(index.classes.size(), opt.shape());
   steps.plan = lap(Span::plan);
   JoinedThread releaser;
-  const RankResult mine =
-      make_rank_files(opt, index, plan, share, threads, lanes.get(), mpi, sums, steps, memory.get(), releaser);
+  const RankResult mine = make_rank_files(opt, index, plan, share, threads, lanes.get(), mpi, sums, steps, memory.get(),
+                                          releaser);
   lap.restart();
   sums.reduce_to_root(mpi);
   const RankResult all = gather_results(mine, mpi);

@@ -62,10 +62,11 @@ std::string gpu_state(const GpuLanes* lanes) {
 
 void log_phases(const RunOptions& opt, const RunEnd& end) {
   const Phases& sum = end.all.phases;
-  log_info("phases, seconds summed over threads and ranks: read %.2f, decode %.2f, resize %.2f, encode %.2f, "
-           "stats %.2f, assemble %.2f, write %.2f, wait %.2f; steps, wall seconds on rank 0: %s",
-           sum.read, sum.decode, sum.resize, sum.encode, sum.stats, sum.assemble, sum.write, sum.wait,
-           end.steps.text().c_str());
+  log_info(
+      "phases, seconds summed over threads and ranks: read %.2f, decode %.2f, resize %.2f, encode %.2f, "
+      "stats %.2f, assemble %.2f, write %.2f, wait %.2f; steps, wall seconds on rank 0: %s",
+      sum.read, sum.decode, sum.resize, sum.encode, sum.stats, sum.assemble, sum.write, sum.wait,
+      end.steps.text().c_str());
   if (opt.gpu_resize)
     log_info("GPU phases, seconds summed over threads and ranks: stage %.2f, upload %.2f, kernel %.2f, download %.2f, "
              "wait %.2f; images resized on the GPU %.0f, on the CPU %.0f (rank 0's GPU: %s)",

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "datagen/image_codec.h"
-#include "shared/resize.h"
 #include "datagen/timeline.h"
+#include "shared/resize.h"
 #include "shared/timer.h"
 
 namespace convoy::datagen {

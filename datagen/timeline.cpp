@@ -19,8 +19,8 @@ namespace convoy::datagen {
 namespace {
 
 constexpr std::array<const char*, size_t(Span::count)> kNames = {
-    "exec",   "MPI init", "index",  "broadcast", "plan", "set-up", "read",  "decode", "resize",
-    "encode", "stats",    "assemble", "wait",    "gpu",  "write",  "fsync", "drain",  "reduce", "finish"};
+    "exec",  "MPI init", "index", "broadcast", "plan",  "set-up", "read",  "decode", "resize", "encode",
+    "stats", "assemble", "wait",  "gpu",       "write", "fsync",  "drain", "reduce", "finish"};
 
 // A track keeps at most this many spans (96 MB); later ones are counted, not kept.
 constexpr size_t kMaxSpans = size_t(4) << 20;
@@ -43,9 +43,7 @@ std::mutex g_mu;
 std::vector<std::unique_ptr<Track>> g_tracks;
 thread_local Track* t_track = nullptr;
 
-int64_t ns(TimePoint t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
+int64_t ns(TimePoint t) { return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count(); }
 
 int64_t clock_ns(clockid_t id) {
   timespec ts{};
@@ -85,8 +83,9 @@ namespace {
 
 void append_event(std::string& out, const char* name, int pid, size_t tid, int64_t begin_us_x1000, int64_t dur_ns) {
   char buf[192];
-  const int n = std::snprintf(buf, sizeof buf, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f}",
-                              name, pid, tid, double(begin_us_x1000) / 1000.0, double(dur_ns) / 1000.0);
+  const int n = std::snprintf(buf, sizeof buf,
+                              ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f}", name,
+                              pid, tid, double(begin_us_x1000) / 1000.0, double(dur_ns) / 1000.0);
   out.append(buf, size_t(n));
 }
 

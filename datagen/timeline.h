@@ -17,14 +17,19 @@ enum class Span : uint8_t {
   broadcast,  // the index to every rank, parsed
   plan,       // the permutation and this rank's share
   setup,      // the inputs opened, the writer threads started
-  read, decode, resize, encode, stats, assemble,
-  wait,       // a decoding thread blocked: for work, or for room among the files held in memory
-  gpu,        // a decoding thread's GPU lane (staging and waiting for it)
-  write,      // a writer thread: checksums and the file's bytes to the kernel
-  fsync,      // a writer thread: the file made durable and renamed
-  drain,      // the main thread waiting for the last files' writes once every sample is made
-  reduce,     // statistics and results to rank 0
-  finish,     // rank 0: rejects.tsv, mean_image.png, dataset.json
+  read,
+  decode,
+  resize,
+  encode,
+  stats,
+  assemble,
+  wait,    // a decoding thread blocked: for work, or for room among the files held in memory
+  gpu,     // a decoding thread's GPU lane (staging and waiting for it)
+  write,   // a writer thread: checksums and the file's bytes to the kernel
+  fsync,   // a writer thread: the file made durable and renamed
+  drain,   // the main thread waiting for the last files' writes once every sample is made
+  reduce,  // statistics and results to rank 0
+  finish,  // rank 0: rejects.tsv, mean_image.png, dataset.json
   count
 };
 const char* span_name(Span s);

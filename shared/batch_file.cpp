@@ -109,10 +109,11 @@ void seal_batch_in_place(uint8_t* file, BatchHeader& h, const int32_t* labels, c
                          const uint64_t* offsets, const uint32_t* images_crc) {
   const uint64_t n = h.count;
   const bool jpeg = h.encoding == uint32_t(Encoding::jpeg);
-  const std::array<Section, 4> secs = {{{labels, n * sizeof(int32_t), h.ids_offset - h.labels_offset},
-                                        {ids, n * sizeof(int64_t), h.index_offset - h.ids_offset},
-                                        {offsets, jpeg ? (n + 1) * sizeof(uint64_t) : 0, h.images_offset - h.index_offset},
-                                        {nullptr, h.images_bytes, h.file_bytes - h.images_offset}}};
+  const std::array<Section, 4> secs = {
+      {{labels, n * sizeof(int32_t), h.ids_offset - h.labels_offset},
+       {ids, n * sizeof(int64_t), h.index_offset - h.ids_offset},
+       {offsets, jpeg ? (n + 1) * sizeof(uint64_t) : 0, h.images_offset - h.index_offset},
+       {nullptr, h.images_bytes, h.file_bytes - h.images_offset}}};
   std::memset(file + sizeof h, 0, h.labels_offset - sizeof h);
   uint64_t at = h.labels_offset;
   for (size_t k = 0; k < 3; ++k) {

@@ -39,8 +39,8 @@ PixelView JpegRegionDecoder::decode(const uint8_t* jpeg, size_t size, int width,
   if (!err.empty()) fail(err);
   if (int(info.output_width) != sw || int(info.output_height) != sh || int(info.output_components) != channels) {
     jpeg_abort_decompress(&info);
-    fail("libjpeg decodes it to " + std::to_string(info.output_width) + "x" + std::to_string(info.output_height) +
-         "x" + std::to_string(info.output_components) + " at 1/" + std::to_string(scale) + " scale");
+    fail("libjpeg decodes it to " + std::to_string(info.output_width) + "x" + std::to_string(info.output_height) + "x" +
+         std::to_string(info.output_components) + " at 1/" + std::to_string(scale) + " scale");
   }
   // jpeg_crop_scanline moves the first column left to an iMCU edge, and fancy upsampling treats the
   // first and last columns it decodes as the image's edges: a region that starts on an iMCU edge

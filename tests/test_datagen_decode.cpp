@@ -95,8 +95,9 @@ TEST(DatagenDecode, CentreSquareIsTheWholeDecodesCentre) {
     if (!full_err.empty()) return;
     // The whole image when the partial decode left it to the whole decode (a cut in the square's rows).
     const int side = std::min(full.cols, full.rows);
-    const cv::Mat want =
-        sq.size() == full.size() ? full : full(cv::Rect((full.cols - side) / 2, (full.rows - side) / 2, side, side));
+    const cv::Mat want = sq.size() == full.size()
+                             ? full
+                             : full(cv::Rect((full.cols - side) / 2, (full.rows - side) / 2, side, side));
     ASSERT_EQ(sq.size(), want.size()) << what;
     ASSERT_EQ(cv::norm(sq, want, cv::NORM_INF), 0.0) << what;
     if (what.find("cut") == std::string::npos && full.cols != full.rows)
@@ -107,8 +108,8 @@ TEST(DatagenDecode, CentreSquareIsTheWholeDecodesCentre) {
       for (int flags : {0, TJFLAG_PROGRESSIVE}) {
         std::vector<uint8_t> px(size_t(w) * size_t(h) * 3);
         for (auto& v : px) v = uint8_t(rng());
-        const Bytes j = samp == TJSAMP_GRAY ? jpeg(std::vector<uint8_t>(px.begin(), px.begin() + w * h), w, h, TJPF_GRAY,
-                                                   samp, flags, 90)
+        const Bytes j = samp == TJSAMP_GRAY ? jpeg(std::vector<uint8_t>(px.begin(), px.begin() + w * h), w, h,
+                                                   TJPF_GRAY, samp, flags, 90)
                                             : jpeg(px, w, h, TJPF_RGB, samp, flags, 90);
         for (int channels : {1, 3})
           for (int min_short : {0, 24, 60, 128}) {

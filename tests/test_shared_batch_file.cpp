@@ -126,7 +126,8 @@ TEST(Crc32c, AppendJoinsPiecesChecksums) {
 // A file built in place (the images written first, the rest sealed around them) is the file
 // encode_batch makes of the same batch, raw and JPEG, with the images' CRC given or computed.
 TEST(BatchFile, SealedInPlaceIsTheEncodedBytes) {
-  for (const Batch& b : {random_raw_batch(37, {5, 7, 3}, 4), random_jpeg_batch(23, 5), random_raw_batch(0, {2, 2, 1}, 6)}) {
+  for (const Batch& b :
+       {random_raw_batch(37, {5, 7, 3}, 4), random_jpeg_batch(23, 5), random_raw_batch(0, {2, 2, 1}, 6)}) {
     BatchHeader h = batch_layout(b.shape, b.encoding, b.batch_index, b.count(), b.images.size());
     for (bool given : {false, true}) {
       std::vector<uint8_t> file(h.file_bytes, 0xab);  // what the padding held before must not matter
