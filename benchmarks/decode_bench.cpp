@@ -36,12 +36,14 @@ struct CoefficientReader {
   // False if libjpeg refused the image.
   bool read(const std::vector<uint8_t>& jpeg) {
     jpeg_decompress_struct& info = d.info();
-    return d.guarded([&] {
-      jpeg_mem_src(&info, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
-      jpeg_read_header(&info, TRUE);
-      jpeg_read_coefficients(&info);
-      jpeg_finish_decompress(&info);
-    }).empty();
+    return d
+        .guarded([&] {
+          jpeg_mem_src(&info, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+          jpeg_read_header(&info, TRUE);
+          jpeg_read_coefficients(&info);
+          jpeg_finish_decompress(&info);
+        })
+        .empty();
   }
 };
 
@@ -79,7 +81,8 @@ int bench_decode(const BenchOptions& opt) {
     source.read(id, bytes);
     int w = 0, h = 0, ss = 0, cs = 0;
     if (sniff_format(bytes.data(), bytes.size()) != ImageFormat::jpeg ||
-        tjDecompressHeader3(tj.h, bytes.data(), bytes.size(), &w, &h, &ss, &cs) != 0 || cs == TJCS_CMYK || cs == TJCS_YCCK)
+        tjDecompressHeader3(tj.h, bytes.data(), bytes.size(), &w, &h, &ss, &cs) != 0 || cs == TJCS_CMYK ||
+        cs == TJCS_YCCK)
       continue;
     pixels += uint64_t(w) * uint64_t(h);
     jpegs.push_back(std::move(bytes));
@@ -125,10 +128,10 @@ int bench_decode(const BenchOptions& opt) {
   if (refused) fail_file(opt.input, std::to_string(refused) + " JPEGs that TurboJPEG reads were refused by libjpeg");
   const double decode_only = decode.best, datagen_rate = datagen.best, no_scaling = full_size.best;
   std::printf("  %-44s %10.1f images/s\n", "TurboJPEG decode alone, full size (floor)", floor.best);
-  std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor's time)\n", "entropy decoding alone (libjpeg coefficients)",
-              entropy.best, 100.0 * floor.best / entropy.best);
-  std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor)\n", "datagen decode (DCT scaling), no resize", decode_only,
-              100.0 * decode_only / floor.best);
+  std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor's time)\n",
+              "entropy decoding alone (libjpeg coefficients)", entropy.best, 100.0 * floor.best / entropy.best);
+  std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor)\n", "datagen decode (DCT scaling), no resize",
+              decode_only, 100.0 * decode_only / floor.best);
   std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor)\n", "datagen decode (DCT scaling) + resize", datagen_rate,
               100.0 * datagen_rate / floor.best);
   std::printf("  %-44s %10.1f images/s  (%.0f%% of the floor)\n", "datagen decode (full size) + resize", no_scaling,

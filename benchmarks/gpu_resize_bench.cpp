@@ -1,8 +1,8 @@
 // Throughput of the CPU resize (resize_to_square) against --gpu-resize's batched GpuResizer, for
 // several thread counts and image shapes, optionally with the JPEG decode in front as datagen does.
 #include <algorithm>
-#include <memory>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -13,8 +13,8 @@
 
 #include "datagen/gpu_resize.h"
 #include "datagen/image_codec.h"
-#include "shared/resize.h"
 #include "shared/error.h"
+#include "shared/resize.h"
 #include "shared/timer.h"
 #include "train/gpu_info.h"
 
@@ -93,7 +93,8 @@ double bench_cpu(const Inputs& in, int threads, const Config& cfg) {
   return run_threads(threads, cfg.images, [&](int, int first, int count) {
     ImageCodec codec;
     std::vector<uint8_t> sample(size_t(cfg.size) * cfg.size * cfg.channels);
-    for (int i = first; i < first + count; ++i) resize_to_square(next_image(in, codec, i, cfg), cfg.size, policy, sample.data());
+    for (int i = first; i < first + count; ++i)
+      resize_to_square(next_image(in, codec, i, cfg), cfg.size, policy, sample.data());
   });
 }
 
@@ -157,8 +158,8 @@ int body(int argc, char** argv) {
   std::printf("# %s, %u CPU threads; S=%d %s C=%d images=%d batch=%d decode=%s\n", gpu_name(cfg.device).c_str(),
               std::thread::hardware_concurrency(), cfg.size, cfg.policy.c_str(), cfg.channels, cfg.images, cfg.batch,
               cfg.decode ? "jpeg" : "no");
-  std::printf("%-10s %7s %12s %12s %7s %9s %9s %9s %9s %9s\n", "shape", "threads", "cpu img/s", "gpu img/s",
-              "speedup", "stage ms", "up ms", "kern ms", "down ms", "wait ms");
+  std::printf("%-10s %7s %12s %12s %7s %9s %9s %9s %9s %9s\n", "shape", "threads", "cpu img/s", "gpu img/s", "speedup",
+              "stage ms", "up ms", "kern ms", "down ms", "wait ms");
   const bool have_gpu = gpu_resize_device_count() > cfg.device;
   for (const std::string& shape : cfg.shapes) {
     int w = 0, h = 0;
@@ -173,9 +174,9 @@ int body(int argc, char** argv) {
       }
       GpuResizeTimes g;
       const double gpu = bench_gpu(in, t, cfg, g);
-      std::printf("%-10s %7d %12.1f %12.1f %7.2f %9.1f %9.1f %9.1f %9.1f %9.1f\n", shape.c_str(), t,
-                  cfg.images / cpu, cfg.images / gpu, cpu / gpu, g.stage_s * 1e3, g.upload_s * 1e3,
-                  g.kernel_s * 1e3, g.download_s * 1e3, g.wait_s * 1e3);
+      std::printf("%-10s %7d %12.1f %12.1f %7.2f %9.1f %9.1f %9.1f %9.1f %9.1f\n", shape.c_str(), t, cfg.images / cpu,
+                  cfg.images / gpu, cpu / gpu, g.stage_s * 1e3, g.upload_s * 1e3, g.kernel_s * 1e3, g.download_s * 1e3,
+                  g.wait_s * 1e3);
       std::fflush(stdout);
     }
   }

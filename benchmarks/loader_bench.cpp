@@ -6,8 +6,8 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
-#include <thread>
 #include <cstdio>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -148,10 +148,11 @@ int run_loader_bench(const LoaderBenchOptions& o) {
   PlainDecodeRates plain;
   if (meta.encoding == Encoding::jpeg) {
     plain = plain_decode_rates(o.data, meta, 2048, cores);
-    std::printf("plain decode: one core's plain TurboJPEG decode of the same JPEGs (whole image, from memory): "
-                "%.0f img/s; x %d cores: %.0f img/s; %d such decoders at once: %.0f img/s (%.0f %% of %d x one)\n",
-                plain.one, cores, plain.one * cores, cores, plain.concurrent,
-                100 * plain.concurrent / (plain.one * cores), cores);
+    std::printf(
+        "plain decode: one core's plain TurboJPEG decode of the same JPEGs (whole image, from memory): "
+        "%.0f img/s; x %d cores: %.0f img/s; %d such decoders at once: %.0f img/s (%.0f %% of %d x one)\n",
+        plain.one, cores, plain.one * cores, cores, plain.concurrent, 100 * plain.concurrent / (plain.one * cores),
+        cores);
   }
   for (bool raw : modes) {
     LoaderOptions lo;
@@ -179,24 +180,28 @@ int run_loader_bench(const LoaderBenchOptions& o) {
       const EpochFigures f = drain(l, e, o.digest, o.step_us);
       const double ips = double(f.samples) / f.seconds;
       const double us = 1e6 * f.cpu / double(f.samples);
-      std::printf("%s epoch %d: %lld samples in %.3f s (first batch after %.3f s): %.0f img/s, %.0f MB/s, "
-                  "%.1f CPU us/img\n",
-                  name, e, f.samples, f.seconds, f.first_batch, ips, ips * sample_mb, us);
+      std::printf(
+          "%s epoch %d: %lld samples in %.3f s (first batch after %.3f s): %.0f img/s, %.0f MB/s, "
+          "%.1f CPU us/img\n",
+          name, e, f.samples, f.seconds, f.first_batch, ips, ips * sample_mb, us);
       if (o.step_us > 0)
-        std::printf("%s epoch %d: consumer waited %.2f %% of the epoch after its first batch (median %.1f us, "
-                    "99th percentile %.1f us per batch)\n",
-                    name, e, 100 * f.wait / f.seconds, 1e6 * f.wait_p50, 1e6 * f.wait_p99);
+        std::printf(
+            "%s epoch %d: consumer waited %.2f %% of the epoch after its first batch (median %.1f us, "
+            "99th percentile %.1f us per batch)\n",
+            name, e, 100 * f.wait / f.seconds, 1e6 * f.wait_p50, 1e6 * f.wait_p99);
       if (o.digest) std::printf("%s epoch %d: digest %08x\n", name, e, f.digest);
       std::fflush(stdout);
       if (e > 0 || o.epochs == 1) rates.push_back(ips), costs.push_back(us);
     }
     const double m = median(rates), c = median(costs);
-    std::printf("%s: median %.0f img/s, %.0f MB/s with %d reader(s) (%.0f img/s per reader); "
-                "%.1f CPU us/img (%.0f img/s per busy core)\n",
-                name, m, m * sample_mb, lo.readers, m / lo.readers, c, 1e6 / c);
+    std::printf(
+        "%s: median %.0f img/s, %.0f MB/s with %d reader(s) (%.0f img/s per reader); "
+        "%.1f CPU us/img (%.0f img/s per busy core)\n",
+        name, m, m * sample_mb, lo.readers, m / lo.readers, c, 1e6 / c);
     if (plain.one > 0)
-      std::printf("%s: %.2f x one core's plain decode, %.0f %% of %d cores x it, %.0f %% of %d plain decoders at once\n",
-                  name, m / plain.one, 100 * m / (plain.one * cores), cores, 100 * m / plain.concurrent, cores);
+      std::printf(
+          "%s: %.2f x one core's plain decode, %.0f %% of %d cores x it, %.0f %% of %d plain decoders at once\n", name,
+          m / plain.one, 100 * m / (plain.one * cores), cores, 100 * m / plain.concurrent, cores);
   }
   return 0;
 }

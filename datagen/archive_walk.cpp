@@ -55,11 +55,11 @@ size_t read_head(int fd, unsigned char* buf, size_t n, const std::string& path) 
 // True when the file starts with the magic of a compression libarchive may find there.
 bool looks_compressed(const unsigned char* m, size_t n) {
   if (n < 4) return false;
-  return (m[0] == 0x1F && m[1] == 0x8B) ||                                   // gzip
-         (m[0] == 'B' && m[1] == 'Z' && m[2] == 'h') ||                      // bzip2
-         (m[0] == 0x28 && m[1] == 0xB5 && m[2] == 0x2F && m[3] == 0xFD) ||   // zstd
-         (m[0] == 0xFD && m[1] == '7' && m[2] == 'z' && m[3] == 'X') ||      // xz
-         (m[0] == 0x04 && m[1] == 0x22 && m[2] == 0x4D && m[3] == 0x18);     // lz4
+  return (m[0] == 0x1F && m[1] == 0x8B) ||                                  // gzip
+         (m[0] == 'B' && m[1] == 'Z' && m[2] == 'h') ||                     // bzip2
+         (m[0] == 0x28 && m[1] == 0xB5 && m[2] == 0x2F && m[3] == 0xFD) ||  // zstd
+         (m[0] == 0xFD && m[1] == '7' && m[2] == 'z' && m[3] == 'X') ||     // xz
+         (m[0] == 0x04 && m[1] == 0x22 && m[2] == 0x4D && m[3] == 0x18);    // lz4
 }
 
 la_ssize_t range_read(archive* a, void* client, const void** out) {
@@ -83,7 +83,9 @@ la_ssize_t range_read(archive* a, void* client, const void** out) {
 
 la_int64_t range_seek(archive*, void* client, la_int64_t offset, int whence) {
   auto* s = static_cast<RangeSource*>(client);
-  int64_t target = whence == SEEK_SET ? offset : whence == SEEK_CUR ? int64_t(s->pos) + offset : int64_t(s->len) + offset;
+  int64_t target = whence == SEEK_SET   ? offset
+                   : whence == SEEK_CUR ? int64_t(s->pos) + offset
+                                        : int64_t(s->len) + offset;
   if (target < 0 || uint64_t(target) > s->len) return ARCHIVE_FATAL;
   s->pos = uint64_t(target);
   return target;
@@ -149,9 +151,7 @@ struct Walker {
   const DecompressedFile* dec = nullptr;
   std::string io_error = {};  // the first read of the file that failed (RangeSource's)
 
-  std::string why(archive* a) const {
-    return stream_error && !stream_error->empty() ? *stream_error : err_text(a);
-  }
+  std::string why(archive* a) const { return stream_error && !stream_error->empty() ? *stream_error : err_text(a); }
 
   // A read that failed (EIO) says nothing about the input's contents: it ends the run, where
   // damage would keep what was read and save an index that a rerun would trust as complete.
@@ -180,8 +180,7 @@ struct Walker {
   }
 
   // An inner tar that cannot even be opened is damage within its member, not an error of the run.
-  WalkResult open_and_walk(archive* in, bool random, uint64_t base, const Member& m, const std::string& name,
-                           int fd) {
+  WalkResult open_and_walk(archive* in, bool random, uint64_t base, const Member& m, const std::string& name, int fd) {
     if (archive_read_open1(in) == ARCHIVE_OK) return walk(in, random, base, m.path + "/", name, fd);
     fail_if_read_failed();
     WalkResult sub;
@@ -191,8 +190,7 @@ struct Walker {
   }
 
   // Walks an opened archive. random: positions are byte offsets in the input file, base added.
-  WalkResult walk(archive* a, bool random, uint64_t base, const std::string& prefix, const std::string& inner,
-                  int fd) {
+  WalkResult walk(archive* a, bool random, uint64_t base, const std::string& prefix, const std::string& inner, int fd) {
     WalkResult res;
     archive_entry* e = nullptr;
     bool first = true;
@@ -367,8 +365,13 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
   Walker w{input, visit, nested};
   w.dec = dec.get();
   if (dec) w.stream_error = &dec->error();
-  RangeSource src{fd.fd, 0, uint64_t(st.st_size), 0,
-                  std::vector<char>(dec ? 0 : looks_compressed(head, head_n) ? kStreamReadBytes : kHeaderReadBytes),
+  RangeSource src{fd.fd,
+                  0,
+                  uint64_t(st.st_size),
+                  0,
+                  std::vector<char>(dec                              ? 0
+                                    : looks_compressed(head, head_n) ? kStreamReadBytes
+                                                                     : kHeaderReadBytes),
                   &w.io_error};
   ArchivePtr a = new_reader();
   if (dec) {
@@ -382,7 +385,8 @@ WalkResult walk_input(const std::string& input, const std::function<bool(const M
   }
   if (archive_read_open1(a.get()) != ARCHIVE_OK) {
     w.fail_if_read_failed();
-    fail_file(input, "not a readable tar archive: " + (dec && !dec->error().empty() ? dec->error() : err_text(a.get())));
+    fail_file(input,
+              "not a readable tar archive: " + (dec && !dec->error().empty() ? dec->error() : err_text(a.get())));
   }
   WalkResult res = w.walk(a.get(), !dec, 0, "", "", fd.fd);
   w.fail_if_read_failed();  // also one that libarchive took for the end of the archive

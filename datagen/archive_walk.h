@@ -16,9 +16,9 @@ struct Member {
   std::string path;       // inside the input; members of an inner tar: "<inner.tar>/<path>"
   std::string inner_tar;  // name of the inner tar holding it ("" if none)
   uint64_t size = 0;
-  int64_t offset = -1;    // absolute offset of its bytes in the input file; -1 when streamed
-  bool regular = true;    // false for links, devices, folders (skipped and counted)
-  uint64_t input_pos = 0; // how far into the input file the walk has read (for progress); 0 if unknown
+  int64_t offset = -1;     // absolute offset of its bytes in the input file; -1 when streamed
+  bool regular = true;     // false for links, devices, folders (skipped and counted)
+  uint64_t input_pos = 0;  // how far into the input file the walk has read (for progress); 0 if unknown
   // Reads up to n bytes of the member's data (sequentially from where the last call stopped);
   // returns the count, 0 at the end. Throws on a read error.
   std::function<size_t(void* buf, size_t n)> read;
@@ -27,16 +27,15 @@ struct Member {
 struct WalkResult {
   InputKind kind = InputKind::tar;
   bool complete = true;
-  std::string error;        // why reading stopped early, naming the member where it stopped
-  std::string cut_member;   // a member already visited whose data turned out to be cut short
+  std::string error;       // why reading stopped early, naming the member where it stopped
+  std::string cut_member;  // a member already visited whose data turned out to be cut short
 };
 
 // Calls visit for each member in archive order (folders: sorted path order). Members whose name
 // ends in ".tar" are walked as inner tars when nested is true (tar inputs only, not folders).
 // visit returns false to stop the walk early. Errors opening the input throw; errors part-way
 // are returned in WalkResult so that what came before is kept.
-WalkResult walk_input(const std::string& input, const std::function<bool(const Member&)>& visit,
-                      bool nested = true);
+WalkResult walk_input(const std::string& input, const std::function<bool(const Member&)>& visit, bool nested = true);
 
 // An open file descriptor, closed on destruction.
 struct UniqueFd {

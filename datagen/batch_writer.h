@@ -109,7 +109,7 @@ class BatchWriter {
   std::condition_variable changed_;
   std::deque<Job> queue_;  // submitted, not yet taken by a writer
   std::unordered_map<uint64_t, Open> open_;
-  size_t held_ = 0;        // begun and not yet written
+  size_t held_ = 0;  // begun and not yet written
   std::vector<FileBuffer> spare_;
   std::vector<std::pair<uint64_t, BatchFileEntry>> written_;
   std::string error_;

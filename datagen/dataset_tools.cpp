@@ -37,7 +37,8 @@ std::vector<std::string> verify_dataset(const std::string& dir) {
     const BatchHeader h = read_batch_header(path);
     auto bad = [&](const std::string& why) { problems.push_back(path + ": " + why); };
     if (h.header_crc != e.crc32c) bad("checksum differs from dataset.json (file replaced?)");
-    if (b.count() != e.count) bad("holds " + std::to_string(b.count()) + " samples, dataset.json says " + std::to_string(e.count));
+    if (b.count() != e.count)
+      bad("holds " + std::to_string(b.count()) + " samples, dataset.json says " + std::to_string(e.count));
     if (h.file_bytes != e.bytes) bad("size differs from dataset.json");
     if (!(b.shape == meta.shape)) bad("image shape differs from dataset.json");
     if (b.encoding != meta.encoding) bad("encoding differs from dataset.json");
@@ -66,8 +67,8 @@ std::string inspect_dataset(const std::string& dir) {
   uint64_t bytes = 0;
   for (const auto& f : m.files) bytes += f.bytes;
   out << "dataset     " << dir << "\n"
-      << "samples     " << m.num_samples << " in " << m.files.size() << " batch files (" << m.per_file
-      << " per file), " << bytes / (1024.0 * 1024.0) << " MiB\n"
+      << "samples     " << m.num_samples << " in " << m.files.size() << " batch files (" << m.per_file << " per file), "
+      << bytes / (1024.0 * 1024.0) << " MiB\n"
       << "image       " << m.shape.height << "x" << m.shape.width << "x" << m.shape.channels << ", "
       << encoding_name(m.encoding) << "\n"
       << "mean / std ";
@@ -86,7 +87,8 @@ size_t preview_dataset(const std::string& dir, const std::string& out_png, size_
   const DatasetMeta m = read_dataset_meta(dir);
   if (m.num_samples == 0) fail_file(dir, "holds no samples to preview");
   count = std::min<uint64_t>(std::max<size_t>(count, 1), m.num_samples);
-  const int side = int(m.shape.width), tile = std::max(64, side), label_h = 14, cols = int(std::ceil(std::sqrt(double(count))));
+  const int side = int(m.shape.width), tile = std::max(64, side), label_h = 14,
+            cols = int(std::ceil(std::sqrt(double(count))));
   const int rows = int((count + size_t(cols) - 1) / size_t(cols));
   cv::Mat sheet(rows * (tile + label_h), cols * tile, CV_8UC3, cv::Scalar(255, 255, 255));
   ImageCodec codec;
@@ -110,10 +112,13 @@ size_t preview_dataset(const std::string& dir, const std::string& out_png, size_
     const size_t i = size_t(want - file_start);
     cv::Mat img;
     if (b.encoding == Encoding::raw) {
-      img = cv::Mat(int(b.shape.height), int(b.shape.width), CV_8UC(b.shape.channels), const_cast<uint8_t*>(b.raw_image(i))).clone();
+      img = cv::Mat(int(b.shape.height), int(b.shape.width), CV_8UC(b.shape.channels),
+                    const_cast<uint8_t*>(b.raw_image(i)))
+                .clone();
     } else {
       DecodeLimits none;
-      img = codec.decode(b.images.data() + b.offsets[i], size_t(b.offsets[i + 1] - b.offsets[i]), int(b.shape.channels), 0, none);
+      img = codec.decode(b.images.data() + b.offsets[i], size_t(b.offsets[i + 1] - b.offsets[i]), int(b.shape.channels),
+                         0, none);
     }
     cv::Mat rgb = img;
     if (img.channels() == 1) cv::cvtColor(img, rgb, cv::COLOR_GRAY2RGB);
@@ -122,7 +127,8 @@ size_t preview_dataset(const std::string& dir, const std::string& out_png, size_
     const int x = int(k % size_t(cols)) * tile, y = int(k / size_t(cols)) * (tile + label_h);
     rgb.copyTo(sheet(cv::Rect(x, y, rgb.cols, rgb.rows)));
     std::string name = m.classes[size_t(b.labels[i])].substr(0, size_t(tile / 8));
-    cv::putText(sheet, name, cv::Point(x + 2, y + tile + label_h - 4), cv::FONT_HERSHEY_PLAIN, 0.8, cv::Scalar(0, 0, 0), 1);
+    cv::putText(sheet, name, cv::Point(x + 2, y + tile + label_h - 4), cv::FONT_HERSHEY_PLAIN, 0.8, cv::Scalar(0, 0, 0),
+                1);
     ++shown;
   }
   write_file_atomic(out_png, png_encode(sheet.data, sheet.cols, sheet.rows, 3));

@@ -87,16 +87,16 @@ void FileMaker::add_rejects(const std::vector<std::pair<uint64_t, std::string>>&
 // 0.5-0.7 s. So the automatic route starts the GPU only if the resize time left, per thread, is
 // at least --gpu-min-saving seconds times the ranks sharing the GPU. A thread that resized
 // `images` in `resize_s` seconds judges, for the files from `next` on.
-bool FileMaker::start_gpu_if_it_pays(double resize_s, double images, const std::vector<uint64_t>& files,
-                                     size_t next) {
+bool FileMaker::start_gpu_if_it_pays(double resize_s, double images, const std::vector<uint64_t>& files, size_t next) {
   uint64_t left = 0;
   for (size_t i = next; i < files.size(); ++i) left += plan_.file_end(files[i]) - plan_.file_begin(files[i]);
   const double saving = resize_s / images * double(left) / threads_, needed = opt_.gpu_min_saving * sharing_;
   if (saving < needed) {
-    log_all("rank %d: --gpu-resize: resizing the %llu images left would take about %.2f s per thread, less than "
-            "the %.2f s the GPU must save to pay for starting it (%.2f s x %d rank%s per GPU); the CPU resizes "
-            "them (--gpu-route always overrides)",
-            rank_, (unsigned long long)left, saving, needed, opt_.gpu_min_saving, sharing_, sharing_ > 1 ? "s" : "");
+    log_all(
+        "rank %d: --gpu-resize: resizing the %llu images left would take about %.2f s per thread, less than "
+        "the %.2f s the GPU must save to pay for starting it (%.2f s x %d rank%s per GPU); the CPU resizes "
+        "them (--gpu-route always overrides)",
+        rank_, (unsigned long long)left, saving, needed, opt_.gpu_min_saving, sharing_, sharing_ > 1 ? "s" : "");
     return false;
   }
   log_all("rank %d: --gpu-resize: starting the GPU (about %.2f s of resize work left per thread)", rank_, saving);

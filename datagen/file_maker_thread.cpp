@@ -21,12 +21,8 @@ void FileMaker::Round::fail(const std::exception& e) {
 }
 
 FileMaker::Thread::Thread(FileMaker& maker, Round& round, int tid, Phases& t)
-    : maker_(maker),
-      round_(round),
-      tid_(tid),
-      t_(t),
-      deliver_([this](size_t tag, const uint8_t* pixels) { deliver(tag, pixels); }),
-      flush_([this] { flush_lane(); }) {}
+    : maker_(maker), round_(round), tid_(tid), t_(t),
+      deliver_([this](size_t tag, const uint8_t* pixels) { deliver(tag, pixels); }), flush_([this] { flush_lane(); }) {}
 
 void FileMaker::Thread::run() {
   if (tid_ > 0) Timeline::name_thread("decoding thread " + std::to_string(tid_), tid_);

@@ -23,14 +23,14 @@ struct FileMaker::Round {
   // The first error ends the round: the queue hands out nothing more and the writers stop.
   void fail(const std::exception& e);
 
-  const std::vector<uint64_t>& files;  // the rank's batch files; work items name positions in it
-  BatchWriter& writer;                 // where finished (and kept) files go
-  const Report& report;                // for each file written, on thread 0
-  WorkQueue queue;                     // beginnings of files, then their samples
+  const std::vector<uint64_t>& files;          // the rank's batch files; work items name positions in it
+  BatchWriter& writer;                         // where finished (and kept) files go
+  const Report& report;                        // for each file written, on thread 0
+  WorkQueue queue;                             // beginnings of files, then their samples
   std::vector<std::unique_ptr<FileJob>> jobs;  // per position: the file while its samples are made
-  std::atomic<bool> judged;            // --gpu-route auto: the GPU's start was judged (or needs no judging)
+  std::atomic<bool> judged;                    // --gpu-route auto: the GPU's start was judged (or needs no judging)
   std::mutex fatal_mu;
-  std::string fatal;                   // the first error, if any
+  std::string fatal;  // the first error, if any
 };
 
 // One OpenMP thread. It takes the next piece of work from the queue, whichever file it belongs

@@ -24,9 +24,7 @@ class GpuLane {
   // Whether the thread's next image, width x height once decoded, should go to the GPU (then
   // stage or add it) or be resized by the thread itself (then note_cpu its time).
   bool take(int width, int height) { return router_.gpu(double(width) * double(height), always_); }
-  void note_cpu(int width, int height, double seconds) {
-    router_.note_cpu(double(width) * double(height), seconds);
-  }
+  void note_cpu(int width, int height, double seconds) { router_.note_cpu(double(width) * double(height), seconds); }
   const ResizeRouter& router() const { return router_; }
 
   // Room for slot's width x height image (rows packed). When the current resizer is full it is

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
-#include "shared/cuda_check.h"
 #include "datagen/gpu_resize.h"
+#include "shared/cuda_check.h"
 #include "shared/error.h"
 #include "shared/timer.h"
 
@@ -26,8 +26,8 @@ __device__ unsigned warp_sum(unsigned v) {
 
 // One output pixel per thread, then (optionally) the block's per-channel sums added to its image's.
 template <int CN>
-__device__ void resize_tile(const ResizeJob& job, const uint8_t* __restrict__ in, uint8_t* __restrict__ out,
-                            int size, ChannelSums* sums, unsigned* block_sum, unsigned* block_sq) {
+__device__ void resize_tile(const ResizeJob& job, const uint8_t* __restrict__ in, uint8_t* __restrict__ out, int size,
+                            ChannelSums* sums, unsigned* block_sum, unsigned* block_sq) {
   const int t = threadIdx.y * kTileW + threadIdx.x;
   const int tiles_x = (size + kTileW - 1) / kTileW;
   const int x = (blockIdx.x % tiles_x) * kTileW + threadIdx.x;
@@ -40,7 +40,7 @@ __device__ void resize_tile(const ResizeJob& job, const uint8_t* __restrict__ in
     for (int c = 0; c < CN; ++c) o[c] = v[c];
   }
   if (sums == nullptr) return;
-  // A block is at most 256 pixels, so 32-bit partial sums of squares (<= 256 * 255^2) cannot wrap.
+    // A block is at most 256 pixels, so 32-bit partial sums of squares (<= 256 * 255^2) cannot wrap.
 #pragma unroll
   for (int c = 0; c < CN; ++c) {
     const unsigned s = warp_sum(v[c]);
@@ -82,8 +82,7 @@ struct DeviceSelect {
     const int n = gpu_resize_device_count();
     if (n == 0) fail("--gpu-resize: no CUDA device is available (no driver or no GPU)");
     if (device < 0 || device >= n)
-      fail("--gpu-resize: device " + std::to_string(device) + " does not exist (" + std::to_string(n) +
-           " present)");
+      fail("--gpu-resize: device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " present)");
     CONVOY_CUDA_CHECK(cudaSetDevice(device));
   }
 };
@@ -92,15 +91,10 @@ struct DeviceSelect {
 
 struct GpuResizer::Impl {
   explicit Impl(const GpuResizeOptions& o)
-      : opt(o),
-        select(o.device),
-        out_bytes(static_cast<size_t>(o.size) * o.size * o.channels),
-        in_host(align_up(o.staging_bytes)),
-        in_dev(align_up(o.staging_bytes)),
-        jobs_host(sizeof(ResizeJob) * o.max_images),
-        jobs_dev(sizeof(ResizeJob) * o.max_images),
-        out_host(out_bytes * o.max_images),
-        out_dev(out_bytes * o.max_images),
+      : opt(o), select(o.device), out_bytes(static_cast<size_t>(o.size) * o.size * o.channels),
+        in_host(align_up(o.staging_bytes)), in_dev(align_up(o.staging_bytes)),
+        jobs_host(sizeof(ResizeJob) * o.max_images), jobs_dev(sizeof(ResizeJob) * o.max_images),
+        out_host(out_bytes * o.max_images), out_dev(out_bytes * o.max_images),
         sums_host(o.channel_sums ? sizeof(ChannelSums) * o.max_images : 0),
         sums_dev(o.channel_sums ? sizeof(ChannelSums) * o.max_images : 0) {}
 
@@ -133,8 +127,8 @@ struct GpuResizer::Impl {
       in_host = PinnedBuffer(align_up(bytes));
       in_dev = DeviceBuffer(align_up(bytes));
     }
-    ResizeJob j = plan_resize_job(width, height, opt.channels, static_cast<size_t>(width) * opt.channels,
-                                  opt.size, opt.policy);
+    ResizeJob j = plan_resize_job(width, height, opt.channels, static_cast<size_t>(width) * opt.channels, opt.size,
+                                  opt.policy);
     j.src_offset += offset;
     j.dst_offset = out_bytes * count;
     jobs()[count++] = j;
@@ -229,8 +223,8 @@ void GpuResizer::submit() {
   CONVOY_CUDA_CHECK(cudaEventRecord(m.ev_resized.get(), s));
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(m.out_host.data(), m.out_dev.data(), out_bytes, cudaMemcpyDeviceToHost, s));
   if (sums)
-    CONVOY_CUDA_CHECK(cudaMemcpyAsync(m.sums_host.data(), sums, sizeof(ChannelSums) * m.count,
-                                      cudaMemcpyDeviceToHost, s));
+    CONVOY_CUDA_CHECK(
+        cudaMemcpyAsync(m.sums_host.data(), sums, sizeof(ChannelSums) * m.count, cudaMemcpyDeviceToHost, s));
   CONVOY_CUDA_CHECK(cudaEventRecord(m.ev_downloaded.get(), s));
   m.times.bytes_up += jobs_bytes + m.used;
   m.times.bytes_down += out_bytes + (sums ? sizeof(ChannelSums) * m.count : 0);

@@ -105,8 +105,8 @@ size_t idx_to_tar(const IdxToTarOptions& opt) {
     const unsigned label = static_cast<unsigned char>(labels[lheader + i]);
     if (label >= classes.size())
       fail_file(opt.labels, "label " + std::to_string(label) + " of image " + std::to_string(i) + " is out of range");
-    const std::string png =
-        png_encode(reinterpret_cast<const uint8_t*>(images.data() + header + i * h * w), int(w), int(h), 1);
+    const std::string png = png_encode(reinterpret_cast<const uint8_t*>(images.data() + header + i * h * w), int(w),
+                                       int(h), 1);
     std::snprintf(name, sizeof name, "%s/%05zu.png", classes[label].c_str(), i);
     archive_entry_clear(entry.get());
     archive_entry_set_pathname(entry.get(), name);

@@ -61,8 +61,7 @@ class ImageCodec {
   cv::Mat decode_centre(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
                         const Placement& place);
   // JPEG-encodes an S x S x C image (4:2:0 for colour).
-  void encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
-                   std::vector<uint8_t>& out);
+  void encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality, std::vector<uint8_t>& out);
 
  private:
   cv::Mat decode_any(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,

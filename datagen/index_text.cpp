@@ -23,11 +23,16 @@ void put_number(std::string& out, T v) {
 
 void put_escaped(std::string& out, std::string_view s) {
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else
+      out += c;
   }
 }
 
@@ -190,8 +195,9 @@ InputIndex parse_index(const std::string& text, const std::string& where) {
       if (!entries) {
         entries = !parse_head_line(f, index, declared, bad);
         // The count is untrusted: an entry line takes at least 8 bytes, so no more can follow.
-        if (entries) index.entries.reserve(size_t(std::min<unsigned long long>(declared, text.size() / 8)),
-                                           text.size() - std::min(lines.pos, text.size()));
+        if (entries)
+          index.entries.reserve(size_t(std::min<unsigned long long>(declared, text.size() / 8)),
+                                text.size() - std::min(lines.pos, text.size()));
         continue;
       }
       if (f.n != 5) bad("expected 5 fields");

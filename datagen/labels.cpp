@@ -39,7 +39,8 @@ std::vector<std::string> read_class_file(const std::string& path) {
   for (int n = 1; std::getline(in, line); ++n) {
     line = trim(line);
     if (line.empty()) continue;
-    if (!seen.insert(line).second) fail_file(path, "line " + std::to_string(n) + ": class '" + line + "' is listed twice");
+    if (!seen.insert(line).second)
+      fail_file(path, "line " + std::to_string(n) + ": class '" + line + "' is listed twice");
     classes.push_back(line);
   }
   if (classes.empty()) fail_file(path, "holds no class names");
@@ -99,9 +100,8 @@ std::vector<std::string> classes_from_names(std::vector<std::string> names) {
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   if (std::all_of(names.begin(), names.end(), all_digits))
-    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-      return std::stoll(a) < std::stoll(b);
-    });
+    std::sort(names.begin(), names.end(),
+              [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
   return names;
 }
 

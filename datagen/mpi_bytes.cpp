@@ -27,8 +27,8 @@ std::vector<std::string> gather_strings(const std::string& mine, const MpiContex
     for (size_t r = 0; r < lens.size(); ++r) displs[r] = at, at += lens[r];
     all.resize(size_t(at));
   }
-  CONVOY_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
-                               MPI_COMM_WORLD));
+  CONVOY_MPI_CHECK(
+      MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
   std::vector<std::string> out;
   if (mpi.rank() == 0)
     for (size_t r = 0; r < lens.size(); ++r) out.push_back(all.substr(size_t(displs[r]), size_t(lens[r])));

@@ -7,9 +7,7 @@ namespace {
 // A CPU resize is one image, a GPU batch many, so the GPU's average moves faster per update.
 constexpr double kCpuWeight = 0.1, kGpuWeight = 0.3;
 
-void average(double& mean, double sample, double weight) {
-  mean = mean < 0 ? sample : mean + weight * (sample - mean);
-}
+void average(double& mean, double sample, double weight) { mean = mean < 0 ? sample : mean + weight * (sample - mean); }
 }  // namespace
 
 bool ResizeRouter::gpu(double pixels, bool always) {
@@ -25,8 +23,10 @@ bool ResizeRouter::gpu(double pixels, bool always) {
   } else {
     g = gpu_s_per_image_ < cpu_s_per_px_ * pixels;
   }
-  if (g && since_cpu_ >= kExplore) g = false;
-  else if (!g && since_gpu_ >= kExplore) g = true;
+  if (g && since_cpu_ >= kExplore)
+    g = false;
+  else if (!g && since_gpu_ >= kExplore)
+    g = true;
   if (g) {
     since_gpu_ = 0;
     ++since_cpu_;

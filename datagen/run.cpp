@@ -83,8 +83,9 @@ void require_shared_output(const RunOptions& opt) {
   int shared = file_exists(join_path(opt.output, kRunFile)) ? 1 : 0, all_shared = 0;
   CONVOY_MPI_CHECK(MPI_Allreduce(&shared, &all_shared, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   if (!all_shared)
-    fail_file(opt.output, "is not visible to every rank; under mpirun across nodes --output must be on a file "
-                          "system all nodes share");
+    fail_file(opt.output,
+              "is not visible to every rank; under mpirun across nodes --output must be on a file "
+              "system all nodes share");
 }
 
 void log_index(const InputIndex& index, double scan_seconds) {

@@ -99,8 +99,9 @@ void prepare_output(const RunOptions& opt, const std::string& index_text, const 
     json old = read_run_file(run_path);
     old.erase("stamps");
     if (old != identity)
-      fail_file(opt.output, "holds the output of a different datagen run (inputs, options or input contents "
-                            "differ); use an empty folder");
+      fail_file(opt.output,
+                "holds the output of a different datagen run (inputs, options or input contents "
+                "differ); use an empty folder");
     log_info("%s: resuming; batch files whose checksums verify are kept", opt.output.c_str());
   } else if (has_output) {
     fail_file(opt.output, "holds batch files of unknown origin; use an empty folder");

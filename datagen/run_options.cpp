@@ -24,8 +24,9 @@ void validate_run_options(const RunOptions& opt) {
          " GiB; each rank holds at least two in memory, so use a smaller --per-file (at most 4 GiB each)");
   if (opt.threads < 0) fail("--threads must be 0 (automatic) or more");
   if (opt.resize == ResizePolicy::short_side)
-    fail("--resize short keeps the aspect ratio and so gives images of different sizes, which batch files "
-         "(one image shape each) cannot hold; use --resize crop or squash");
+    fail(
+        "--resize short keeps the aspect ratio and so gives images of different sizes, which batch files "
+        "(one image shape each) cannot hold; use --resize crop or squash");
   if (opt.encoding == Encoding::jpeg && (opt.quality < 1 || opt.quality > 100))
     fail("--quality must be between 1 and 100, not " + std::to_string(opt.quality));
   if (opt.limits.max_pixels < 1) fail("--max-pixels must be at least 1");

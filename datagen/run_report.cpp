@@ -68,20 +68,22 @@ void log_phases(const RunOptions& opt, const RunEnd& end) {
       sum.read, sum.decode, sum.resize, sum.encode, sum.stats, sum.assemble, sum.write, sum.wait,
       end.steps.text().c_str());
   if (opt.gpu_resize)
-    log_info("GPU phases, seconds summed over threads and ranks: stage %.2f, upload %.2f, kernel %.2f, download %.2f, "
-             "wait %.2f; images resized on the GPU %.0f, on the CPU %.0f (rank 0's GPU: %s)",
-             sum.gpu_stage, sum.gpu_upload, sum.gpu_kernel, sum.gpu_download, sum.gpu_wait, sum.gpu_images,
-             sum.cpu_images, gpu_state(end.lanes).c_str());
+    log_info(
+        "GPU phases, seconds summed over threads and ranks: stage %.2f, upload %.2f, kernel %.2f, download %.2f, "
+        "wait %.2f; images resized on the GPU %.0f, on the CPU %.0f (rank 0's GPU: %s)",
+        sum.gpu_stage, sum.gpu_upload, sum.gpu_kernel, sum.gpu_download, sum.gpu_wait, sum.gpu_images, sum.cpu_images,
+        gpu_state(end.lanes).c_str());
 }
 
 }  // namespace
 
 void log_run_end(const RunOptions& opt, const InputIndex& index, const DatasetMeta& meta, const RunEnd& end) {
   const double secs = end.steps.total();
-  log_info("wrote %zu batch files (%d kept from an earlier run), %llu samples, %llu rejected (see %s), %llu skipped, "
-           "in %.2f s (%.0f images/s)",
-           meta.files.size(), end.all.kept, (unsigned long long)meta.num_samples, (unsigned long long)meta.rejected,
-           kRejectsFile, (unsigned long long)meta.skipped, secs, secs > 0 ? double(meta.num_samples) / secs : 0.0);
+  log_info(
+      "wrote %zu batch files (%d kept from an earlier run), %llu samples, %llu rejected (see %s), %llu skipped, "
+      "in %.2f s (%.0f images/s)",
+      meta.files.size(), end.all.kept, (unsigned long long)meta.num_samples, (unsigned long long)meta.rejected,
+      kRejectsFile, (unsigned long long)meta.skipped, secs, secs > 0 ? double(meta.num_samples) / secs : 0.0);
   log_phases(opt, end);
   for (const auto& in : index.inputs)
     if (!in.complete) std::fprintf(stderr, "datagen: error: incomplete input: %s\n", in.error.c_str());

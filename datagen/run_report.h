@@ -17,9 +17,9 @@ struct RunEnd {
   const RankResult& all;    // gathered from the ranks
   int ranks = 1, threads = 1;
   double scan_seconds = 0;
-  const Steps& steps;       // the run's steps so far
-  const GpuLanes* lanes;    // rank 0's, for the log; nullptr without --gpu-resize
-  int status = 0;           // the run's exit status: 2 when an input is incomplete
+  const Steps& steps;     // the run's steps so far
+  const GpuLanes* lanes;  // rank 0's, for the log; nullptr without --gpu-resize
+  int status = 0;         // the run's exit status: 2 when an input is incomplete
 };
 
 // rejects.tsv, mean_image.png, dataset.json; returns what dataset.json holds.

@@ -24,7 +24,8 @@ SampleSource::SampleSource(const InputIndex& index, const std::vector<uint64_t>&
   std::vector<char> wanted(index.entries.size(), 0);
   for (uint64_t id : needed) wanted[id] = 1;
   for (uint64_t id = 0; id < index.entries.size(); ++id)
-    if (index.inputs[index.entries[id].input].kind == InputKind::stream) per_input[index.entries[id].input].push_back(id);
+    if (index.inputs[index.entries[id].input].kind == InputKind::stream)
+      per_input[index.entries[id].input].push_back(id);
   for (size_t i = 0; i < index.inputs.size(); ++i) {
     const auto& ids = per_input[i];
     size_t want = 0;

@@ -2,8 +2,8 @@
 // indexed, inner tars reached and input read with its rate (a line redrawn on a terminal, a plain
 // line every 5 s otherwise, as the decoding progress of datagen/progress.h does).
 #pragma once
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -37,14 +37,14 @@ class ScanProgress {
   std::FILE* out_;
   bool tty_;
   Pace pace_;
-  uint64_t total_ = 0;        // bytes of all inputs; 0 when one is unknown
-  uint64_t before_ = 0;       // bytes of the inputs already scanned
+  uint64_t total_ = 0;         // bytes of all inputs; 0 when one is unknown
+  uint64_t before_ = 0;        // bytes of the inputs already scanned
   size_t current_ = SIZE_MAX;  // the input being scanned
-  uint64_t pos_ = 0;          // how far into it
+  uint64_t pos_ = 0;           // how far into it
   uint64_t images_ = 0, inner_tars_ = 0;
-  std::string inner_;         // the inner tar of the last member
+  std::string inner_;  // the inner tar of the last member
   Stopwatch clock_;
-  double next_ = 0;           // when the next line is due
+  double next_ = 0;  // when the next line is due
   bool drawn_ = false;
 };
 

@@ -38,9 +38,7 @@ constexpr unsigned kFoldEvery = 65535 / 255;
 }  // namespace
 
 DatasetSums::DatasetSums(size_t classes, const ImageShape& shape)
-    : class_counts(classes, 0),
-      channel_sum(shape.channels, 0),
-      channel_sq(shape.channels, 0),
+    : class_counts(classes, 0), channel_sum(shape.channels, 0), channel_sq(shape.channels, 0),
       pixel_sum(shape.bytes(), 0) {}
 
 void DatasetSums::merge(const DatasetSums& o) {
@@ -85,8 +83,7 @@ std::vector<double> DatasetSums::stddev() const {
   return s;
 }
 
-SampleSums::SampleSums(size_t classes, const ImageShape& shape)
-    : totals_(classes, shape), pixel_(shape.bytes(), 0) {}
+SampleSums::SampleSums(size_t classes, const ImageShape& shape) : totals_(classes, shape), pixel_(shape.bytes(), 0) {}
 
 void SampleSums::add(const uint8_t* px, int32_t label) {
   if (label < 0 || size_t(label) >= totals_.class_counts.size()) fail("internal: label out of range in statistics");

@@ -98,7 +98,8 @@ class Bzip2Codec final : public StreamCodec {
     made = out_len - b_.avail_out;
     if (rc == BZ_STREAM_END) return Step::stream_end;
     if (rc == BZ_OK) return Step::more;
-    why = rc == BZ_MEM_ERROR ? "bzip2: out of memory" : "bzip2 data is damaged (libbz2 error " + std::to_string(rc) + ")";
+    why = rc == BZ_MEM_ERROR ? "bzip2: out of memory"
+                             : "bzip2 data is damaged (libbz2 error " + std::to_string(rc) + ")";
     return Step::failed;
   }
   void restart() override {
@@ -178,11 +179,16 @@ class ZstdCodec final : public StreamCodec {
 std::unique_ptr<DecompressedFile> DecompressedFile::open(int fd, uint64_t file_size, const unsigned char* head,
                                                          size_t n) {
   std::unique_ptr<StreamCodec> codec;
-  if (is_gzip(head, n)) codec = std::make_unique<GzipCodec>();
-  else if (is_bzip2(head, n)) codec = std::make_unique<Bzip2Codec>();
-  else if (is_xz(head, n)) codec = std::make_unique<XzCodec>();
-  else if (is_zstd(head, n)) codec = std::make_unique<ZstdCodec>();
-  else return nullptr;
+  if (is_gzip(head, n))
+    codec = std::make_unique<GzipCodec>();
+  else if (is_bzip2(head, n))
+    codec = std::make_unique<Bzip2Codec>();
+  else if (is_xz(head, n))
+    codec = std::make_unique<XzCodec>();
+  else if (is_zstd(head, n))
+    codec = std::make_unique<ZstdCodec>();
+  else
+    return nullptr;
   return std::unique_ptr<DecompressedFile>(new DecompressedFile(fd, file_size, std::move(codec)));
 }
 
@@ -236,7 +242,8 @@ ptrdiff_t DecompressedFile::read(const void** out) {
     if (in_len_ == 0 && !eof_ && !refill()) break;
     size_t used = 0, got = 0;
     std::string why;
-    const Step s = codec_->decode(in_.get() + in_at_, in_len_, eof_, out_.get() + made, kOutBytes - made, used, got, why);
+    const Step s = codec_->decode(in_.get() + in_at_, in_len_, eof_, out_.get() + made, kOutBytes - made, used, got,
+                                  why);
     in_at_ += used;
     in_len_ -= used;
     made += got;
@@ -250,7 +257,8 @@ ptrdiff_t DecompressedFile::read(const void** out) {
         error_ = std::string("truncated ") + codec_->name() + " input (the file ends at byte " +
                  std::to_string(file_size_) + ", inside the compressed stream)";
       else if (in_len_ == kInBytes)
-        error_ = std::string(codec_->name()) + " data cannot be decoded (near byte " + std::to_string(file_pos_ - in_len_) + ")";
+        error_ = std::string(codec_->name()) + " data cannot be decoded (near byte " +
+                 std::to_string(file_pos_ - in_len_) + ")";
       else if (!refill())
         break;
     }

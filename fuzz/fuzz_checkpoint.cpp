@@ -26,7 +26,8 @@ void read(const std::string& bytes) {
     } catch (const nlohmann::json::exception&) {
       return;  // train turns these into one line naming the checkpoint
     }
-    const convoy::Dims in = cfg.input_c > 0 ? convoy::Dims{cfg.input_c, cfg.input_h, cfg.input_w} : convoy::Dims{1, 8, 8};
+    const convoy::Dims in = cfg.input_c > 0 ? convoy::Dims{cfg.input_c, cfg.input_h, cfg.input_w}
+                                            : convoy::Dims{1, 8, 8};
     convoy::Net net(cfg, in, cfg.classes, kMaxParams);
     if (c.weights.size() == net.weights().size() && c.state.size() == net.state().size()) {
       net.weights() = c.weights;

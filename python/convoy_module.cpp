@@ -79,8 +79,8 @@ class PyLoader {
  public:
   PyLoader(const std::string& path, int batch_size, int rank, int world_size, uint64_t seed, int epoch, int crop,
            int pad, bool flip, bool random_resized_crop, std::pair<double, double> scale,
-           std::pair<double, double> ratio, bool train, int eval_resize, int readers, bool drop_last,
-           int window_files, int prefetch, bool with_ids, bool as_torch)
+           std::pair<double, double> ratio, bool train, int eval_resize, int readers, bool drop_last, int window_files,
+           int prefetch, bool with_ids, bool as_torch)
       : pool_(std::make_shared<SlotPool>()), epoch_(epoch), drop_last_(drop_last), with_ids_(with_ids) {
     if (batch_size <= 0) throw py::value_error("batch_size must be positive");
     if (world_size <= 0 || rank < 0 || rank >= world_size)
@@ -169,7 +169,8 @@ class PyLoader {
     py::list out;
     out.append(convert(images));
     out.append(convert(labels_a));
-    if (with_ids_) out.append(convert(py::array(py::dtype::of<int64_t>(), {n}, {py::ssize_t(sizeof(int64_t))}, ids, base)));
+    if (with_ids_)
+      out.append(convert(py::array(py::dtype::of<int64_t>(), {n}, {py::ssize_t(sizeof(int64_t))}, ids, base)));
     return py::tuple(out);
   }
 
@@ -199,9 +200,7 @@ class PyLoader {
     done_ = false;
   }
 
-  py::object convert(const py::array& a) const {
-    return from_dlpack_.is_none() ? py::object(a) : from_dlpack_(a);
-  }
+  py::object convert(const py::array& a) const { return from_dlpack_.is_none() ? py::object(a) : from_dlpack_(a); }
 
   convoy::DatasetMeta meta_;
   convoy::LoaderOptions opt_;
@@ -247,31 +246,33 @@ share, less one for the caller. Damaged files raise convoy.Error naming the file
       .def(py::init<const std::string&, int, int, int, uint64_t, int, int, int, bool, bool, std::pair<double, double>,
                     std::pair<double, double>, bool, int, int, bool, int, int, bool, bool>(),
            py::arg("path"), py::arg("batch_size"), py::kw_only(), py::arg("rank") = 0, py::arg("world_size") = 1,
-           py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("crop") = 0, py::arg("pad") = 0,
-           py::arg("flip") = false, py::arg("random_resized_crop") = false,
-           py::arg("scale") = std::make_pair(0.08, 1.0), py::arg("ratio") = std::make_pair(3.0 / 4.0, 4.0 / 3.0),
-           py::arg("train") = true, py::arg("eval_resize") = 0, py::arg("readers") = 0, py::arg("drop_last") = true,
-           py::arg("window_files") = 4, py::arg("prefetch") = 0, py::arg("with_ids") = false,
-           py::arg("as_torch") = false)
+           py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("crop") = 0, py::arg("pad") = 0, py::arg("flip") = false,
+           py::arg("random_resized_crop") = false, py::arg("scale") = std::make_pair(0.08, 1.0),
+           py::arg("ratio") = std::make_pair(3.0 / 4.0, 4.0 / 3.0), py::arg("train") = true, py::arg("eval_resize") = 0,
+           py::arg("readers") = 0, py::arg("drop_last") = true, py::arg("window_files") = 4, py::arg("prefetch") = 0,
+           py::arg("with_ids") = false, py::arg("as_torch") = false)
       .def("__iter__", &PyLoader::iter, py::return_value_policy::reference_internal)
       .def("__next__", &PyLoader::next)
       .def("__len__", &PyLoader::len, "batches per epoch on this rank")
       .def("__repr__",
            [](const PyLoader& l) {
              const convoy::LoaderOptions& o = l.options();
-             return "convoy.Loader('" + o.dir + "', " + std::to_string(o.local_batch) + ", rank=" +
-                    std::to_string(o.rank) + ", world_size=" + std::to_string(o.ranks) + ", epoch=" +
-                    std::to_string(l.epoch()) + ", train=" + (o.train ? "True" : "False") + "): " +
-                    std::to_string(l.len()) + " batches per epoch";
+             return "convoy.Loader('" + o.dir + "', " + std::to_string(o.local_batch) +
+                    ", rank=" + std::to_string(o.rank) + ", world_size=" + std::to_string(o.ranks) +
+                    ", epoch=" + std::to_string(l.epoch()) + ", train=" + (o.train ? "True" : "False") +
+                    "): " + std::to_string(l.len()) + " batches per epoch";
            })
       .def("set_epoch", &PyLoader::set_epoch, py::arg("epoch"),
            "the epoch the next iteration runs; its files start being read now")
       .def_property_readonly("epoch", &PyLoader::epoch)
-      .def_property_readonly("classes", [](const PyLoader& l) { return l.meta().classes; }, "the dataset's class names")
-      .def_property_readonly("mean", [](const PyLoader& l) { return l.meta().mean; },
-                             "per-channel mean of the dataset (dataset.json), in pixel units 0..255")
-      .def_property_readonly("std", [](const PyLoader& l) { return l.meta().std; },
-                             "per-channel standard deviation of the dataset (dataset.json), in pixel units")
+      .def_property_readonly(
+          "classes", [](const PyLoader& l) { return l.meta().classes; }, "the dataset's class names")
+      .def_property_readonly(
+          "mean", [](const PyLoader& l) { return l.meta().mean; },
+          "per-channel mean of the dataset (dataset.json), in pixel units 0..255")
+      .def_property_readonly(
+          "std", [](const PyLoader& l) { return l.meta().std; },
+          "per-channel standard deviation of the dataset (dataset.json), in pixel units")
       .def_property_readonly(
           "image_shape",
           [](const PyLoader& l) {
@@ -285,16 +286,17 @@ share, less one for the caller. Damaged files raise convoy.Error naming the file
             return py::make_tuple(s.height, s.width, s.channels);
           },
           "(h, w, c) of the images in the batch files")
-      .def_property_readonly("num_samples", [](const PyLoader& l) { return l.meta().num_samples; },
-                             "samples in the dataset (all ranks)")
+      .def_property_readonly(
+          "num_samples", [](const PyLoader& l) { return l.meta().num_samples; }, "samples in the dataset (all ranks)")
       .def_property_readonly("batch_size", [](const PyLoader& l) { return l.options().local_batch; })
       .def_property_readonly("rank", [](const PyLoader& l) { return l.options().rank; })
       .def_property_readonly("world_size", [](const PyLoader& l) { return l.options().ranks; })
       .def_property_readonly("train", [](const PyLoader& l) { return l.options().train; })
       .def_property_readonly("drop_last", &PyLoader::drop_last)
       .def_property_readonly("readers", [](const PyLoader& l) { return l.loader().readers(); })
-      .def_property_readonly("prefetch", [](const PyLoader& l) { return l.loader().prefetch(); },
-                             "batches the readers keep ready")
-      .def_property_readonly("memory_bound", [](const PyLoader& l) { return l.loader().memory_bound(); },
-                             "the most bytes the loader's own buffers take");
+      .def_property_readonly(
+          "prefetch", [](const PyLoader& l) { return l.loader().prefetch(); }, "batches the readers keep ready")
+      .def_property_readonly(
+          "memory_bound", [](const PyLoader& l) { return l.loader().memory_bound(); },
+          "the most bytes the loader's own buffers take");
 }

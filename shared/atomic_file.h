@@ -18,15 +18,15 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  void write(const void* data, size_t n);                 // appends
+  void write(const void* data, size_t n);  // appends
   void pwrite(const void* data, size_t n, uint64_t offset);
   // As pwrite, but past the page cache (O_DIRECT) where the file system allows it, which spares the
   // copy into the cache and its CPU time; else as pwrite. data, n and offset must be multiples of
   // kDirectAlign. Safe from several threads at once on disjoint ranges.
   static constexpr size_t kDirectAlign = 4096;
   void pwrite_direct(const void* data, size_t n, uint64_t offset);
-  void resize(uint64_t n);                                // truncates or extends (with zeros)
-  void commit();                                          // fsync, rename, fsync folder
+  void resize(uint64_t n);  // truncates or extends (with zeros)
+  void commit();            // fsync, rename, fsync folder
   const std::string& path() const { return path_; }
 
  private:

@@ -90,9 +90,7 @@ std::array<Section, 4> sections(const Batch& b, const BatchHeader& h) {
 
 constexpr uint8_t kZeros[kBatchAlign] = {};
 
-uint32_t section_crc(const Section& s) {
-  return crc32c(kZeros, s.padded - s.bytes, crc32c(s.data, s.bytes));
-}
+uint32_t section_crc(const Section& s) { return crc32c(kZeros, s.padded - s.bytes, crc32c(s.data, s.bytes)); }
 
 // Fills in the section CRCs and then the header's own.
 void seal(BatchHeader& h, const std::array<Section, 4>& s) {
@@ -179,16 +177,13 @@ BatchHeader check_batch_header(const std::string& path, const uint8_t* data, siz
   const uint64_t n = h.count;
   const bool jpeg = h.encoding == static_cast<uint32_t>(Encoding::jpeg);
   const uint64_t img = uint64_t(h.height) * h.width * h.channels;
-  bool ok = h.labels_offset == align_up(sizeof(BatchHeader)) &&
-            h.ids_offset == align_up(h.labels_offset + n * 4) &&
+  bool ok = h.labels_offset == align_up(sizeof(BatchHeader)) && h.ids_offset == align_up(h.labels_offset + n * 4) &&
             h.index_offset == align_up(h.ids_offset + n * 8) &&
             h.images_offset == (jpeg ? align_up(h.index_offset + (n + 1) * 8) : h.index_offset) &&
             h.file_bytes == h.images_offset + h.images_bytes && (jpeg || h.images_bytes == n * img);
   if (!ok) fail_file(path, "inconsistent section layout in header");
-  if (size < h.file_bytes)
-    fail_file(path, "truncated: " + str(size) + " bytes, header says " + str(h.file_bytes));
-  if (size > h.file_bytes)
-    fail_file(path, "trailing bytes: " + str(size) + " bytes, header says " + str(h.file_bytes));
+  if (size < h.file_bytes) fail_file(path, "truncated: " + str(size) + " bytes, header says " + str(h.file_bytes));
+  if (size > h.file_bytes) fail_file(path, "trailing bytes: " + str(size) + " bytes, header says " + str(h.file_bytes));
   return h;
 }
 

@@ -26,22 +26,22 @@ struct ImageShape {
 
 #pragma pack(push, 1)
 struct BatchHeader {
-  char magic[8];            // "CVYBATCH"
-  uint32_t version;         // 1
-  uint32_t header_bytes;    // 128
-  uint32_t count;           // samples in this file
+  char magic[8];          // "CVYBATCH"
+  uint32_t version;       // 1
+  uint32_t header_bytes;  // 128
+  uint32_t count;         // samples in this file
   uint32_t height, width, channels;
-  uint32_t encoding;        // Encoding
-  uint32_t batch_index;     // this file's number in its dataset
-  uint64_t labels_offset;   // int32[count]
-  uint64_t ids_offset;      // int64[count]
-  uint64_t index_offset;    // uint64[count + 1] offsets into the images section (JPEG only)
+  uint32_t encoding;       // Encoding
+  uint32_t batch_index;    // this file's number in its dataset
+  uint64_t labels_offset;  // int32[count]
+  uint64_t ids_offset;     // int64[count]
+  uint64_t index_offset;   // uint64[count + 1] offsets into the images section (JPEG only)
   uint64_t images_offset;
   uint64_t images_bytes;
   uint64_t file_bytes;
   uint32_t labels_crc, ids_crc, index_crc, images_crc;  // each over its section and its padding
-  uint8_t reserved[20];     // zero
-  uint32_t header_crc;      // over bytes [0, 124)
+  uint8_t reserved[20];                                 // zero
+  uint32_t header_crc;                                  // over bytes [0, 124)
 };
 #pragma pack(pop)
 static_assert(sizeof(BatchHeader) == 128, "batch header is 128 bytes");
@@ -55,9 +55,9 @@ struct Batch {
   Encoding encoding = Encoding::raw;
   uint32_t batch_index = 0;
   std::vector<int32_t> labels;
-  std::vector<int64_t> ids;        // index of each sample in the dataset's input index
-  std::vector<uint8_t> images;     // raw: count * shape.bytes(); JPEG: the encoded samples back to back
-  std::vector<uint64_t> offsets;   // JPEG only: count + 1 offsets into images
+  std::vector<int64_t> ids;       // index of each sample in the dataset's input index
+  std::vector<uint8_t> images;    // raw: count * shape.bytes(); JPEG: the encoded samples back to back
+  std::vector<uint64_t> offsets;  // JPEG only: count + 1 offsets into images
 
   size_t count() const { return labels.size(); }
   const uint8_t* raw_image(size_t i) const { return images.data() + i * shape.bytes(); }

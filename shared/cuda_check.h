@@ -13,15 +13,14 @@
 namespace convoy {
 
 [[noreturn]] inline void cuda_fail(cudaError_t e, const char* call, const char* file, int line) {
-  fail(std::string("CUDA: ") + call + " failed at " + file + ":" + std::to_string(line) + ": " +
-       cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+  fail(std::string("CUDA: ") + call + " failed at " + file + ":" + std::to_string(line) + ": " + cudaGetErrorName(e) +
+       " (" + cudaGetErrorString(e) + ")");
 }
 
-#define CONVOY_CUDA_CHECK(call)                                              \
-  do {                                                                       \
-    const cudaError_t convoy_cuda_err_ = (call);                             \
-    if (convoy_cuda_err_ != cudaSuccess)                                     \
-      ::convoy::cuda_fail(convoy_cuda_err_, #call, __FILE__, __LINE__);      \
+#define CONVOY_CUDA_CHECK(call)                                                                            \
+  do {                                                                                                     \
+    const cudaError_t convoy_cuda_err_ = (call);                                                           \
+    if (convoy_cuda_err_ != cudaSuccess) ::convoy::cuda_fail(convoy_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // Bytes as MiB for messages.
@@ -57,13 +56,11 @@ inline std::string current_device_text() {
 }
 
 // cudaMalloc / cudaMallocHost with the one-line message above when memory runs out.
-#define CONVOY_CUDA_ALLOC(call, bytes, device, what)                        \
-  do {                                                                       \
-    const cudaError_t convoy_cuda_err_ = (call);                             \
-    if (convoy_cuda_err_ == cudaErrorMemoryAllocation)                       \
-      ::convoy::cuda_out_of_memory((bytes), (device), (what));               \
-    if (convoy_cuda_err_ != cudaSuccess)                                     \
-      ::convoy::cuda_fail(convoy_cuda_err_, #call, __FILE__, __LINE__);      \
+#define CONVOY_CUDA_ALLOC(call, bytes, device, what)                                                            \
+  do {                                                                                                          \
+    const cudaError_t convoy_cuda_err_ = (call);                                                                \
+    if (convoy_cuda_err_ == cudaErrorMemoryAllocation) ::convoy::cuda_out_of_memory((bytes), (device), (what)); \
+    if (convoy_cuda_err_ != cudaSuccess) ::convoy::cuda_fail(convoy_cuda_err_, #call, __FILE__, __LINE__);      \
   } while (0)
 
 // After a kernel launch: launch-configuration errors surface here, not at the next sync.

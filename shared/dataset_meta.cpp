@@ -47,8 +47,7 @@ DatasetMeta dataset_from_json(const json& j, const std::string& where) {
     m.class_counts = field("class_counts").get<std::vector<uint64_t>>();
     m.num_samples = field("num_samples").get<uint64_t>();
     const json& img = field("image");
-    m.shape = {img.at("height").get<uint32_t>(), img.at("width").get<uint32_t>(),
-               img.at("channels").get<uint32_t>()};
+    m.shape = {img.at("height").get<uint32_t>(), img.at("width").get<uint32_t>(), img.at("channels").get<uint32_t>()};
     m.encoding = parse_encoding(field("encoding").get<std::string>());
     m.per_file = field("per_file").get<uint32_t>();
     m.mean = field("mean").get<std::vector<double>>();
@@ -57,8 +56,8 @@ DatasetMeta dataset_from_json(const json& j, const std::string& where) {
     m.skipped = j.value("skipped", uint64_t{0});
     m.mean_image = j.value("mean_image", std::string());
     for (const json& f : field("files"))
-      m.files.push_back({f.at("name").get<std::string>(), f.at("count").get<uint32_t>(),
-                         f.at("bytes").get<uint64_t>(), f.at("crc32c").get<uint32_t>()});
+      m.files.push_back({f.at("name").get<std::string>(), f.at("count").get<uint32_t>(), f.at("bytes").get<uint64_t>(),
+                         f.at("crc32c").get<uint32_t>()});
     m.made_by = j.value("made_by", json::object());
     m.timings = j.value("timings", json::object());
   } catch (const json::exception& e) {

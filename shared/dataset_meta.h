@@ -13,10 +13,10 @@
 namespace convoy {
 
 struct BatchFileEntry {
-  std::string name;       // relative to the dataset folder
-  uint32_t count = 0;     // samples
+  std::string name;    // relative to the dataset folder
+  uint32_t count = 0;  // samples
   uint64_t bytes = 0;
-  uint32_t crc32c = 0;    // the file's header CRC (it covers every section's CRC)
+  uint32_t crc32c = 0;  // the file's header CRC (it covers every section's CRC)
 };
 
 struct DatasetMeta {
@@ -25,11 +25,11 @@ struct DatasetMeta {
   uint64_t num_samples = 0;
   ImageShape shape;
   Encoding encoding = Encoding::raw;
-  uint32_t per_file = 0;             // samples per batch file (the last may hold fewer)
-  std::vector<double> mean, std;     // per channel, in pixel units (0..255)
+  uint32_t per_file = 0;          // samples per batch file (the last may hold fewer)
+  std::vector<double> mean, std;  // per channel, in pixel units (0..255)
   std::vector<BatchFileEntry> files;
   uint64_t rejected = 0, skipped = 0;
-  std::string mean_image;            // PNG in the folder: the per-pixel mean, rounded ("" if none)
+  std::string mean_image;                             // PNG in the folder: the per-pixel mean, rounded ("" if none)
   nlohmann::json made_by = nlohmann::json::object();  // tool, version, inputs, options, seed
   nlohmann::json timings = nlohmann::json::object();  // the only part that varies between equal runs
 };

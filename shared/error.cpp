@@ -5,14 +5,11 @@
 #include <cstdio>
 #include <cstring>
 
-
 namespace convoy {
 
 void fail(const std::string& message) { throw Error(message); }
 
-void fail_file(const std::string& path, const std::string& problem) {
-  throw Error(path + ": " + problem);
-}
+void fail_file(const std::string& path, const std::string& problem) { throw Error(path + ": " + problem); }
 
 std::string errno_text() { return std::strerror(errno); }
 

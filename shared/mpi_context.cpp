@@ -13,8 +13,7 @@ void mpi_fail(int code, const char* call, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING] = {0};
   int len = 0;
   MPI_Error_string(code, text, &len);
-  fail(std::string("MPI call ") + call + " failed at " + file + ":" + std::to_string(line) + ": " +
-       text);
+  fail(std::string("MPI call ") + call + " failed at " + file + ":" + std::to_string(line) + ": " + text);
 }
 
 namespace {

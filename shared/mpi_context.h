@@ -9,11 +9,10 @@ namespace convoy {
 
 [[noreturn]] void mpi_fail(int code, const char* call, const char* file, int line);
 
-#define CONVOY_MPI_CHECK(call)                                              \
-  do {                                                                      \
-    int convoy_mpi_rc_ = (call);                                            \
-    if (convoy_mpi_rc_ != MPI_SUCCESS)                                      \
-      ::convoy::mpi_fail(convoy_mpi_rc_, #call, __FILE__, __LINE__);        \
+#define CONVOY_MPI_CHECK(call)                                                                        \
+  do {                                                                                                \
+    int convoy_mpi_rc_ = (call);                                                                      \
+    if (convoy_mpi_rc_ != MPI_SUCCESS) ::convoy::mpi_fail(convoy_mpi_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
 class MpiContext {

@@ -42,8 +42,8 @@
 #define CONVOY_IVDEP
 #endif
 
-#include "shared/resize_math.h"
 #include "shared/error.h"
+#include "shared/resize_math.h"
 
 namespace convoy {
 
@@ -72,10 +72,8 @@ AxisPlan axis_plan(int src, int dst) {
 
 }  // namespace
 
-ResizeJob plan_resize_job(int width, int height, int channels, size_t row_stride, int size,
-                          ResizePolicy policy) {
-  if (policy == ResizePolicy::short_side)
-    fail("--resize short gives variable sizes and cannot fill a raw batch file");
+ResizeJob plan_resize_job(int width, int height, int channels, size_t row_stride, int size, ResizePolicy policy) {
+  if (policy == ResizePolicy::short_side) fail("--resize short gives variable sizes and cannot fill a raw batch file");
   if (size <= 0) fail("resize: the sample size must be positive, not " + std::to_string(size));
   if (width <= 0 || height <= 0) fail("resize: empty image");
   if (channels < 1 || channels > 4) fail("resize: " + std::to_string(channels) + " channels");
@@ -108,9 +106,9 @@ using namespace rmath;
 struct AxisTable {
   AxisPlan plan{0, 0, AxisFilter::identity};
   int taps = 0;
-  std::vector<int32_t> first;   // per output coordinate
-  std::vector<int32_t> weight;  // [output * taps + k]
-  std::vector<int32_t> rounding;  // out_rounding() of each output coordinate's weights (as y)
+  std::vector<int32_t> first;               // per output coordinate
+  std::vector<int32_t> weight;              // [output * taps + k]
+  std::vector<int32_t> rounding;            // out_rounding() of each output coordinate's weights (as y)
   std::vector<int32_t> nz_first, nz_count;  // the span of nonzero weights among the taps
   // The same weights for the SSE2 horizontal pass over 3 channels: per output and pair of taps,
   // eight int16 (w0 w1 w0 w1 w0 w1 0 0), one pmaddwd operand (16-byte aligned, as operator new
@@ -210,7 +208,7 @@ CONVOY_INLINE void vertical_fixed(const uint8_t* const* rows, const int32_t* w, 
   const uint8_t* r[K];
   uint16_t w2[K];
   for (int k = 0; k < K; ++k) r[k] = rows[k], w2[k] = static_cast<uint16_t>(w[k] << 1);
-CONVOY_IVDEP
+  CONVOY_IVDEP
   for (int i = 0; i < n; ++i) {
     uint16_t s = 0;
     for (int k = 0; k < K; ++k) s = static_cast<uint16_t>(s + vertical_term_u16(r[k][i], w2[k]));
@@ -221,8 +219,9 @@ CONVOY_IVDEP
 // Adds one tap's terms to the mid row, for the rare rows with more than four nonzero taps.
 CONVOY_INLINE void vertical_add(const uint8_t* row, int32_t w, int n, int16_t* mid) {
   const uint16_t w2 = static_cast<uint16_t>(w << 1);
-CONVOY_IVDEP
-  for (int i = 0; i < n; ++i) mid[i] = static_cast<int16_t>(static_cast<uint16_t>(mid[i]) + vertical_term_u16(row[i], w2));
+  CONVOY_IVDEP
+  for (int i = 0; i < n; ++i)
+    mid[i] = static_cast<int16_t>(static_cast<uint16_t>(mid[i]) + vertical_term_u16(row[i], w2));
 }
 
 // The horizontal pass over `rows` mid rows (1 or 2, which share the tap table): dst_w pixels of CN
@@ -359,11 +358,12 @@ CONVOY_AVX2 CONVOY_INLINE __m256i avx2_two(const int16_t* p0, const int16_t* p1)
 
 template <int kTaps>
 CONVOY_AVX2 CONVOY_INLINE __m256i avx2_c3_sums(const int16_t* p0, const int16_t* p1, const __m256i* w, int taps,
-                                                __m256i sum) {
+                                               __m256i sum) {
   const int n = kTaps > 0 ? kTaps : taps;
   int k = 0;
   for (; k + 1 < n; k += 2, ++w) {
-    const __m256i pair = _mm256_unpacklo_epi16(avx2_two(p0 + 3 * k, p1 + 3 * k), avx2_two(p0 + 3 * k + 3, p1 + 3 * k + 3));
+    const __m256i pair = _mm256_unpacklo_epi16(avx2_two(p0 + 3 * k, p1 + 3 * k),
+                                               avx2_two(p0 + 3 * k + 3, p1 + 3 * k + 3));
     sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pair, _mm256_loadu_si256(w)));
   }
   if (k < n) {
@@ -523,9 +523,8 @@ void resize_separable_baseline(const ResizeJob& j, const AxisTable& tx, const Ax
 // The same code compiled for AVX2, chosen at run time where the CPU has it: the vertical pass is
 // vectorised 32 bytes wide, the 3-channel horizontal pass does two pixels per instruction, and the
 // SSE2 intrinsics get the three-operand encoding. Same integers.
-__attribute__((target("avx2"))) void resize_separable_avx2(const ResizeJob& j, const AxisTable& tx,
-                                                            const AxisTable& ty, const uint8_t* src,
-                                                            int16_t* mid, uint8_t* dst) {
+__attribute__((target("avx2"))) void resize_separable_avx2(const ResizeJob& j, const AxisTable& tx, const AxisTable& ty,
+                                                           const uint8_t* src, int16_t* mid, uint8_t* dst) {
   resize_separable<true>(j, tx, ty, src, mid, dst);
 }
 #endif

@@ -36,10 +36,10 @@ enum class ResizeMethod : int32_t {
 // One image of a batch, as the kernel sees it. Trivial type: copied to the device and into shared
 // memory as is.
 struct ResizeJob {
-  uint64_t src_offset;  // first byte of the region (crop already applied) in the staged input
-  uint64_t dst_offset;  // first byte of the S x S x C output
-  int32_t src_stride;   // bytes between source rows
-  int32_t src_w, src_h; // region size
+  uint64_t src_offset;   // first byte of the region (crop already applied) in the staged input
+  uint64_t dst_offset;   // first byte of the S x S x C output
+  int32_t src_stride;    // bytes between source rows
+  int32_t src_w, src_h;  // region size
   int32_t channels;
   ResizeMethod method;
   AxisPlan x, y;
@@ -47,8 +47,7 @@ struct ResizeJob {
 
 // Plans one image for either path: crop region, method, the two axes. The offsets are left at zero
 // for the caller. Throws convoy::Error for policy short and for impossible shapes.
-ResizeJob plan_resize_job(int width, int height, int channels, size_t row_stride, int size,
-                          ResizePolicy policy);
+ResizeJob plan_resize_job(int width, int height, int channels, size_t row_stride, int size, ResizePolicy policy);
 
 namespace rmath {
 
@@ -123,8 +122,8 @@ CONVOY_HD int32_t box_weight(int32_t src, int32_t dst, int d, int s) {
 // Bilinear position of output d: (d + 0.5) * src / dst - 0.5 = num / den, with num and den integers.
 // Left of the first centre or right of the last one, a single tap on the edge pixel.
 struct LinearPos {
-  int32_t s;       // left source pixel
-  int32_t w1;      // weight of s + 1 (units of 2^-14); s alone when single
+  int32_t s;   // left source pixel
+  int32_t w1;  // weight of s + 1 (units of 2^-14); s alone when single
   bool single;
 };
 CONVOY_HD LinearPos linear_pos(int32_t src, int32_t dst, int d) {

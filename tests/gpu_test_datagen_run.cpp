@@ -14,11 +14,11 @@
 #undef CONVOY_TEST_TMP  // the build folder's tmp is not there where GPU tests run (a GPU host)
 #define CONVOY_TEST_TMP "/tmp/convoy_gpu_tests"
 #include "datagen/gpu_lane.h"
-#include "shared/resize.h"
 #include "datagen/run.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
 #include "shared/mpi_context.h"
+#include "shared/resize.h"
 #include "test_datagen_fixtures.h"
 
 using namespace convoy;
@@ -53,7 +53,8 @@ void write_mixed_archive(const std::string& path) {
   b.push_back({"corrupt.JPEG", "\xFF\xD8\xFF\xE0garbage garbage garbage"});
   b.push_back({"empty.JPEG", ""});
   for (int i = 0; i < 5; ++i) b.push_back({"more" + std::to_string(i) + ".jpg", rgb_jpeg(256 + 64 * i, 256, 20 + i)});
-  write_tar(path, {{"a.tar", [&] {
+  write_tar(path, {{"a.tar",
+                    [&] {
                       write_tar(path + ".a", a);
                       return read_file(path + ".a");
                     }()},
@@ -151,8 +152,7 @@ TEST(GpuDatagen, RoutedRunIsByteIdenticalToTheCpuRun) {
   for (const auto& n : names) EXPECT_EQ(read_file(o.output + "/" + n), read_file(g.output + "/" + n)) << n;
   const auto meta = to_json(read_dataset_meta(g.output));
   const auto& phases = meta["timings"]["phases"];
-  EXPECT_EQ(phases["gpu_images"].get<double>() + phases["cpu_images"].get<double>(),
-            meta["num_samples"].get<double>());
+  EXPECT_EQ(phases["gpu_images"].get<double>() + phases["cpu_images"].get<double>(), meta["num_samples"].get<double>());
   EXPECT_GE(phases["cpu_images"].get<double>(), 1.0);  // those before the judgement that started the GPU
 
   // With the default threshold this small run never starts the GPU: every image on the CPU.
@@ -214,7 +214,8 @@ TEST(GpuDatagen, LaneAlternatesResizersAndDeliversEverySlot) {
       lane.add(m.data, m.step[0], m.cols, m.rows, i, deliver);
     } else {
       uint8_t* p = lane.stage(m.cols, m.rows, i, deliver);
-      for (int y = 0; y < m.rows; ++y) std::copy(m.ptr<uint8_t>(y), m.ptr<uint8_t>(y) + m.cols * 3, p + size_t(y) * m.cols * 3);
+      for (int y = 0; y < m.rows; ++y)
+        std::copy(m.ptr<uint8_t>(y), m.ptr<uint8_t>(y) + m.cols * 3, p + size_t(y) * m.cols * 3);
     }
     if (i == 5) lane.drop_last();
   }

@@ -27,12 +27,14 @@ TEST(GpuFaults, BatchBeyondGpuMemoryIsRefusedBeforeTraining) {
   const std::string dir = tmp_dir("oom");
   ASSERT_TRUE(file_exists(kTrain)) << kTrain;
   if (!file_exists(dir + "/data/dataset.json"))
-    ASSERT_EQ(run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 4 --size 224 --channels 3 --classes 10"), 0);
+    ASSERT_EQ(run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 4 --size 224 --channels 3 --classes 10"),
+              0);
   const std::string ckpt = dir + "/run.ckpt";
   std::remove(ckpt.c_str());
-  const Outcome o = train_run(dir, "oom", "--config " + std::string(CONVOY_SOURCE_DIR) + "/configs/resnet18.toml --data " +
-                                              dir + "/data --batch 200000 --epochs 1 --device cuda --threads 1 --log-every 1 --checkpoint " +
-                                              ckpt);
+  const Outcome o = train_run(
+      dir, "oom",
+      "--config " + std::string(CONVOY_SOURCE_DIR) + "/configs/resnet18.toml --data " + dir +
+          "/data --batch 200000 --epochs 1 --device cuda --threads 1 --log-every 1 --checkpoint " + ckpt);
   EXPECT_NE(o.rc, 0) << o.err;
   const std::vector<std::string> errors = lines_containing(o.err, "error");
   ASSERT_EQ(errors.size(), 1u) << o.err;
@@ -67,7 +69,8 @@ TEST(GpuFaults, NonFiniteStepIsTheCpuBackendsStep) {
   const long long cpu = nonfinite_step(train_run(dir, "same-cpu", common + " --device cpu").err);
   EXPECT_EQ(cpu, 4);
   for (const char* precision : {"fp32", "tf32"}) {
-    const Outcome gpu = train_run(dir, std::string("same-") + precision, common + " --device cuda --precision " + precision);
+    const Outcome gpu = train_run(dir, std::string("same-") + precision,
+                                  common + " --device cuda --precision " + precision);
     EXPECT_EQ(nonfinite_step(gpu.err), cpu) << precision << ": " << gpu.err;
   }
 }

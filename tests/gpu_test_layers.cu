@@ -82,13 +82,13 @@ struct GpuBf16 : ::testing::Test {
 constexpr double kBf16 = 1e-2;  // relative L2 error of a bf16 tensor against the CPU's fp32 one
 
 using test::down_bf16;
+using test::pack_input;
 using test::poisoned_bf16;
 using test::rel_l2;
 using test::round_bf16;
 using test::to_nchw;
 using test::to_nhwc;
 using test::up_bf16;
-using test::pack_input;
 
 // The conv weights [c_out, c, kh, kw] in cuDNN's NHWC filter order [c_out, kh, kw, c], written out
 // independently of the library's index arithmetic.
@@ -142,8 +142,8 @@ TEST_F(Gpu, FcForwardBackward) {
 }
 
 TEST_F(Gpu, Pooling) {
-  for (PoolShape s : {PoolShape{3, 5, 28, 28, 2, 2, 2, 0}, PoolShape{2, 4, 15, 17, 3, 3, 2, 1},
-                      PoolShape{2, 3, 9, 9, 3, 3, 1, 1}}) {
+  for (PoolShape s :
+       {PoolShape{3, 5, 28, 28, 2, 2, 2, 0}, PoolShape{2, 4, 15, 17, 3, 3, 2, 1}, PoolShape{2, 3, 9, 9, 3, 3, 1, 1}}) {
     auto x = randn(s.in_count(), 9), dy = randn(s.out_count(), 10);
     std::vector<float> y(s.out_count()), dx(s.in_count()), ya(s.out_count()), dxa(s.in_count());
     std::vector<int32_t> am(s.out_count());
@@ -240,15 +240,15 @@ TEST_F(Gpu, BatchNorm) {
     auto x = randn(count, 19, 2.f), dy = randn(count, 20), gamma = randn(s.c, 21), beta = randn(s.c, 22);
     std::vector<float> y(count), ye(count), dx(count), dg(s.c), dbeta(s.c), mean(s.c), invstd(s.c);
     std::vector<float> rmean(s.c, 0.1f), rvar(s.c, 0.9f);
-    convoy::bn_forward_train(s, x.data(), gamma.data(), beta.data(), y.data(), mean.data(), invstd.data(),
-                             rmean.data(), rvar.data());
+    convoy::bn_forward_train(s, x.data(), gamma.data(), beta.data(), y.data(), mean.data(), invstd.data(), rmean.data(),
+                             rvar.data());
     convoy::bn_forward_eval(s, x.data(), gamma.data(), beta.data(), rmean.data(), rvar.data(), ye.data());
     convoy::bn_backward(s, x.data(), dy.data(), gamma.data(), mean.data(), invstd.data(), dx.data(), dg.data(),
                         dbeta.data());
     auto gx = up(x), gdy = up(dy), gg = up(gamma), gbeta = up(beta);
     auto grm = up(std::vector<float>(s.c, 0.1f)), grv = up(std::vector<float>(s.c, 0.9f));
-    auto gy = poisoned(count), gye = poisoned(count), gdx = poisoned(count), gdg = poisoned(s.c),
-         gdb = poisoned(s.c), gmean = poisoned(s.c), ginv = poisoned(s.c);
+    auto gy = poisoned(count), gye = poisoned(count), gdx = poisoned(count), gdg = poisoned(s.c), gdb = poisoned(s.c),
+         gmean = poisoned(s.c), ginv = poisoned(s.c);
     gpu::bn_forward_train(ctx, s, gx.get(), gg.get(), gbeta.get(), gy.get(), gmean.get(), ginv.get(), grm.get(),
                           grv.get());
     gpu::bn_forward_eval(ctx, s, gx.get(), gg.get(), gbeta.get(), grm.get(), grv.get(), gye.get());
@@ -374,7 +374,8 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     auto gdw = poisoned(dw.size()), gdb = poisoned(db.size());
     gpu::conv_forward(ctx, plan, gx.get(), gw.get(), gb.get(), gy.get());
     gpu::conv_backward(ctx, plan, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), gdb.get(), gscratch.get());
-    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gy), s.n, s.c_out, hw_out), y), kBf16) << "groups " << s.groups << " c_in " << s.c_in;
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gy), s.n, s.c_out, hw_out), y), kBf16)
+        << "groups " << s.groups << " c_in " << s.c_in;
     EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gdx), s.n, s.c_in, hw_in), dx), kBf16);
     EXPECT_LT(rel_l2(down(ctx, gdw), dw), kBf16);
     EXPECT_LT(rel_l2(down(ctx, gdb), db), 1e-4);
@@ -403,8 +404,7 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     auto gyp = poisoned_bf16(y.size()), gdxp = poisoned_bf16(xp.size()), gsp = poisoned_bf16(padded);
     auto gdwp = poisoned(dw.size() + 16), gdbp = poisoned(db.size());
     gpu::conv_forward(ctx, pplan, gxp.get(), gpw.get() + at, gb.get(), gyp.get());
-    gpu::conv_backward(ctx, pplan, gxp.get(), gpw.get() + at, gdy.get(), gdxp.get(), gdwp.get(), gdbp.get(),
-                       gsp.get());
+    gpu::conv_backward(ctx, pplan, gxp.get(), gpw.get() + at, gdy.get(), gdxp.get(), gdwp.get(), gdbp.get(), gsp.get());
     EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gyp), s.n, s.c_out, hw_out), y), kBf16) << "padded, c_in " << s.c_in;
     const auto dwp = down(ctx, gdwp);
     EXPECT_LT(rel_l2(std::vector<float>(dwp.begin(), dwp.begin() + dw.size()), dw), kBf16);
@@ -441,9 +441,10 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     auto gys = poisoned_bf16(y.size()), gss = poisoned_bf16(sw);
     auto gdws = poisoned(dw.size() + 16), gdbs = poisoned(db.size());
     gpu::conv_forward(ctx, splan, gxs.get(), gsw.get() + sat, gb.get(), gys.get());
-    gpu::conv_backward(ctx, splan, gxs.get(), gsw.get() + sat, gdy.get(), static_cast<gpu::bf16*>(nullptr),
-                       gdws.get(), gdbs.get(), gss.get());
-    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gys), s.n, s.c_out, hw_out), y), kBf16) << "space to depth, c_in " << s.c_in;
+    gpu::conv_backward(ctx, splan, gxs.get(), gsw.get() + sat, gdy.get(), static_cast<gpu::bf16*>(nullptr), gdws.get(),
+                       gdbs.get(), gss.get());
+    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gys), s.n, s.c_out, hw_out), y), kBf16)
+        << "space to depth, c_in " << s.c_in;
     const auto dws = down(ctx, gdws);
     EXPECT_LT(rel_l2(std::vector<float>(dws.begin(), dws.begin() + dw.size()), dw), kBf16) << "space to depth";
     for (size_t k = dw.size(); k < dws.size(); ++k) ASSERT_TRUE(std::isnan(dws[k])) << "dw written past its end";
@@ -489,9 +490,9 @@ TEST_F(GpuBf16, FcForwardBackward) {
 
 TEST_F(GpuBf16, Pooling) {
   // The last two have whole 16-byte packs of channels: the packed NHWC kernels.
-  for (PoolShape s : {PoolShape{3, 5, 28, 28, 2, 2, 2, 0}, PoolShape{2, 4, 15, 17, 3, 3, 2, 1},
-                      PoolShape{2, 3, 9, 9, 3, 3, 1, 1}, PoolShape{2, 16, 15, 17, 3, 3, 2, 1},
-                      PoolShape{3, 8, 12, 12, 2, 2, 2, 0}}) {
+  for (PoolShape s :
+       {PoolShape{3, 5, 28, 28, 2, 2, 2, 0}, PoolShape{2, 4, 15, 17, 3, 3, 2, 1}, PoolShape{2, 3, 9, 9, 3, 3, 1, 1},
+        PoolShape{2, 16, 15, 17, 3, 3, 2, 1}, PoolShape{3, 8, 12, 12, 2, 2, 2, 0}}) {
     const int hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
     auto x = round_bf16(randn(s.in_count(), 9)), dy = round_bf16(randn(s.out_count(), 10));
     std::vector<float> y(s.out_count()), dx(s.in_count()), ya(s.out_count()), dxa(s.in_count());
@@ -589,16 +590,16 @@ TEST_F(GpuBf16, SoftmaxCrossEntropy) {
 TEST_F(GpuBf16, BatchNorm) {
   // The last three split their sums over many row ranges and a partial channel tile; c % 8 == 0
   // takes the kernels over 16-byte packs of channels.
-  for (BnShape s : {BnShape{8, 6, 25}, BnShape{32, 20, 1}, BnShape{64, 40, 100}, BnShape{16, 64, 49},
-                    BnShape{16, 72, 49}}) {
+  for (BnShape s :
+       {BnShape{8, 6, 25}, BnShape{32, 20, 1}, BnShape{64, 40, 100}, BnShape{16, 64, 49}, BnShape{16, 72, 49}}) {
     const size_t count = size_t(s.n) * s.c * s.hw;
     auto x = round_bf16(randn(count, 19, 2.f)), dy = round_bf16(randn(count, 20));
     for (size_t i = 0; i < count; ++i) x[i] = round_bf16(x[i] + 3.f);  // an offset mean, as after a ReLU
     auto gamma = randn(s.c, 21), beta = randn(s.c, 22);
     std::vector<float> y(count), ye(count), dx(count), dg(s.c), dbeta(s.c), mean(s.c), invstd(s.c);
     std::vector<float> rmean(s.c, 0.1f), rvar(s.c, 0.9f);
-    convoy::bn_forward_train(s, x.data(), gamma.data(), beta.data(), y.data(), mean.data(), invstd.data(),
-                             rmean.data(), rvar.data());
+    convoy::bn_forward_train(s, x.data(), gamma.data(), beta.data(), y.data(), mean.data(), invstd.data(), rmean.data(),
+                             rvar.data());
     convoy::bn_forward_eval(s, x.data(), gamma.data(), beta.data(), rmean.data(), rvar.data(), ye.data());
     convoy::bn_backward(s, x.data(), dy.data(), gamma.data(), mean.data(), invstd.data(), dx.data(), dg.data(),
                         dbeta.data());
@@ -647,7 +648,8 @@ TEST_F(GpuBf16, BatchNormFusedReluEqualsSeparateOps) {
     gpu::bn_backward(ctx, s, gx.get(), gg_in.get(), gg.get(), gmean.get(), ginv.get(), gdx.get(), gdg.get(), gdb.get());
     // Fused.
     auto gmean2 = poisoned(s.c), ginv2 = poisoned(s.c);
-    auto gr2 = poisoned_bf16(count), gdx2 = poisoned_bf16(count), gre = poisoned_bf16(count), gye = poisoned_bf16(count);
+    auto gr2 = poisoned_bf16(count), gdx2 = poisoned_bf16(count), gre = poisoned_bf16(count),
+         gye = poisoned_bf16(count);
     auto gdg2 = poisoned(s.c), gdb2 = poisoned(s.c);
     gpu::bn_forward_train(ctx, s, gx.get(), gg.get(), gbeta.get(), gr2.get(), gmean2.get(), ginv2.get(), grm.get(),
                           grv.get(), true);
@@ -695,7 +697,8 @@ TEST_F(GpuBf16, AddReluEqualsSeparateOps) {
   auto gy = poisoned_bf16(n + 1), gg = poisoned_bf16(n + 1), d = poisoned_bf16(n + 1);
   gpu::relu_forward(ctx, n, ga.get() + 1, gy.get() + 1);
   gpu::relu_backward(ctx, n, gy.get() + 1, gdy.get() + 1, gg.get() + 1);
-  gpu::add_relu_backward(ctx, n, gy.get() + 1, gdy.get() + 1, d.get() + 1, false, static_cast<gpu::bf16*>(nullptr), false);
+  gpu::add_relu_backward(ctx, n, gy.get() + 1, gdy.get() + 1, d.get() + 1, false, static_cast<gpu::bf16*>(nullptr),
+                         false);
   auto want = down_bf16(ctx, gg), got = down_bf16(ctx, d);
   EXPECT_TRUE(std::equal(want.begin() + 1, want.end(), got.begin() + 1));
 }
@@ -725,9 +728,9 @@ TEST_F(GpuBf16, NormalizeEqualsCpuRounded) {
   EXPECT_EQ(down_bf16(ctx, gy), nhwc);
   // Stored as a net's input: padded to 8 channels, and as 2x2 blocks for a 3x3/2 and a 7x7/2
   // convolution with padding (zeros where the convolution pads, not the normalised zero pixel).
-  for (const gpu::InputLayout l : {gpu::plain_input(3, aug.out_h, aug.out_w, 8),
-                                   gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 3, 1),
-                                   gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 7, 3)}) {
+  for (const gpu::InputLayout l :
+       {gpu::plain_input(3, aug.out_h, aug.out_w, 8), gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 3, 1),
+        gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 7, 3)}) {
     s.packed = l;
     auto gp = poisoned_bf16(size_t(n) * l.sample_size());
     gpu::normalize_input(ctx, s, gpx.get(), gflips.get(), gss.get(), gp.get(), gpu::Layout::nhwc);

@@ -14,9 +14,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <string>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "bf16_host.h"
 #include "op_nets.h"
@@ -24,8 +24,8 @@
 #include "source_dir.h"
 #include "train/gpu_net.h"
 #include "train/layers/registry.h"
-#include "train/optimizer_update.h"
 #include "train/net_config.h"
+#include "train/optimizer_update.h"
 
 using namespace convoy;
 
@@ -147,7 +147,8 @@ void steps_match(const NetConfig& cfg, const std::string& config, Dims input, in
   }
   std::vector<float> w, state;
   g.download(w, state);
-  EXPECT_LT(test::rel_l2(w, cpu.weights()), bound.weights) << config << " weights after " << steps << " independent steps";
+  EXPECT_LT(test::rel_l2(w, cpu.weights()), bound.weights)
+      << config << " weights after " << steps << " independent steps";
 }
 
 void steps_match(const std::string& config, Dims input, int n, int steps, gpu::MathMode math = gpu::MathMode::fp32,

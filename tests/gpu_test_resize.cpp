@@ -13,8 +13,8 @@
 #include <opencv2/core.hpp>
 
 #include "datagen/gpu_resize.h"
-#include "shared/resize.h"
 #include "shared/error.h"
+#include "shared/resize.h"
 
 namespace convoy::datagen {
 namespace {
@@ -38,9 +38,9 @@ struct Shape {
 
 // Tiny, odd, 1 px, very long, large; shrinking and enlarging for the sizes used below.
 const std::vector<Shape> kShapes = {
-    {1, 1},     {2, 3},     {7, 5},     {31, 17},   {64, 64},   {97, 203},  {128, 128}, {255, 256},
-    {256, 256}, {333, 257}, {500, 375}, {375, 500}, {512, 1024}, {768, 512}, {1000, 30}, {30, 1000},
-    {4000, 300}, {300, 4000}, {2500, 1900}, {1901, 2499}, {1, 700}, {640, 1},
+    {1, 1},      {2, 3},      {7, 5},       {31, 17},     {64, 64},    {97, 203},  {128, 128}, {255, 256},
+    {256, 256},  {333, 257},  {500, 375},   {375, 500},   {512, 1024}, {768, 512}, {1000, 30}, {30, 1000},
+    {4000, 300}, {300, 4000}, {2500, 1900}, {1901, 2499}, {1, 700},    {640, 1},
 };
 
 struct Tally {
@@ -50,8 +50,8 @@ struct Tally {
 
 // Resizes every shape (plus random ones) through a GpuResizer with a small staging buffer, so
 // batches fill up, and compares each sample with resize_to_square.
-Tally run_and_compare(int channels, int size, ResizePolicy policy, bool sums, unsigned seed,
-                      size_t staging = 8u << 20, int max_images = 16) {
+Tally run_and_compare(int channels, int size, ResizePolicy policy, bool sums, unsigned seed, size_t staging = 8u << 20,
+                      int max_images = 16) {
   std::mt19937 rng(seed);
   std::vector<Shape> shapes = kShapes;
   for (int i = 0; i < 24; ++i) shapes.push_back({1 + int(rng() % 900), 1 + int(rng() % 900)});
@@ -96,8 +96,8 @@ Tally run_and_compare(int channels, int size, ResizePolicy policy, bool sums, un
         max_here = std::max(max_here, e);
       }
       EXPECT_EQ(diff_here, 0) << m.cols << "x" << m.rows << "x" << channels << " -> " << size << " "
-                             << resize_policy_name(policy) << ": " << diff_here << " values differ, by up to "
-                             << max_here;
+                              << resize_policy_name(policy) << ": " << diff_here << " values differ, by up to "
+                              << max_here;
       t.values += long(sample);
       t.differing += diff_here;
       t.max_diff = std::max(t.max_diff, max_here);
@@ -123,11 +123,11 @@ Tally run_and_compare(int channels, int size, ResizePolicy policy, bool sums, un
   EXPECT_GT(tm.kernel_s, 0.0);
   EXPECT_GT(tm.upload_s, 0.0);
   EXPECT_GT(tm.download_s, 0.0);
-  std::printf("%s C=%d S=%d: %ld values, %ld differ, max abs diff %d; %llu batches, up %.2f ms, "
-              "kernel %.2f ms, down %.2f ms, wait %.2f ms\n",
-              resize_policy_name(policy), channels, size, t.values, t.differing, t.max_diff,
-              (unsigned long long)tm.batches, tm.upload_s * 1e3, tm.kernel_s * 1e3, tm.download_s * 1e3,
-              tm.wait_s * 1e3);
+  std::printf(
+      "%s C=%d S=%d: %ld values, %ld differ, max abs diff %d; %llu batches, up %.2f ms, "
+      "kernel %.2f ms, down %.2f ms, wait %.2f ms\n",
+      resize_policy_name(policy), channels, size, t.values, t.differing, t.max_diff, (unsigned long long)tm.batches,
+      tm.upload_s * 1e3, tm.kernel_s * 1e3, tm.download_s * 1e3, tm.wait_s * 1e3);
   return t;
 }
 

@@ -11,10 +11,10 @@
 #include <cstring>
 #include <random>
 
-#include "train/gpu_step.h"
-#include "train/net_config.h"
 #include "rel_l2.h"
 #include "source_dir.h"
+#include "train/gpu_step.h"
+#include "train/net_config.h"
 
 using namespace convoy;
 

@@ -42,7 +42,9 @@ TEST(GpuTrain, ResumeOnOneGpuIsExact) {
                              " --threads 1 --log-every 0 --seed 5 --device cuda";
   ASSERT_EQ(run(kTrain + common + " --stop-after 20 --checkpoint " + tmp + "/whole.ckpt"), 0);
   ASSERT_EQ(run(kTrain + common + " --stop-after 10 --checkpoint " + tmp + "/part.ckpt"), 0);
-  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --resume " + tmp + "/part.ckpt --checkpoint " + tmp + "/resumed.ckpt"), 0);
+  ASSERT_EQ(
+      run(kTrain + common + " --stop-after 20 --resume " + tmp + "/part.ckpt --checkpoint " + tmp + "/resumed.ckpt"),
+      0);
   const Checkpoint whole = read_checkpoint(tmp + "/whole.ckpt"), resumed = read_checkpoint(tmp + "/resumed.ckpt");
   EXPECT_EQ(resumed.info.at("global_step").get<long long>(), 20);
   EXPECT_EQ(whole.weights, resumed.weights);

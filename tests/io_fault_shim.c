@@ -78,11 +78,16 @@ static void setup(void) {
   nth = n ? atol(n) : 0;
   mode_short = mode && strcmp(mode, "short") == 0;
   if (!want_path || !*want_path || !want_op_name) return;
-  if (strcmp(want_op_name, "read") == 0) want_op = OP_READ;
-  else if (strcmp(want_op_name, "pread") == 0) want_op = OP_PREAD;
-  else if (strcmp(want_op_name, "write") == 0) want_op = OP_WRITE;
-  else if (strcmp(want_op_name, "pwrite") == 0) want_op = OP_PWRITE;
-  else if (strcmp(want_op_name, "fsync") == 0 && !mode_short) want_op = OP_FSYNC;
+  if (strcmp(want_op_name, "read") == 0)
+    want_op = OP_READ;
+  else if (strcmp(want_op_name, "pread") == 0)
+    want_op = OP_PREAD;
+  else if (strcmp(want_op_name, "write") == 0)
+    want_op = OP_WRITE;
+  else if (strcmp(want_op_name, "pwrite") == 0)
+    want_op = OP_PWRITE;
+  else if (strcmp(want_op_name, "fsync") == 0 && !mode_short)
+    want_op = OP_FSYNC;
 }
 
 static void init(void) { pthread_once(&once, setup); }

@@ -139,7 +139,8 @@ inline long long check_nonfinite(const std::string& dir, const std::string& net,
   const std::string skip_ckpt = dir + "/" + tag + "-skip.ckpt", metrics = dir + "/" + tag + "-skip.jsonl";
   for (const std::string& f : {ckpt, ref, skip_ckpt, metrics}) std::remove(f.c_str());
 
-  const Outcome stop = train_run(dir, tag + "-stop", common + " --log-every 1 --checkpoint-every 1 --checkpoint " + ckpt);
+  const Outcome stop = train_run(dir, tag + "-stop",
+                                 common + " --log-every 1 --checkpoint-every 1 --checkpoint " + ckpt);
   EXPECT_NE(stop.rc, 0) << stop.err;
   const std::vector<std::string> errors = lines_containing(stop.err, "error");
   EXPECT_EQ(errors.size(), 1u) << stop.err;
@@ -151,20 +152,23 @@ inline long long check_nonfinite(const std::string& dir, const std::string& net,
   EXPECT_EQ(stop.err.find("epoch 1/2:"), std::string::npos) << stop.err;
   if (n < 2) return n;
 
-  const Outcome quiet = train_run(dir, tag + "-quiet", common + " --log-every 0 --checkpoint " + dir + "/" + tag + "-q.ckpt");
+  const Outcome quiet = train_run(dir, tag + "-quiet",
+                                  common + " --log-every 0 --checkpoint " + dir + "/" + tag + "-q.ckpt");
   EXPECT_NE(quiet.rc, 0);
   EXPECT_EQ(nonfinite_step(quiet.err), n) << quiet.err;
   EXPECT_FALSE(file_exists(dir + "/" + tag + "-q.ckpt"));
 
-  EXPECT_EQ(train_run(dir, tag + "-ref", common + " --log-every 0 --stop-after " + std::to_string(n - 1) +
-                                             " --checkpoint " + ref).rc,
+  EXPECT_EQ(train_run(dir, tag + "-ref",
+                      common + " --log-every 0 --stop-after " + std::to_string(n - 1) + " --checkpoint " + ref)
+                .rc,
             0);
   EXPECT_TRUE(file_exists(ckpt));
   if (!file_exists(ckpt) || !file_exists(ref)) return n;
   EXPECT_TRUE(read_whole_file(ckpt) == read_whole_file(ref)) << "the last checkpoint is not that of step " << n - 1;
 
-  const Outcome skip = train_run(dir, tag + "-skip", common + " --log-every 1 --skip-nonfinite --checkpoint " +
-                                                         skip_ckpt + " --metrics " + metrics);
+  const Outcome skip = train_run(dir, tag + "-skip",
+                                 common + " --log-every 1 --skip-nonfinite --checkpoint " + skip_ckpt + " --metrics " +
+                                     metrics);
   EXPECT_EQ(skip.rc, 0) << skip.err;
   if (skip.rc != 0) return n;
   EXPECT_EQ(skipped_steps(metrics), kOverflowSteps - (n - 1));

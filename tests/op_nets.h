@@ -17,8 +17,8 @@ inline std::string op_net(const Op& op, bool flat = false) {
     return "[[layer]]\nname = \"" + name + "\"\ntype = \"" + type + "\"\n" + keys;
   };
   std::string t = layer("pre", "conv", "filters = 4\nkernel = 3\npad = 1\n");
-  if (op.is_loss()) return t + layer("flat", "flatten", "") + layer("fc", "fc", "units = 3\n") +
-                           layer("op", op.type(), op.example());
+  if (op.is_loss())
+    return t + layer("flat", "flatten", "") + layer("fc", "fc", "units = 3\n") + layer("op", op.type(), op.example());
   const std::string in = flat ? "flat_in" : "pre";
   if (flat) t += layer(in, "flatten", "");
   t += layer("op", op.type(), op.example() + (op.arity() == 2 ? "inputs = [\"" + in + "\", \"" + in + "\"]\n" : ""));

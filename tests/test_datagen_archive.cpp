@@ -91,7 +91,8 @@ TEST(DatagenArchive, InnerTarsGiveLabelsAndAbsoluteOffsets) {
 
 TEST(DatagenArchive, GzipInputIsStreamedWithTheSameIndex) {
   const std::string dir = scratch("gz");
-  Members m = {{"a/1.jpg", rgb_jpeg(10, 10, 1)}, {"b/2.png", png(cv::Mat(4, 4, CV_8UC1, cv::Scalar(7)))},
+  Members m = {{"a/1.jpg", rgb_jpeg(10, 10, 1)},
+               {"b/2.png", png(cv::Mat(4, 4, CV_8UC1, cv::Scalar(7)))},
                {"a/3.jpg", rgb_jpeg(9, 12, 3)}};
   write_tar(dir + "/p.tar", m);
   write_tar(dir + "/p.tar.gz", m, "gzip");
@@ -115,7 +116,8 @@ TEST(DatagenArchive, Bzip2ZstdAndTarsOfTarsInsideGzip) {
   const std::string dir = scratch("filters");
   Members inner = {{"x1.JPEG", rgb_jpeg(10, 12, 1)}, {"x2.JPEG", rgb_jpeg(14, 12, 2)}};
   write_tar(dir + "/n07.tar", inner);
-  const Members outer = {{"n07.tar", read_file(dir + "/n07.tar")}, {"loose/y.png", png(cv::Mat(3, 3, CV_8UC1, cv::Scalar(9)))}};
+  const Members outer = {{"n07.tar", read_file(dir + "/n07.tar")},
+                         {"loose/y.png", png(cv::Mat(3, 3, CV_8UC1, cv::Scalar(9)))}};
   for (const std::string filter : {"gzip", "bzip2", "zstd"}) {
     const std::string path = dir + "/o.tar." + filter;
     write_tar(path, outer, filter);

@@ -8,8 +8,8 @@
 
 #include "datagen/image_codec.h"
 #include "datagen/png_codec.h"
-#include "shared/resize.h"
 #include "shared/error.h"
+#include "shared/resize.h"
 #include "test_datagen_fixtures.h"
 
 using namespace convoy;
@@ -42,7 +42,7 @@ TEST(DatagenDecode, JpegUsesTheSmallestSufficientDctScale) {
   EXPECT_EQ(decode(j, 3, 300).size(), cv::Size(400, 300));
   const cv::Mat m = decode(j, 3, 100);
   EXPECT_EQ(m.type(), CV_8UC3);
-  expect_near(at3(m, 75, 0), 0, 127, 37, 12);    // RGB order: ramp in R, ramp in G, 37 in B
+  expect_near(at3(m, 75, 0), 0, 127, 37, 12);  // RGB order: ramp in R, ramp in G, 37 in B
   expect_near(at3(m, 75, 199), 255, 127, 37, 12);
 }
 

@@ -52,8 +52,8 @@ inline std::vector<uint8_t> pattern(int w, int h, int seed) {
 }
 
 // pf: TJPF_RGB (3 bytes/px), TJPF_GRAY (1) or TJPF_CMYK (4); flags e.g. TJFLAG_PROGRESSIVE.
-inline Bytes jpeg(const std::vector<uint8_t>& px, int w, int h, int pf = TJPF_RGB, int samp = TJSAMP_420,
-                  int flags = 0, int quality = 95) {
+inline Bytes jpeg(const std::vector<uint8_t>& px, int w, int h, int pf = TJPF_RGB, int samp = TJSAMP_420, int flags = 0,
+                  int quality = 95) {
   tjhandle t = tjInitCompress();
   unsigned char* buf = nullptr;
   unsigned long size = 0;
@@ -97,9 +97,7 @@ inline uint32_t png_crc(const std::string& data) {
 // byte, in PNG's own sample order (big-endian 16-bit samples); extra chunks go before IDAT.
 inline Bytes png_file(int w, int h, int bit_depth, int color_type, const std::string& raw, size_t row_bytes,
                       const std::string& extra_chunks_before_idat = "") {
-  auto be32 = [](uint32_t v) {
-    return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-  };
+  auto be32 = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
   auto chunk = [&](const std::string& type, const std::string& data) {
     return be32(uint32_t(data.size())) + type + data + be32(png_crc(type + data));
   };
@@ -148,9 +146,7 @@ inline Bytes palette_png(int w, int h) {
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) raw += char((x + y) % 2);
   const std::string plte = {'\xFF', 0, 0, 0, 0, '\xFF'};
-  auto be32 = [](uint32_t v) {
-    return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-  };
+  auto be32 = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
   return png_file(w, h, 8, 3, raw, size_t(w), be32(6) + "PLTE" + plte + be32(png_crc("PLTE" + plte)));
 }
 
@@ -161,7 +157,8 @@ inline void write_tar(const std::string& path, const Members& members, const std
   archive_write_set_format_pax_restricted(a);
   if (filter == "gzip") archive_write_add_filter_gzip(a);
   if (filter == "bzip2") archive_write_add_filter_bzip2(a);
-  if (filter == "zstd" && archive_write_add_filter_zstd(a) != ARCHIVE_OK) throw std::runtime_error("no zstd in libarchive");
+  if (filter == "zstd" && archive_write_add_filter_zstd(a) != ARCHIVE_OK)
+    throw std::runtime_error("no zstd in libarchive");
   if (archive_write_open_filename(a, path.c_str()) != ARCHIVE_OK) throw std::runtime_error("fixture tar open");
   for (const auto& [name, data] : members) {
     archive_entry* e = archive_entry_new();

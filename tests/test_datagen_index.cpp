@@ -42,16 +42,23 @@ TEST(DatagenIndex, ScanOfATarOfTarsGivesThePinnedText) {
                                  {"stray.jpg", jpeg_like(5)}});
   write_file(dir + "/classes.txt", "n01\nzz\n");
   const std::string outer = dir + "/outer.tar", classes = dir + "/classes.txt";
-  const std::string want = "convoy-index\t1\n"
-                           "input\ttar\t1\t" + outer + "\t\n"
-                           "class\tn01\n"
-                           "class\tzz\n"
-                           "skipped\t2\n"
-                           "reject\t" + outer + "\tstray.jpg\tno label: not in a folder or an inner tar\n"
-                           "reject\t" + outer + "\tw.tar/a\\\\b.png\tclass 'w' is not in " + classes + "\n"
-                           "entries\t2\n"
-                           "0\t1024\t100\t0\tn01.tar/n01_1.JPEG\n"
-                           "0\t3072\t7\t0\tn01.tar/n01_2\n";
+  const std::string want =
+      "convoy-index\t1\n"
+      "input\ttar\t1\t" +
+      outer +
+      "\t\n"
+      "class\tn01\n"
+      "class\tzz\n"
+      "skipped\t2\n"
+      "reject\t" +
+      outer +
+      "\tstray.jpg\tno label: not in a folder or an inner tar\n"
+      "reject\t" +
+      outer + "\tw.tar/a\\\\b.png\tclass 'w' is not in " + classes +
+      "\n"
+      "entries\t2\n"
+      "0\t1024\t100\t0\tn01.tar/n01_1.JPEG\n"
+      "0\t3072\t7\t0\tn01.tar/n01_2\n";
   const InputIndex idx = scan_inputs({{outer}, classes, ""});
   const std::string text = serialize_index(idx);
   EXPECT_EQ(text, want);
@@ -60,25 +67,29 @@ TEST(DatagenIndex, ScanOfATarOfTarsGivesThePinnedText) {
 
 TEST(DatagenIndex, EscapedFieldsRoundTripByteForByte) {
   InputIndex idx;
-  idx.inputs = {{"in\t1.tar", InputKind::tar, true, ""}, {"b\\.tar.gz", InputKind::stream, false, "cut\r\nshort"},
+  idx.inputs = {{"in\t1.tar", InputKind::tar, true, ""},
+                {"b\\.tar.gz", InputKind::stream, false, "cut\r\nshort"},
                 {"dir", InputKind::folder, true, ""}};
   idx.classes = {"a b", "c\\d", "e\tf"};
-  idx.entries = {{0, 1536, 99, 1, "x\ty\nz\\w.jpg"}, {1, -1, 5, 0, "p.png"}, {2, 0, 18446744073709551615u, 2, ""},
+  idx.entries = {{0, 1536, 99, 1, "x\ty\nz\\w.jpg"},
+                 {1, -1, 5, 0, "p.png"},
+                 {2, 0, 18446744073709551615u, 2, ""},
                  {0, 9223372036854775807, 0, 0, "\\"}};
   idx.rejects = {{"in\t1.tar", "m", "why\tnot"}};
   idx.skipped = 4;
-  const std::string want = "convoy-index\t1\n"
-                           "input\ttar\t1\tin\\t1.tar\t\n"
-                           "input\tstream\t0\tb\\\\.tar.gz\tcut\\r\\nshort\n"
-                           "input\tfolder\t1\tdir\t\n"
-                           "class\ta b\nclass\tc\\\\d\nclass\te\\tf\n"
-                           "skipped\t4\n"
-                           "reject\tin\\t1.tar\tm\twhy\\tnot\n"
-                           "entries\t4\n"
-                           "0\t1536\t99\t1\tx\\ty\\nz\\\\w.jpg\n"
-                           "1\t-1\t5\t0\tp.png\n"
-                           "2\t0\t18446744073709551615\t2\t\n"
-                           "0\t9223372036854775807\t0\t0\t\\\\\n";
+  const std::string want =
+      "convoy-index\t1\n"
+      "input\ttar\t1\tin\\t1.tar\t\n"
+      "input\tstream\t0\tb\\\\.tar.gz\tcut\\r\\nshort\n"
+      "input\tfolder\t1\tdir\t\n"
+      "class\ta b\nclass\tc\\\\d\nclass\te\\tf\n"
+      "skipped\t4\n"
+      "reject\tin\\t1.tar\tm\twhy\\tnot\n"
+      "entries\t4\n"
+      "0\t1536\t99\t1\tx\\ty\\nz\\\\w.jpg\n"
+      "1\t-1\t5\t0\tp.png\n"
+      "2\t0\t18446744073709551615\t2\t\n"
+      "0\t9223372036854775807\t0\t0\t\\\\\n";
   EXPECT_EQ(serialize_index(idx), want);
   const InputIndex back = parse_index(want, "t");
   EXPECT_EQ(serialize_index(back), want);

@@ -52,7 +52,8 @@ void expect_same_batches(const std::string& a, const std::string& b) {
 
 Members class_members(int cls, int n) {
   Members m;
-  for (int i = 0; i < n; ++i) m.push_back({"img_" + std::to_string(i) + ".jpg", rgb_jpeg(24 + 4 * i, 20 + cls, cls * 10 + i)});
+  for (int i = 0; i < n; ++i)
+    m.push_back({"img_" + std::to_string(i) + ".jpg", rgb_jpeg(24 + 4 * i, 20 + cls, cls * 10 + i)});
   return m;
 }
 
@@ -71,7 +72,8 @@ TEST(DatagenRun, MixedArchiveKeepsGoodSamplesAndListsRejects) {
                              {"deep.png", png(deep)},
                              {"palette.png", palette_png(20, 20)},
                              {"ok.jpg", rgb_jpeg(50, 17, 3)}});
-  write_tar(dir + "/in.tar", {{"README", "not an image"}, {"a.tar", read_file(dir + "/a.tar")}, {"b.tar", read_file(dir + "/b.tar")}});
+  write_tar(dir + "/in.tar",
+            {{"README", "not an image"}, {"a.tar", read_file(dir + "/a.tar")}, {"b.tar", read_file(dir + "/b.tar")}});
   ASSERT_EQ(run_datagen(options({dir + "/in.tar"}, dir + "/out"), mpi()), 0);
   const DatasetMeta m = read_dataset_meta(dir + "/out");
   EXPECT_EQ(m.num_samples, 8u);
@@ -193,7 +195,8 @@ TEST(DatagenRun, ResumeRedoesOnlyDamagedFilesAndEndsIdentical) {
   // A newer time stamp on the input makes the rerun scan again instead of reusing index.tsv;
   // the contents are the same, so the folder is still this run's and the result is unchanged.
   const auto run_json = read_file(dir + "/out/datagen_run.json");
-  std::filesystem::last_write_time(dir + "/x.tar", std::filesystem::file_time_type::clock::now() + std::chrono::hours(1));
+  std::filesystem::last_write_time(dir + "/x.tar",
+                                   std::filesystem::file_time_type::clock::now() + std::chrono::hours(1));
   std::filesystem::remove(dir + "/out/" + names[0]);
   ASSERT_EQ(run_datagen(o, mpi()), 0);
   expect_same_batches(dir + "/ref", dir + "/out");
@@ -226,7 +229,8 @@ TEST(DatagenRun, LabelFileWithTrainClasses) {
   ASSERT_EQ(run_datagen(options({dir + "/train.tar"}, dir + "/train"), mpi()), 0);
   write_dataset_classes(dir + "/train", dir + "/classes.txt");
   EXPECT_EQ(read_file(dir + "/classes.txt"), "cat\ndog\n");
-  write_tar(dir + "/val.tar", {{"v1.JPEG", rgb_jpeg(20, 20, 3)}, {"v2.JPEG", rgb_jpeg(20, 20, 4)}, {"v3.JPEG", rgb_jpeg(20, 20, 5)}});
+  write_tar(dir + "/val.tar",
+            {{"v1.JPEG", rgb_jpeg(20, 20, 3)}, {"v2.JPEG", rgb_jpeg(20, 20, 4)}, {"v3.JPEG", rgb_jpeg(20, 20, 5)}});
   write_file(dir + "/val.txt", "v1.JPEG dog\nv2.JPEG cat\nv3.JPEG dog\n");
   RunOptions o = options({dir + "/val.tar"}, dir + "/val");
   o.labels_file = dir + "/val.txt";

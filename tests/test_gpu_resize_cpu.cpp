@@ -13,8 +13,8 @@
 #include <opencv2/core.hpp>
 
 #include "datagen/gpu_resize.h"
-#include "shared/resize.h"
 #include "shared/error.h"
+#include "shared/resize.h"
 
 namespace convoy::datagen {
 namespace {
@@ -53,25 +53,25 @@ struct Case {
 TEST(GpuResizeMath, EqualsTheCpuPathBitForBit) {
   std::mt19937 rng(12345);
   std::vector<Case> cases = {
-      {1, 1, 3, 32, ResizePolicy::crop},       {1, 1, 1, 17, ResizePolicy::squash},
-      {3, 2, 3, 31, ResizePolicy::squash},     {7, 5, 1, 64, ResizePolicy::crop},
-      {64, 64, 3, 64, ResizePolicy::crop},     {128, 128, 3, 64, ResizePolicy::crop},
-      {192, 96, 3, 32, ResizePolicy::squash},  {96, 128, 1, 32, ResizePolicy::crop},
-      {500, 375, 3, 224, ResizePolicy::crop},  {500, 375, 3, 256, ResizePolicy::squash},
-      {500, 375, 3, 256, ResizePolicy::crop},  {375, 500, 1, 227, ResizePolicy::crop},
-      {333, 257, 3, 256, ResizePolicy::crop},  {257, 333, 3, 300, ResizePolicy::crop},
-      {1000, 30, 3, 64, ResizePolicy::squash}, {30, 1000, 1, 64, ResizePolicy::squash},
-      {4000, 300, 3, 256, ResizePolicy::crop}, {4000, 300, 3, 256, ResizePolicy::squash},
-      {768, 512, 3, 256, ResizePolicy::squash}, {1999, 1501, 3, 96, ResizePolicy::crop},
-      {640, 480, 1, 480, ResizePolicy::squash}, {31, 29, 3, 256, ResizePolicy::squash},
-      {255, 255, 3, 256, ResizePolicy::crop},  {768, 768, 3, 256, ResizePolicy::crop},
-      {512, 600, 1, 256, ResizePolicy::crop},  {2500, 1900, 3, 256, ResizePolicy::crop},
+      {1, 1, 3, 32, ResizePolicy::crop},          {1, 1, 1, 17, ResizePolicy::squash},
+      {3, 2, 3, 31, ResizePolicy::squash},        {7, 5, 1, 64, ResizePolicy::crop},
+      {64, 64, 3, 64, ResizePolicy::crop},        {128, 128, 3, 64, ResizePolicy::crop},
+      {192, 96, 3, 32, ResizePolicy::squash},     {96, 128, 1, 32, ResizePolicy::crop},
+      {500, 375, 3, 224, ResizePolicy::crop},     {500, 375, 3, 256, ResizePolicy::squash},
+      {500, 375, 3, 256, ResizePolicy::crop},     {375, 500, 1, 227, ResizePolicy::crop},
+      {333, 257, 3, 256, ResizePolicy::crop},     {257, 333, 3, 300, ResizePolicy::crop},
+      {1000, 30, 3, 64, ResizePolicy::squash},    {30, 1000, 1, 64, ResizePolicy::squash},
+      {4000, 300, 3, 256, ResizePolicy::crop},    {4000, 300, 3, 256, ResizePolicy::squash},
+      {768, 512, 3, 256, ResizePolicy::squash},   {1999, 1501, 3, 96, ResizePolicy::crop},
+      {640, 480, 1, 480, ResizePolicy::squash},   {31, 29, 3, 256, ResizePolicy::squash},
+      {255, 255, 3, 256, ResizePolicy::crop},     {768, 768, 3, 256, ResizePolicy::crop},
+      {512, 600, 1, 256, ResizePolicy::crop},     {2500, 1900, 3, 256, ResizePolicy::crop},
       {2500, 1900, 3, 224, ResizePolicy::squash}, {1, 700, 1, 64, ResizePolicy::squash},
-      {700, 1, 3, 64, ResizePolicy::squash},   {1, 700, 3, 64, ResizePolicy::crop},
-      {900, 450, 3, 300, ResizePolicy::squash}, {300, 200, 3, 256, ResizePolicy::squash},
-      {256, 300, 3, 256, ResizePolicy::squash}, {5000, 100, 3, 1, ResizePolicy::squash},
-      {100, 80, 2, 50, ResizePolicy::squash},  {90, 120, 4, 64, ResizePolicy::crop},
-      {40, 60, 4, 100, ResizePolicy::squash},  {3000, 50, 3, 40, ResizePolicy::squash},
+      {700, 1, 3, 64, ResizePolicy::squash},      {1, 700, 3, 64, ResizePolicy::crop},
+      {900, 450, 3, 300, ResizePolicy::squash},   {300, 200, 3, 256, ResizePolicy::squash},
+      {256, 300, 3, 256, ResizePolicy::squash},   {5000, 100, 3, 1, ResizePolicy::squash},
+      {100, 80, 2, 50, ResizePolicy::squash},     {90, 120, 4, 64, ResizePolicy::crop},
+      {40, 60, 4, 100, ResizePolicy::squash},     {3000, 50, 3, 40, ResizePolicy::squash},
   };
   for (int i = 0; i < 40; ++i) {
     const int w = 1 + rng() % 700, h = 1 + rng() % 700;
@@ -99,8 +99,7 @@ TEST(GpuResizeMath, EqualsTheCpuPathBitForBit) {
       ++seen[int(j.x.filter)];
       ++seen[int(j.y.filter)];
     }
-    EXPECT_EQ(differ, 0u) << k.w << "x" << k.h << "x" << k.c << " -> " << k.size << " "
-                          << resize_policy_name(k.policy);
+    EXPECT_EQ(differ, 0u) << k.w << "x" << k.h << "x" << k.c << " -> " << k.size << " " << resize_policy_name(k.policy);
   }
   std::printf("%zu images, %ld values compared\n", cases.size(), values);
   EXPECT_GT(copies, 0);
@@ -134,8 +133,8 @@ TEST(GpuResizeMath, PlanPicksAFilterPerAxis) {
 // rounding.
 TEST(GpuResizeMath, AxisWeightsAreExactPartitionsOfOne) {
   using namespace rmath;
-  const int lengths[][2] = {{375, 256}, {500, 256}, {512, 256}, {768, 256}, {257, 256}, {4000, 17},
-                            {100000, 3}, {3, 1}, {1, 1}, {1, 9}, {2, 256}, {255, 256}, {17, 4000}};
+  const int lengths[][2] = {{375, 256}, {500, 256}, {512, 256}, {768, 256}, {257, 256}, {4000, 17}, {100000, 3},
+                            {3, 1},     {1, 1},     {1, 9},     {2, 256},   {255, 256}, {17, 4000}};
   for (const auto& l : lengths) {
     const int src = l[0], dst = l[1];
     const AxisFilter f = src == dst ? AxisFilter::identity : (src > dst ? AxisFilter::box : AxisFilter::linear);

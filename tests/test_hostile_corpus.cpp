@@ -57,21 +57,22 @@ std::string reject_reason(const std::string& rejects, const std::string& member)
 TEST(HostileCorpus, EveryMemberGetsItsOutcomeAndNoGoodSampleIsLost) {
   const std::string dir = scratch("hostile_corpus");
   const std::string long_name = "good/" + std::string(200, 'L') + ".jpg";
-  const std::string non_ascii = "good/\xC3\xB1" "and\xC3\xBA-\xE7\x94\xBB\xE5\x83\x8F.jpg";  // ñandú-画像.jpg
-  write_tar(dir + "/in.tar",
-            {{"good/a.jpg", rgb_jpeg(40, 30, 1)},
-             {"good/b.jpg", rgb_jpeg(30, 40, 2)},
-             {long_name, rgb_jpeg(24, 24, 3)},
-             {non_ascii, rgb_jpeg(20, 28, 4)},
-             {"good/dup.jpg", rgb_jpeg(32, 32, 5)},
-             {"good/dup.jpg", rgb_jpeg(32, 32, 6)},
-             {"good/tiny.jpg", rgb_jpeg(1, 1, 7)},
-             {"bad/error_page.JPEG", "<!DOCTYPE html><html><body>404 Not Found</body></html>\n"},
-             {"bad/bomb.JPEG", patch_sof(rgb_jpeg(16, 16, 8), 8, 65000, 65000)},
-             {"bad/twelve_bit.JPEG", patch_sof(rgb_jpeg(16, 16, 9), 12, 16, 16)},
-             {"bad/wide.jpg", rgb_jpeg(4000, 20, 10)},
-             {"links/symbolic.jpg", "->../good/a.jpg"},
-             {"links/hard.jpg", "=>good/a.jpg"}});
+  const std::string non_ascii =
+      "good/\xC3\xB1"
+      "and\xC3\xBA-\xE7\x94\xBB\xE5\x83\x8F.jpg";  // ñandú-画像.jpg
+  write_tar(dir + "/in.tar", {{"good/a.jpg", rgb_jpeg(40, 30, 1)},
+                              {"good/b.jpg", rgb_jpeg(30, 40, 2)},
+                              {long_name, rgb_jpeg(24, 24, 3)},
+                              {non_ascii, rgb_jpeg(20, 28, 4)},
+                              {"good/dup.jpg", rgb_jpeg(32, 32, 5)},
+                              {"good/dup.jpg", rgb_jpeg(32, 32, 6)},
+                              {"good/tiny.jpg", rgb_jpeg(1, 1, 7)},
+                              {"bad/error_page.JPEG", "<!DOCTYPE html><html><body>404 Not Found</body></html>\n"},
+                              {"bad/bomb.JPEG", patch_sof(rgb_jpeg(16, 16, 8), 8, 65000, 65000)},
+                              {"bad/twelve_bit.JPEG", patch_sof(rgb_jpeg(16, 16, 9), 12, 16, 16)},
+                              {"bad/wide.jpg", rgb_jpeg(4000, 20, 10)},
+                              {"links/symbolic.jpg", "->../good/a.jpg"},
+                              {"links/hard.jpg", "=>good/a.jpg"}});
   ASSERT_EQ(run_datagen(options(dir + "/in.tar", dir + "/out"), mpi()), 0);
   const DatasetMeta m = read_dataset_meta(dir + "/out");
   EXPECT_TRUE(verify_dataset(dir + "/out").empty());
@@ -95,11 +96,13 @@ TEST(HostileCorpus, EveryMemberGetsItsOutcomeAndNoGoodSampleIsLost) {
 // The damage is confined to the corrupt inner tar: the good inner tars before and after it are kept.
 TEST(HostileCorpus, CorruptInnerTarLosesNoOtherMemberAndExitsTwo) {
   const std::string dir = scratch("hostile_inner");
-  write_tar(dir + "/good.tar", {{"g1.jpg", rgb_jpeg(20, 20, 1)}, {"g2.jpg", rgb_jpeg(22, 20, 2)}, {"g3.jpg", rgb_jpeg(20, 24, 3)}});
+  write_tar(dir + "/good.tar",
+            {{"g1.jpg", rgb_jpeg(20, 20, 1)}, {"g2.jpg", rgb_jpeg(22, 20, 2)}, {"g3.jpg", rgb_jpeg(20, 24, 3)}});
   write_tar(dir + "/late.tar", {{"l1.jpg", rgb_jpeg(21, 20, 4)}, {"l2.jpg", rgb_jpeg(20, 23, 5)}});
   Bytes garbage(3000, '\0');
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char((i * 131 + 17) % 251);
-  write_tar(dir + "/in.tar", {{"good.tar", read_file(dir + "/good.tar")}, {"broken.tar", garbage},
+  write_tar(dir + "/in.tar", {{"good.tar", read_file(dir + "/good.tar")},
+                              {"broken.tar", garbage},
                               {"late.tar", read_file(dir + "/late.tar")}});
   ASSERT_EQ(run_datagen(options(dir + "/in.tar", dir + "/out"), mpi()), 2);
   const DatasetMeta m = read_dataset_meta(dir + "/out");
@@ -153,10 +156,10 @@ TEST(HostileCorpus, SmallTarGzCutShortKeepsTheMembersBeforeTheCut) {
   EXPECT_TRUE(verify_dataset(dir + "/out").empty());
   const std::string index = read_file(dir + "/out/index.tsv");
   // The cut lies in the data of the first lost member, or in its header, just after the last kept one.
-  const bool names_it = index.find("cut.tar.gz: archive is truncated or damaged in member '" + all[whole].first + "'") !=
-                            std::string::npos ||
-                        index.find("cut.tar.gz: archive ends or is damaged after member '" + all[whole - 1].first + "'") !=
-                            std::string::npos;
+  const bool names_it = index.find("cut.tar.gz: archive is truncated or damaged in member '" + all[whole].first +
+                                   "'") != std::string::npos ||
+                        index.find("cut.tar.gz: archive ends or is damaged after member '" + all[whole - 1].first +
+                                   "'") != std::string::npos;
   EXPECT_TRUE(names_it) << index;
 }
 

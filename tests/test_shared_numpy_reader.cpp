@@ -15,7 +15,7 @@ namespace {
 
 const char* kPython = "/usr/bin/python3";
 
-int run(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) ; }
+int run(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
 
 std::string make_dataset(const std::string& name, std::string* expected) {
   std::string dir = std::string(CONVOY_TEST_TMP) + "/numpy_" + name;

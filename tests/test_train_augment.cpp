@@ -95,14 +95,17 @@ SampleCrop torchvision_rrc(int H, int W, const double scale[2], const double rat
     const double ar = std::exp(std::log(ratio[0]) + u(rng) * (std::log(ratio[1]) - std::log(ratio[0])));
     const int w = int(std::lround(std::sqrt(target * ar))), h = int(std::lround(std::sqrt(target / ar)));
     if (0 < w && w <= W && 0 < h && h <= H) {
-      const int i = std::uniform_int_distribution<int>(0, H - h)(rng), j = std::uniform_int_distribution<int>(0, W - w)(rng);
+      const int i = std::uniform_int_distribution<int>(0, H - h)(rng),
+                j = std::uniform_int_distribution<int>(0, W - w)(rng);
       return SampleCrop{i, j, h, w, false};
     }
   }
   const double in_ratio = double(W) / H;
   int w = W, h = H;
-  if (in_ratio < ratio[0]) h = int(std::lround(W / ratio[0]));
-  else if (in_ratio > ratio[1]) w = int(std::lround(H * ratio[1]));
+  if (in_ratio < ratio[0])
+    h = int(std::lround(W / ratio[0]));
+  else if (in_ratio > ratio[1])
+    w = int(std::lround(H * ratio[1]));
   return SampleCrop{(H - h) / 2, (W - w) / 2, h, w, false};
 }
 
@@ -156,8 +159,11 @@ TEST(JpegRegion, PartialDecodeEqualsFullDecodeThenCrop) {
   // full decode at that scale, cut to the region.
   std::mt19937 rng(7);
   JpegRegionDecoder dec;
-  for (auto [w, h, c, samp] : {std::tuple{77, 61, 3, TJSAMP_420}, {256, 256, 3, TJSAMP_420}, {120, 90, 3, TJSAMP_422},
-                               {53, 70, 3, TJSAMP_444}, {66, 45, 1, TJSAMP_GRAY}}) {
+  for (auto [w, h, c, samp] : {std::tuple{77, 61, 3, TJSAMP_420},
+                               {256, 256, 3, TJSAMP_420},
+                               {120, 90, 3, TJSAMP_422},
+                               {53, 70, 3, TJSAMP_444},
+                               {66, 45, 1, TJSAMP_GRAY}}) {
     const std::vector<uint8_t> jpeg = encode(picture(w, h, c, uint32_t(w * h)), w, h, c, samp);
     for (int scale : {1, 2, 4, 8}) {
       const std::vector<uint8_t> full = full_decode(jpeg, w, h, c, scale);

@@ -31,7 +31,8 @@ std::string error_of(const std::string& text, Dims in = {1, 8, 8}) {
   return "";
 }
 
-const std::string kTail = "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = 4\n[[layer]]\ntype = \"softmax_xent\"\n";
+const std::string kTail =
+    "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = 4\n[[layer]]\ntype = \"softmax_xent\"\n";
 
 convoy::MpiContext& mpi() {
   static convoy::MpiContext ctx(nullptr, nullptr);
@@ -62,23 +63,33 @@ std::string with_crop(const std::string& file, int side, const std::string& dir)
 TEST(NetConfig, ErrorsNameFileLineAndReason) {
   EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\nfilter = 3\n" + kTail),
             "bad.toml:4: unknown key 'filter' in a conv layer");
-  EXPECT_EQ(error_of("[[layer]]\ntype = \"convolution\"\n" + kTail).rfind("bad.toml:2: unknown layer type 'convolution'", 0), 0u);
-  EXPECT_EQ(error_of("[[layer]]\nname = \"a\"\ntype = \"relu\"\n[[layer]]\ntype = \"add\"\ninputs = [\"a\", \"b\"]\n" + kTail),
+  EXPECT_EQ(
+      error_of("[[layer]]\ntype = \"convolution\"\n" + kTail).rfind("bad.toml:2: unknown layer type 'convolution'", 0),
+      0u);
+  EXPECT_EQ(error_of("[[layer]]\nname = \"a\"\ntype = \"relu\"\n[[layer]]\ntype = \"add\"\ninputs = [\"a\", \"b\"]\n" +
+                     kTail),
             "bad.toml:4: layer 'add2': input 'b' is not an earlier layer (or 'data')");
-  EXPECT_EQ(error_of("[[layer]]\nname = \"c\"\ntype = \"conv\"\nfilters = 3\nkernel = 3\n[[layer]]\ntype = \"add\"\ninputs = [\"c\", \"data\"]\n" + kTail),
+  EXPECT_EQ(error_of("[[layer]]\nname = \"c\"\ntype = \"conv\"\nfilters = 3\nkernel = 3\n[[layer]]\ntype = "
+                     "\"add\"\ninputs = [\"c\", \"data\"]\n" +
+                     kTail),
             "bad.toml:6: layer 'add2': inputs have different shapes 3x6x6 and 1x8x8");
-  EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\nkernel = \"3\"\n" + kTail), "bad.toml:4: 'kernel' must be an integer");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\nkernel = \"3\"\n" + kTail),
+            "bad.toml:4: 'kernel' must be an integer");
   EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\nkernel = 9\n" + kTail),
             "bad.toml:1: layer 'conv1': kernel 9 is larger than the padded input 1x8x8");
   EXPECT_EQ(error_of("[[layer]]\ntype = \"relu\"\n"), "bad.toml:1: the last layer must be softmax_xent (the loss)");
   EXPECT_EQ(error_of("[train]\nlr = -1\n[[layer]]\ntype = \"softmax_xent\"\n").rfind("bad.toml:2: 'lr' = ", 0), 0u);
-  EXPECT_EQ(error_of("[train]\noptimizer = \"rmsprop\"\n" + kTail), "bad.toml:2: 'optimizer' = \"rmsprop\" is not one of: adam, adamw, sgd");
+  EXPECT_EQ(error_of("[train]\noptimizer = \"rmsprop\"\n" + kTail),
+            "bad.toml:2: 'optimizer' = \"rmsprop\" is not one of: adam, adamw, sgd");
   // A TOML syntax error carries its line too.
   EXPECT_EQ(error_of("[[layer]]\ntype = \"relu\"\nunits = = 3\n").rfind("bad.toml:3: ", 0), 0u);
   // A layer whose output is never used is a topology mistake.
-  EXPECT_EQ(error_of("[[layer]]\nname = \"dead\"\ntype = \"relu\"\n[[layer]]\ntype = \"flatten\"\ninputs = \"data\"\n[[layer]]\ntype = \"fc\"\nunits = 4\n[[layer]]\ntype = \"softmax_xent\"\n"),
+  EXPECT_EQ(error_of("[[layer]]\nname = \"dead\"\ntype = \"relu\"\n[[layer]]\ntype = \"flatten\"\ninputs = "
+                     "\"data\"\n[[layer]]\ntype = \"fc\"\nunits = 4\n[[layer]]\ntype = \"softmax_xent\"\n"),
             "bad.toml:1: layer 'dead': its output is never used (every layer must lead to the loss)");
-  EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\ngroups = 3\n" + kTail).rfind("bad.toml:1: layer 'conv1': groups = 3 must divide", 0), 0u);
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\ngroups = 3\n" + kTail)
+                .rfind("bad.toml:1: layer 'conv1': groups = 3 must divide", 0),
+            0u);
 }
 
 // The op table: one op per type, each found by its type, all of them listed when a type is unknown.
@@ -108,7 +119,8 @@ TEST(NetConfig, NetsBeyondTheLimitsAreRefused) {
   EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 65536\nkernel = 1\n" + kTail, {1, 1024, 1024}),
             "bad.toml:1: layer 'conv1': output 65536x1024x1024 is beyond the limits " + limits);
   EXPECT_EQ(error_of("[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = 16777216\n"
-                     "[[layer]]\ntype = \"softmax_xent\"\n", {1, 1024, 1024}),
+                     "[[layer]]\ntype = \"softmax_xent\"\n",
+                     {1, 1024, 1024}),
             "bad.toml:3: layer 'fc2': the net would have 17592202821632 parameters up to here, more than the limit "
             "of 2147483647");
   // A float where an integer is asked for is refused before toml++ is asked to convert it.
@@ -122,9 +134,9 @@ TEST(NetConfig, ShippedConfigsHaveTheReferenceSizes) {
     size_t params;
     double gflops;  // forward, per image (2 x multiply-adds)
   } wants[] = {{"configs/fmnist.toml", 870634, 0.0383},
-               {"configs/alexnet-cc2.toml", 61100840, 1.43},    // torchvision AlexNet: 61.1 M
-               {"configs/resnet18.toml", 11689512, 3.64},        // torchvision ResNet-18: 11.69 M
-               {"configs/resnet50.toml", 25557032, 8.22}};       // torchvision ResNet-50: 25.56 M
+               {"configs/alexnet-cc2.toml", 61100840, 1.43},  // torchvision AlexNet: 61.1 M
+               {"configs/resnet18.toml", 11689512, 3.64},     // torchvision ResNet-18: 11.69 M
+               {"configs/resnet50.toml", 25557032, 8.22}};    // torchvision ResNet-50: 25.56 M
   for (const Want& w : wants) {
     NetConfig c = read_net_config(repo_file(w.file));
     Net net(c, Dims{c.input_c, c.input_h, c.input_w});
@@ -144,8 +156,10 @@ TEST(NetConfig, ShippedConfigsTrainOneStep) {
     uint32_t size, channels;
     int classes, batch;
     bool crop_to_size;  // train a copy of the config whose crop is `size`
-  } cases[] = {{"configs/fmnist.toml", 28, 1, 10, 8, false}, {"configs/alexnet-cc2.toml", 224, 3, 5, 2, false},
-               {"configs/resnet18.toml", 224, 3, 5, 2, false}, {"configs/resnet50.toml", 32, 3, 5, 2, true}};
+  } cases[] = {{"configs/fmnist.toml", 28, 1, 10, 8, false},
+               {"configs/alexnet-cc2.toml", 224, 3, 5, 2, false},
+               {"configs/resnet18.toml", 224, 3, 5, 2, false},
+               {"configs/resnet50.toml", 32, 3, 5, 2, true}};
   for (const Case& c : cases) {
     SyntheticSpec spec;
     spec.file_counts = {uint32_t(c.batch)};

@@ -23,8 +23,9 @@ TEST(Gelu, ForwardIsTheExactGelu) {
 }
 
 TEST(Gelu, ConfigTypeAndKeys) {
-  const std::string tail = "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = 4\n"
-                           "[[layer]]\ntype = \"softmax_xent\"\n";
+  const std::string tail =
+      "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = 4\n"
+      "[[layer]]\ntype = \"softmax_xent\"\n";
   Net net(parse_net_config("[[layer]]\ntype = \"gelu\"\n" + tail, "gelu.toml"), Dims{2, 3, 3});
   EXPECT_EQ(std::string(net.nodes()[0].op().type()), "gelu");
   EXPECT_EQ(net.nodes()[0].out, (Dims{2, 3, 3}));

@@ -42,8 +42,7 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
 // for every element of v. Where steps of eps and eps/4 disagree, the loss is not smooth there (a
 // ReLU or max-pool kink lies within the step) and the element is skipped; at most 5% may be.
 void expect_grad(const char* what, std::vector<float>& v, const std::vector<float>& grad,
-                 const std::function<double()>& loss, float eps = 1e-2f, double rtol = 2e-2,
-                 double atol = 2e-3) {
+                 const std::function<double()>& loss, float eps = 1e-2f, double rtol = 2e-2, double atol = 2e-3) {
   ASSERT_EQ(v.size(), grad.size()) << what;
   auto numeric = [&](size_t i, float h) {
     const float keep = v[i];
@@ -62,8 +61,7 @@ void expect_grad(const char* what, std::vector<float>& v, const std::vector<floa
       continue;
     }
     if (std::fabs(num - grad[i]) > atol + rtol * std::fabs(num)) {
-      if (++bad <= 5)
-        ADD_FAILURE() << what << "[" << i << "]: analytic " << grad[i] << " vs numeric " << num;
+      if (++bad <= 5) ADD_FAILURE() << what << "[" << i << "]: analytic " << grad[i] << " vs numeric " << num;
     }
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << v.size() << " elements differ";
@@ -184,7 +182,8 @@ TEST(Gradcheck, BatchNormTrain) {
 
 TEST(Gradcheck, BatchNormEvalUsesRunningStatistics) {
   BnShape s{2, 2, 3, 1e-5f, 0.1f};
-  std::vector<float> x = random_vec(12, 20), g = {2.f, 0.5f}, b = {1.f, -1.f}, rm = {0.5f, -0.5f}, rv = {4.f, 0.25f}, y(12);
+  std::vector<float> x = random_vec(12, 20), g = {2.f, 0.5f}, b = {1.f, -1.f}, rm = {0.5f, -0.5f}, rv = {4.f, 0.25f},
+                     y(12);
   bn_forward_eval(s, x.data(), g.data(), b.data(), rm.data(), rv.data(), y.data());
   for (int i = 0; i < 12; ++i) {
     const int c = (i / 3) % 2;

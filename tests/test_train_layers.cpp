@@ -25,10 +25,13 @@ std::vector<float> random_vec(size_t n, uint32_t seed) {
 }  // namespace
 
 TEST(Layers, ConvMatchesDirectConvolution) {
-  struct Case { int n, ci, h, w, co, k, stride, pad, groups; bool relu; } cases[] = {
-      {3, 2, 7, 9, 4, 3, 1, 1, 1, false}, {2, 4, 8, 8, 6, 3, 2, 1, 2, true}, {5, 3, 6, 5, 2, 1, 1, 0, 1, false},
-      {2, 3, 11, 11, 4, 5, 2, 2, 1, false}, {17, 2, 5, 5, 2, 3, 1, 1, 2, true},  // 17 images: uneven groups
-      {1, 3, 9, 9, 4, 1, 2, 0, 1, false}};
+  struct Case {
+    int n, ci, h, w, co, k, stride, pad, groups;
+    bool relu;
+  } cases[] = {{3, 2, 7, 9, 4, 3, 1, 1, 1, false}, {2, 4, 8, 8, 6, 3, 2, 1, 2, true},
+               {5, 3, 6, 5, 2, 1, 1, 0, 1, false}, {2, 3, 11, 11, 4, 5, 2, 2, 1, false},
+               {17, 2, 5, 5, 2, 3, 1, 1, 2, true},  // 17 images: uneven groups
+               {1, 3, 9, 9, 4, 1, 2, 0, 1, false}};
   for (const Case& c : cases) {
     ConvShape s;
     s.n = c.n, s.c_in = c.ci, s.h_in = c.h, s.w_in = c.w, s.c_out = c.co, s.kh = s.kw = c.k;
@@ -53,7 +56,8 @@ TEST(Layers, ConvMatchesDirectConvolution) {
                 }
             if (c.relu) sum = std::max(0.0, sum);
             ASSERT_NEAR(y[((size_t(n) * c.co + o) * ho + oy) * wo + ox], sum, 1e-4)
-                << "case k" << c.k << " s" << c.stride << " g" << c.groups << " at " << n << "," << o << "," << oy << "," << ox;
+                << "case k" << c.k << " s" << c.stride << " g" << c.groups << " at " << n << "," << o << "," << oy
+                << "," << ox;
           }
   }
 }
@@ -110,8 +114,10 @@ TEST(Layers, FullyConnectedBatchNormSoftmax) {
 
   BnShape s{4, 2, 3, 1e-5f, 0.1f};
   auto bx = random_vec(24, 8);
-  std::vector<float> gamma = {1.5f, 0.5f}, beta = {0.1f, -0.2f}, by(24), mean(2), invstd(2), rm = {0.f, 0.f}, rv = {1.f, 1.f};
-  bn_forward_train(s, bx.data(), gamma.data(), beta.data(), by.data(), mean.data(), invstd.data(), rm.data(), rv.data());
+  std::vector<float> gamma = {1.5f, 0.5f}, beta = {0.1f, -0.2f}, by(24), mean(2), invstd(2), rm = {0.f, 0.f},
+                     rv = {1.f, 1.f};
+  bn_forward_train(s, bx.data(), gamma.data(), beta.data(), by.data(), mean.data(), invstd.data(), rm.data(),
+                   rv.data());
   for (int c = 0; c < 2; ++c) {
     double m = 0, v = 0;
     for (int n = 0; n < 4; ++n)
@@ -122,7 +128,8 @@ TEST(Layers, FullyConnectedBatchNormSoftmax) {
     v /= 12;
     for (int n = 0; n < 4; ++n)
       for (int i = 0; i < 3; ++i)
-        EXPECT_NEAR(by[(n * 2 + c) * 3 + i], gamma[c] * (bx[(n * 2 + c) * 3 + i] - m) / std::sqrt(v + 1e-5) + beta[c], 1e-5);
+        EXPECT_NEAR(by[(n * 2 + c) * 3 + i], gamma[c] * (bx[(n * 2 + c) * 3 + i] - m) / std::sqrt(v + 1e-5) + beta[c],
+                    1e-5);
     EXPECT_NEAR(rm[c], 0.1 * m, 1e-6);
     EXPECT_NEAR(rv[c], 0.9 + 0.1 * v * 12 / 11, 1e-6);  // the running variance is unbiased
   }

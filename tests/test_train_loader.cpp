@@ -190,7 +190,8 @@ TEST(Loader, RawBatchesHoldTheAugmentedSamples) {
         if (e != 0) continue;
         const SampleCrop c = aug.choose(key, int64_t(b.keys[i]));
         EXPECT_EQ(b.flips[i], c.flip);
-        aug.render(PixelView{stored.at(int64_t(b.keys[i])).data(), 12 * 3, 3, PixelRect{0, 0, 12, 12}}, c, 1, px.data());
+        aug.render(PixelView{stored.at(int64_t(b.keys[i])).data(), 12 * 3, 3, PixelRect{0, 0, 12, 12}}, c, 1,
+                   px.data());
         ASSERT_EQ(0, std::memcmp(px.data(), got_px, per_out)) << "batch " << k << " sample " << i;
         if (!c.flip) continue;
         aug.mirror(px.data());
@@ -318,8 +319,8 @@ TEST(Loader, AugmentEqualsThePerPixelDefinition) {
                   const float want = v * aug.scale[c] + aug.shift[c];
                   const float got = out[(size_t(c) * crop + y) * crop + x];
                   ASSERT_EQ(std::memcmp(&want, &got, sizeof got), 0)
-                      << "crop " << crop << " pad " << pad << " at " << top << "," << left << " flip " << flip
-                      << " c" << c << " y" << y << " x" << x << ": " << got << " vs " << want;
+                      << "crop " << crop << " pad " << pad << " at " << top << "," << left << " flip " << flip << " c"
+                      << c << " y" << y << " x" << x << ": " << got << " vs " << want;
                 }
           }
     }

@@ -84,5 +84,6 @@ TEST(DataParallel, UnevenShardsNeverDeadlock) {
   EXPECT_GT(steps, 0);
   EXPECT_GE(seen, 0.0);
   // A global batch that does not split evenly over the ranks is refused with a clear message.
-  EXPECT_NE(run("mpirun -np 2 " + kTrain + " --config " + config + " --data " + kTmp + "/uneven --batch 7 2>/dev/null"), 0);
+  EXPECT_NE(run("mpirun -np 2 " + kTrain + " --config " + config + " --data " + kTmp + "/uneven --batch 7 2>/dev/null"),
+            0);
 }

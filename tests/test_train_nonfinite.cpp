@@ -34,7 +34,8 @@ TEST(NonFiniteLoss, TwoRanksStopOrSkipTogether) {
   EXPECT_GE(nonfinite_step(stop.err), 2) << stop.err;
   const std::string metrics = kTmp + "/ranks-skip.jsonl";
   std::remove(metrics.c_str());
-  const Outcome skip = train_run(kTmp, "ranks-skip", common + " --skip-nonfinite --metrics " + metrics, "mpirun -np 2 ");
+  const Outcome skip = train_run(kTmp, "ranks-skip", common + " --skip-nonfinite --metrics " + metrics,
+                                 "mpirun -np 2 ");
   ASSERT_EQ(skip.rc, 0) << skip.err;
   EXPECT_GT(skipped_steps(metrics), 0);
 }

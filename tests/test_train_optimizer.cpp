@@ -72,9 +72,9 @@ TEST(Schedule, OneCycleStepCosineWarmup) {
   r.schedule = ScheduleKind::cosine;
   r.warmup_epochs = 1;
   r.min_lr = 0;
-  EXPECT_NEAR(lr_at(r, 0, total, 100), 0.1 / 100, 1e-12);   // linear warm-up from lr/warm
+  EXPECT_NEAR(lr_at(r, 0, total, 100), 0.1 / 100, 1e-12);  // linear warm-up from lr/warm
   EXPECT_NEAR(lr_at(r, 99, total, 100), 0.1, 1e-12);
-  EXPECT_NEAR(lr_at(r, 100, total, 100), 0.1, 1e-12);        // cosine starts at the peak
-  EXPECT_NEAR(lr_at(r, 550, total, 100), 0.05, 1e-9);        // half way through the cosine
+  EXPECT_NEAR(lr_at(r, 100, total, 100), 0.1, 1e-12);  // cosine starts at the peak
+  EXPECT_NEAR(lr_at(r, 550, total, 100), 0.05, 1e-9);  // half way through the cosine
   EXPECT_NEAR(lr_at(r, 1000, total, 100), 0.0, 1e-9);
 }

@@ -10,8 +10,8 @@ namespace convoy::test {
 
 // CONVOY_TEST_TMP is <build>/tests/tmp and the tools land in <build>; CONVOY_TRAIN names the
 // binary where the tests run away from their build folder (a GPU host).
-inline const std::string kTrain =
-    std::getenv("CONVOY_TRAIN") ? std::getenv("CONVOY_TRAIN") : std::string(CONVOY_TEST_TMP) + "/../../train";
+inline const std::string kTrain = std::getenv("CONVOY_TRAIN") ? std::getenv("CONVOY_TRAIN")
+                                                              : std::string(CONVOY_TEST_TMP) + "/../../train";
 
 inline const char* kConfig = R"(
 [train]

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "shared/counter_rng.h"
 #include "shared/error.h"
 #include "shared/resize.h"
-#include "shared/counter_rng.h"
 
 namespace convoy {
 

@@ -18,8 +18,9 @@ InputLayout nhwc_layout(const InputShape& s) { return s.packed.c_stored ? s.pack
 // goes through the stored layout: padding channels and (space to depth) the convolution's padding
 // pixels are zero, every other value the sample's.
 template <typename T, Layout L>
-__global__ void normalize(InputShape s, InputLayout l, const uint8_t* __restrict__ hwc, const uint8_t* __restrict__ flips,
-                          const float* __restrict__ scale_shift, T* __restrict__ out) {
+__global__ void normalize(InputShape s, InputLayout l, const uint8_t* __restrict__ hwc,
+                          const uint8_t* __restrict__ flips, const float* __restrict__ scale_shift,
+                          T* __restrict__ out) {
   const size_t plane = size_t(s.h) * s.w;
   const size_t per = L == Layout::nchw ? plane * s.c : l.sample_size();
   CONVOY_GRID_STRIDE(k, size_t(s.n) * per) {

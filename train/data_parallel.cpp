@@ -21,8 +21,8 @@ void broadcast_floats(std::vector<float>& v) {
 
 void average_gradients(std::vector<float>& g, int ranks) {
   for (size_t at = 0; at < g.size(); at += kChunk)
-    CONVOY_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g.data() + at, int(std::min(kChunk, g.size() - at)),
-                                   MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    CONVOY_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g.data() + at, int(std::min(kChunk, g.size() - at)), MPI_FLOAT,
+                                   MPI_SUM, MPI_COMM_WORLD));
   const float inv = 1.f / float(ranks);
   for (float& x : g) x *= inv;
 }

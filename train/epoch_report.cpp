@@ -41,21 +41,32 @@ void log_breakdown(const EpochReport& r) {
   const PhaseTimes& t = r.times;
   char idle[48] = "";
   if (t.idle) std::snprintf(idle, sizeof idle, ", t_idle %.2f s", *t.idle);
-  log_info("epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s%s"
-           "; input stall %.2f %%, peak RSS %.0f MiB",
-           r.epoch + 1, r.t_io, t.h2d, t.fwd, t.bwd, t.update, t.comm, idle, 100 * r.t_io / r.train_seconds,
-           double(peak_rss_bytes()) / (1 << 20));
+  log_info(
+      "epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s%s"
+      "; input stall %.2f %%, peak RSS %.0f MiB",
+      r.epoch + 1, r.t_io, t.h2d, t.fwd, t.bwd, t.update, t.comm, idle, 100 * r.t_io / r.train_seconds,
+      double(peak_rss_bytes()) / (1 << 20));
 }
 
 nlohmann::json epoch_record(const EpochReport& r) {
   const PhaseTimes& t = r.times;
-  nlohmann::json j = {{"kind", "epoch"}, {"epoch", r.epoch + 1}, {"global_step", r.global_step},
-                      {"train_loss", train_loss(r)}, {"train_acc", train_acc(r)}, {"seconds", r.seconds},
-                      {"train_seconds", r.train_seconds}, {"t_io", r.t_io}, {"t_h2d", t.h2d}, {"t_fwd", t.fwd},
-                      {"t_bwd", t.bwd}, {"t_update", t.update}, {"t_comm", t.comm},
+  nlohmann::json j = {{"kind", "epoch"},
+                      {"epoch", r.epoch + 1},
+                      {"global_step", r.global_step},
+                      {"train_loss", train_loss(r)},
+                      {"train_acc", train_acc(r)},
+                      {"seconds", r.seconds},
+                      {"train_seconds", r.train_seconds},
+                      {"t_io", r.t_io},
+                      {"t_h2d", t.h2d},
+                      {"t_fwd", t.fwd},
+                      {"t_bwd", t.bwd},
+                      {"t_update", t.update},
+                      {"t_comm", t.comm},
                       {"images_per_second", r.sums.samples / r.train_seconds},
                       {"input_stall", r.t_io / r.train_seconds},
-                      {"peak_rss_bytes", peak_rss_bytes()}, {"skipped_steps", r.sums.skipped}};
+                      {"peak_rss_bytes", peak_rss_bytes()},
+                      {"skipped_steps", r.sums.skipped}};
   if (t.idle) j["t_idle"] = *t.idle;
   if (r.eval) {
     j["test_loss"] = r.eval->loss;

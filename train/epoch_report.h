@@ -13,7 +13,7 @@ namespace convoy {
 struct EpochReport {
   int epoch = 0, epochs = 0;  // 0-based, of how many
   long long global_step = 0;
-  EpochSums sums;             // over every rank
+  EpochSums sums;              // over every rank
   bool count_skipped = false;  // --skip-nonfinite: the epoch line counts the skipped steps
   PhaseTimes times;
   double t_io = 0, train_seconds = 0, seconds = 0;  // seconds: training and evaluation

@@ -15,7 +15,7 @@ class Context;
 // 1/std then -mean/std. A bf16 output is the CPU's float value rounded.
 struct InputShape {
   int n = 0, c = 0, h = 0, w = 0;  // the loader's augmented uint8 HWC samples
-  InputLayout packed{};  // NHWC: how the output is stored (c_stored 0: c channels per pixel, as is)
+  InputLayout packed{};            // NHWC: how the output is stored (c_stored 0: c channels per pixel, as is)
 };
 template <typename T>
 void normalize_input(Context& ctx, const InputShape& s, const uint8_t* hwc, const uint8_t* flips,

@@ -13,14 +13,13 @@ Context::Context(int device, size_t workspace_bytes, MathMode math)
     CONVOY_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     CONVOY_CUBLAS_CHECK(cublasCreate(&cublas_));
     CONVOY_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-    CONVOY_CUBLAS_CHECK(cublasSetMathMode(
-        cublas_, math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    CONVOY_CUBLAS_CHECK(
+        cublasSetMathMode(cublas_, math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     if (workspace_bytes_)
       CONVOY_CUDA_ALLOC(cudaMalloc(&workspace_, workspace_bytes_), workspace_bytes_, true, "the cuDNN workspace");
     // cuBLAS gets its own fixed workspace: it would otherwise allocate one, which a CUDA graph
     // capture forbids.
-    CONVOY_CUDA_ALLOC(cudaMalloc(&cublas_workspace_, kCublasWorkspace), kCublasWorkspace, true,
-                      "the cuBLAS workspace");
+    CONVOY_CUDA_ALLOC(cudaMalloc(&cublas_workspace_, kCublasWorkspace), kCublasWorkspace, true, "the cuBLAS workspace");
     CONVOY_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace));
   } catch (...) {
     release();

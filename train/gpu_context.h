@@ -13,21 +13,20 @@
 
 #include "shared/cuda_check.h"
 
-#define CONVOY_CUDNN_CHECK(call)                                                                \
-  do {                                                                                          \
-    cudnnStatus_t convoy_cudnn_rc_ = (call);                                                    \
-    if (convoy_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                               \
-      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" +                      \
-                     std::to_string(__LINE__) + ": " + cudnnGetErrorString(convoy_cudnn_rc_));  \
+#define CONVOY_CUDNN_CHECK(call)                                                                             \
+  do {                                                                                                       \
+    cudnnStatus_t convoy_cudnn_rc_ = (call);                                                                 \
+    if (convoy_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                                            \
+      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" + std::to_string(__LINE__) + ": " + \
+                     cudnnGetErrorString(convoy_cudnn_rc_));                                                 \
   } while (0)
 
-#define CONVOY_CUBLAS_CHECK(call)                                                               \
-  do {                                                                                          \
-    cublasStatus_t convoy_cublas_rc_ = (call);                                                  \
-    if (convoy_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                             \
-      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" +                      \
-                     std::to_string(__LINE__) + ": " +                                          \
-                     cublasGetStatusString(convoy_cublas_rc_));                                 \
+#define CONVOY_CUBLAS_CHECK(call)                                                                            \
+  do {                                                                                                       \
+    cublasStatus_t convoy_cublas_rc_ = (call);                                                               \
+    if (convoy_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                          \
+      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" + std::to_string(__LINE__) + ": " + \
+                     cublasGetStatusString(convoy_cublas_rc_));                                              \
   } while (0)
 
 // Grid-stride loop over n elements, for kernels launched with grid_for(n).

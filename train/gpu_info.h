@@ -5,7 +5,7 @@
 
 namespace convoy {
 
-int gpu_count();                 // 0 when there is no CUDA build, no driver or no device
+int gpu_count();  // 0 when there is no CUDA build, no driver or no device
 std::string gpu_name(int device);
 
 }  // namespace convoy

@@ -105,7 +105,7 @@ class GpuNet {
   std::vector<int> relu_of_;
   std::vector<bool> fused_;
   InputLayout input_;
-  std::vector<size_t> copy_at_;  // per node: where its weights start in weights16_ (w_off unless padded)
+  std::vector<size_t> copy_at_;          // per node: where its weights start in weights16_ (w_off unless padded)
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end
   std::vector<std::pair<double, double>> times_;  // per node: forward, backward seconds so far
 };

@@ -23,8 +23,8 @@ void check_fits(const Context& ctx, const std::string& name, int batch, size_t a
   const size_t ws = ctx.workspaces_bytes();
   fail(name + ": the step needs " + mib_text(arena + ws) + " for a batch of " + std::to_string(batch) +
        " (the net's weights, activations and gradients " + mib_text(arena - input - optimiser) + ", input batches " +
-       mib_text(input) + ", optimiser state " + mib_text(optimiser) + ", cuDNN and cuBLAS workspaces " +
-       mib_text(ws) + "), " + mib_text(free + ws) + " are free; use a smaller --batch");
+       mib_text(input) + ", optimiser state " + mib_text(optimiser) + ", cuDNN and cuBLAS workspaces " + mib_text(ws) +
+       "), " + mib_text(free + ws) + " are free; use a smaller --batch");
 }
 
 }  // namespace
@@ -49,9 +49,13 @@ struct GpuStep::Slot {
     arena.request(dev, bytes);
   }
   template <typename T>
-  T* d(size_t off) const { return reinterpret_cast<T*>(dev.get() + off); }
+  T* d(size_t off) const {
+    return reinterpret_cast<T*>(dev.get() + off);
+  }
   template <typename T>
-  T* h(size_t off) const { return reinterpret_cast<T*>(host.data() + off); }
+  T* h(size_t off) const {
+    return reinterpret_cast<T*>(host.data() + off);
+  }
 };
 
 // Recorded around the step, outside its graph. ready: the compute stream finished the step
@@ -75,8 +79,8 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   // Every device buffer is requested first, so that a step too large for the device is refused
   // before the arena and the pinned host buffers are allocated.
   const size_t net_bytes = arena_.bytes();
-  arena_.request(x_, size_t(max_batch) * net_.input_layout().sample_size() *
-                         (ctx_.bf16() ? sizeof(bf16) : sizeof(float)));
+  arena_.request(x_,
+                 size_t(max_batch) * net_.input_layout().sample_size() * (ctx_.bf16() ? sizeof(bf16) : sizeof(float)));
   const size_t x_bytes = arena_.bytes() - net_bytes;
   arena_.request(m_, opt.m.size());
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));
@@ -179,9 +183,8 @@ void GpuStep::queue_compute(int slot, int n) {
     sgd_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), scalars, float(r.momentum), r.nesterov,
                float(r.weight_decay), net_.weight_copy());
   else
-    adam_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), v_.get(), scalars, float(r.beta1),
-                float(r.beta2), float(r.adam_eps), float(r.weight_decay), host_opt_.kind == OptimizerKind::adamw,
-                net_.weight_copy());
+    adam_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), v_.get(), scalars, float(r.beta1), float(r.beta2),
+                float(r.adam_eps), float(r.weight_decay), host_opt_.kind == OptimizerKind::adamw, net_.weight_copy());
   if (state_before_.size())
     restore_if_nonfinite(ctx_, state_before_.size(), net_.state(), state_before_.get(), scalars);
   // The step's loss and verdict, for the host to read once it has waited for this step.
@@ -301,7 +304,8 @@ void GpuStep::evaluate(const HostBatch& b) {
   queue_normalize(sl, b.n);
   net_.forward(b.n, x_.get(), sl.d<int32_t>(sl.labels), false, &sl.d<StepScalars>(sl.scalars)->key,
                sl.d<uint64_t>(sl.keys));
-  CONVOY_CUDA_CHECK(cudaMemcpyAsync(losses_host_.data(), net_.losses(), b.n * sizeof(float), cudaMemcpyDeviceToHost, s));
+  CONVOY_CUDA_CHECK(
+      cudaMemcpyAsync(losses_host_.data(), net_.losses(), b.n * sizeof(float), cudaMemcpyDeviceToHost, s));
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(probs_host_.data(), net_.probs(), size_t(b.n) * net_.classes() * sizeof(float),
                                     cudaMemcpyDeviceToHost, s));
   ctx_.synchronize();

@@ -49,7 +49,7 @@ struct GpuStepOptions {
   bool profile = false;                   // time every node (waits for each step)
   AlgoSearch algos = AlgoSearch::heuristic;
   size_t workspace_bytes = size_t(1) << 30;  // cuDNN workspace (bounds the algorithms it may use)
-  bool space_to_depth = true;             // bf16: a stride-2 first convolution reads 2x2 pixel blocks
+  bool space_to_depth = true;                // bf16: a stride-2 first convolution reads 2x2 pixel blocks
   // A step whose loss is not finite never updates the weights or the optimiser state; with this,
   // batch norm's running statistics are kept as they were before it too (a copy per step).
   bool skip_nonfinite = false;
@@ -59,8 +59,8 @@ class GpuStep {
  public:
   // net: topology and the starting weights/state; opt: the optimiser state to continue from;
   // aug: the stored sample shape, crop and normalisation the loader's raw batches need.
-  GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank,
-          int ranks, const GpuStepOptions& o);
+  GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank, int ranks,
+          const GpuStepOptions& o);
   ~GpuStep();
   GpuStep(const GpuStep&) = delete;
   GpuStep& operator=(const GpuStep&) = delete;
@@ -110,9 +110,9 @@ class GpuStep {
   CudaStream copy_stream_, comm_stream_;
   CudaEvent fork_, join_;
   size_t pend_lo_ = 0, pend_hi_ = 0;  // the gradient range ready but not yet all-reduced
-  DeviceBuffer<unsigned char> x_;  // the augmented batch, in the net's storage (GpuNet::stores_bf16())
+  DeviceBuffer<unsigned char> x_;     // the augmented batch, in the net's storage (GpuNet::stores_bf16())
   DeviceBuffer<float> m_, v_, scale_shift_;
-  DeviceBuffer<double> acc_;  // StepMetrics, accumulated on the device
+  DeviceBuffer<double> acc_;          // StepMetrics, accumulated on the device
   DeviceBuffer<float> state_before_;  // skip_nonfinite: the running statistics before the step
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four steps

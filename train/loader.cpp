@@ -59,7 +59,8 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
     const size_t batch_bytes = size_t(std::max(1, opt_.local_batch)) * out_bytes;
     const int parts_per_batch = (std::max(1, opt_.local_batch) + part_samples_ - 1) / part_samples_;
     const int for_readers = (2 * opt_.readers + parts_per_batch - 1) / parts_per_batch;
-    opt_.prefetch = std::max(for_readers, int(std::clamp<size_t>((size_t(64) << 20) / std::max<size_t>(1, batch_bytes), 4, 64)));
+    opt_.prefetch = std::max(for_readers,
+                             int(std::clamp<size_t>((size_t(64) << 20) / std::max<size_t>(1, batch_bytes), 4, 64)));
   }
   // The consumer wakes the readers once a quarter of the window is free, not after every batch:
   // waking a sleeping thread costs the consumer microseconds, a share of a short step.
@@ -218,9 +219,10 @@ void Loader::claim_part(long long k, int part) {
       hb.keys.resize(n);
     } catch (const std::bad_alloc&) {
       const size_t bytes = n * aug_.out_bytes() * (opt_.raw ? 1 : sizeof(float));
-      r.error = std::make_exception_ptr(Error("the loader cannot allocate a batch of " + std::to_string(n) + " samples of " +
-                                              std::to_string(aug_.out_h) + "x" + std::to_string(aug_.out_w) + " (" +
-                                              std::to_string(bytes >> 20) + " MiB); use a smaller --batch or crop"));
+      r.error = std::make_exception_ptr(Error("the loader cannot allocate a batch of " + std::to_string(n) +
+                                              " samples of " + std::to_string(aug_.out_h) + "x" +
+                                              std::to_string(aug_.out_w) + " (" + std::to_string(bytes >> 20) +
+                                              " MiB); use a smaller --batch or crop"));
     }
   }
   if (part + 1 == parts(k)) {
@@ -257,7 +259,8 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
       if (need.w > 0) try {
           v = decoder.decode(f.jpeg_data(r.index), f.jpeg_size(r.index), W, H, C, s, need);
         } catch (const Error& e) {
-          fail_file(join_path(opt_.dir, meta_.files[r.file].name), "sample " + std::to_string(r.index) + ": " + e.what());
+          fail_file(join_path(opt_.dir, meta_.files[r.file].name),
+                    "sample " + std::to_string(r.index) + ": " + e.what());
         }
       aug_.render(v, c, s, out);
     } else {
@@ -271,9 +274,9 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
       aug_.normalize(out, c.flip, hb.x.data() + j * out_bytes);
     const int32_t label = f.label(r.index);
     if (label < 0 || size_t(label) >= meta_.classes.size())
-      fail_file(join_path(opt_.dir, meta_.files[r.file].name),
-                "sample " + std::to_string(r.index) + " has label " + std::to_string(label) + " outside the " +
-                    std::to_string(meta_.classes.size()) + " classes");
+      fail_file(join_path(opt_.dir, meta_.files[r.file].name), "sample " + std::to_string(r.index) + " has label " +
+                                                                   std::to_string(label) + " outside the " +
+                                                                   std::to_string(meta_.classes.size()) + " classes");
     hb.labels[j] = label;
     hb.keys[j] = uint64_t(id);
   }

@@ -32,11 +32,11 @@ struct HostBatch {
 struct LoaderOptions {
   std::string dir;
   int local_batch = 128;
-  int readers = 2;             // reader threads (loader_sizing.h chooses the default)
-  int prefetch = 0;            // batches kept ready; 0: about 64 MiB of them (4 to 64)
-  bool train = true;           // shuffle and augment; else file order, centre crop, partial last batch
-  bool raw = false;            // uint8 samples for the consumer to normalise (HostBatch::pixels)
-  bool mirror = false;         // raw: mirror the samples here (flips all 0), for a consumer that cannot
+  int readers = 2;      // reader threads (loader_sizing.h chooses the default)
+  int prefetch = 0;     // batches kept ready; 0: about 64 MiB of them (4 to 64)
+  bool train = true;    // shuffle and augment; else file order, centre crop, partial last batch
+  bool raw = false;     // uint8 samples for the consumer to normalise (HostBatch::pixels)
+  bool mirror = false;  // raw: mirror the samples here (flips all 0), for a consumer that cannot
   int window_files = 4;
   uint64_t seed = 0;
   int rank = 0, ranks = 1;
@@ -117,9 +117,9 @@ class Loader {
   LoaderOptions opt_;
   DatasetMeta meta_;
   Augmenter aug_;
-  int wake_at_ = 1;    // free window slots at which next() wakes the readers
+  int wake_at_ = 1;        // free window slots at which next() wakes the readers
   int part_samples_ = 16;  // samples a reader builds at a time
-  int max_files_ = 0;  // files held at once (two shuffle windows); the prefetch window's files always get in
+  int max_files_ = 0;      // files held at once (two shuffle windows); the prefetch window's files always get in
   int epoch_ = 0;
   std::vector<SampleRef> stream_;
   // The distinct files of batch k: batch_files_[batch_files_at_[k - first_] ...].
@@ -127,13 +127,13 @@ class Loader {
   std::vector<size_t> batch_files_at_;
   std::vector<uint32_t> load_order_;  // files in the order of their first use
   size_t next_load_ = 0;
-  int resident_ = 0;                  // files loading or loaded and still to be used
-  std::vector<FileSlot> files_;       // by file number
+  int resident_ = 0;             // files loading or loaded and still to be used
+  std::vector<FileSlot> files_;  // by file number
   std::vector<std::unique_ptr<LoadedFile>> spare_files_;
   // next_build_: the first batch with parts not yet claimed, next_part_ its next part.
   long long first_ = 0, next_build_ = 0, next_take_ = 0, end_ = 0;
   int next_part_ = 0;
-  std::vector<ReadySlot> ready_;       // batch k in ready_[k % prefetch]
+  std::vector<ReadySlot> ready_;  // batch k in ready_[k % prefetch]
   std::vector<HostBatch> spare_batches_;
   // Reading ahead into the next epoch: its first files in order of use, those read so far, and
   // the epoch they are for.

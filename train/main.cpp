@@ -4,12 +4,12 @@
 
 #include <cstdio>
 
+#include "benchmarks/loader_bench.h"
 #include "shared/error.h"
 #include "shared/log.h"
 #include "shared/mpi_context.h"
 #include "train/blas_setup.h"
 #include "train/gpu_info.h"
-#include "benchmarks/loader_bench.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 

@@ -7,12 +7,12 @@
 
 #include "shared/error.h"
 
-#define CONVOY_NCCL_CHECK(call)                                                                 \
-  do {                                                                                          \
-    ncclResult_t convoy_nccl_rc_ = (call);                                                      \
-    if (convoy_nccl_rc_ != ncclSuccess)                                                         \
-      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" +                      \
-                     std::to_string(__LINE__) + ": " + ncclGetErrorString(convoy_nccl_rc_));   \
+#define CONVOY_NCCL_CHECK(call)                                                                              \
+  do {                                                                                                       \
+    ncclResult_t convoy_nccl_rc_ = (call);                                                                   \
+    if (convoy_nccl_rc_ != ncclSuccess)                                                                      \
+      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" + std::to_string(__LINE__) + ": " + \
+                     ncclGetErrorString(convoy_nccl_rc_));                                                   \
   } while (0)
 
 namespace convoy::gpu {

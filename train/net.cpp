@@ -84,8 +84,7 @@ void Net::add_node(const LayerSpec& spec, int classes, size_t max_params, size_t
   nd.w_count = shape.weights, nd.b_count = shape.biases, nd.s_count = shape.state;
   nd.flops = shape.flops;
   if (spec.op->is_loss()) classes_ = nd.in_dims[0].c;
-  if (!within_limits(nd.out))
-    in.fail("output " + dims_text(nd.out) + " is beyond the limits (" + kLimitsText + ")");
+  if (!within_limits(nd.out)) in.fail("output " + dims_text(nd.out) + " is beyond the limits (" + kLimitsText + ")");
   // Checked before any weight is allocated; each count is far below 2^64, so the sum cannot wrap.
   if (nd.w_count + nd.b_count > max_params - wsize)
     in.fail("the net would have " + std::to_string(wsize + nd.w_count + nd.b_count) +
@@ -224,8 +223,7 @@ void Net::backward(bool want_input_grad) {
   if (want_input_grad) input_grad_.assign(size_t(n) * input_.size(), 0.f);
   for (Node& nd : nodes_)
     for (int i : nd.in)
-      if (i >= 0 && nodes_[i].consumers > 1)
-        std::fill(grad(i), grad(i) + size_t(n) * nodes_[i].out.size(), 0.f);
+      if (i >= 0 && nodes_[i].consumers > 1) std::fill(grad(i), grad(i) + size_t(n) * nodes_[i].out.size(), 0.f);
 
   Stopwatch clock;
   for (int idx = int(nodes_.size()) - 1; idx >= 0; --idx) {
@@ -274,11 +272,11 @@ double Net::flops_per_image() const {
 std::string Net::summary() const {
   std::ostringstream o;
   char line[256];
-  std::snprintf(line, sizeof line, "%-16s %-16s %-14s %-16s %12s %14s\n", "layer", "type", "output",
-                "inputs", "params", "MFLOPs/img");
+  std::snprintf(line, sizeof line, "%-16s %-16s %-14s %-16s %12s %14s\n", "layer", "type", "output", "inputs", "params",
+                "MFLOPs/img");
   o << line;
-  std::snprintf(line, sizeof line, "%-16s %-16s %-14s %-16s %12s %14s\n", "data", "input",
-                dims_text(input_).c_str(), "", "", "");
+  std::snprintf(line, sizeof line, "%-16s %-16s %-14s %-16s %12s %14s\n", "data", "input", dims_text(input_).c_str(),
+                "", "", "");
   o << line;
   size_t params = 0;
   for (const Node& nd : nodes_) {
@@ -286,8 +284,8 @@ std::string Net::summary() const {
     for (int i : nd.in) ins += (ins.empty() ? "" : ",") + (i < 0 ? std::string("data") : nodes_[i].spec.name);
     const size_t p = nd.w_count + nd.b_count;
     params += p;
-    std::snprintf(line, sizeof line, "%-16s %-16s %-14s %-16s %12zu %14.3f\n", nd.spec.name.c_str(),
-                  nd.op().type(), dims_text(nd.out).c_str(), ins.c_str(), p, nd.flops / 1e6);
+    std::snprintf(line, sizeof line, "%-16s %-16s %-14s %-16s %12zu %14.3f\n", nd.spec.name.c_str(), nd.op().type(),
+                  dims_text(nd.out).c_str(), ins.c_str(), p, nd.flops / 1e6);
     o << line;
   }
   std::snprintf(line, sizeof line, "total: %zu parameters, %.3f MFLOPs per image (forward)\n", params,

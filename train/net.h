@@ -47,8 +47,8 @@ class Net {
   // want_input_grad is set (gradient checks).
   void backward(bool want_input_grad = false);
 
-  const float* probs() const { return probs_.data(); }      // [n, classes] after forward
-  const float* losses() const { return losses_.data(); }    // [n]
+  const float* probs() const { return probs_.data(); }    // [n, classes] after forward
+  const float* losses() const { return losses_.data(); }  // [n]
   int classes() const { return classes_; }
   Dims input_dims() const { return input_; }
   const std::vector<float>& input_grad() const { return input_grad_; }

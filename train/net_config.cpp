@@ -32,19 +32,18 @@ struct Reader {
     if (!n->is_integer()) fail_at(*n, std::string("'") + key + "' must be an integer");
     auto v = n->value<int64_t>();
     if (*v < lo || *v > hi)
-      fail_at(*n, std::string("'") + key + "' = " + std::to_string(*v) + " is outside [" +
-                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      fail_at(*n, std::string("'") + key + "' = " + std::to_string(*v) + " is outside [" + std::to_string(lo) + ", " +
+                      std::to_string(hi) + "]");
     return int(*v);
   }
   double get_num(const toml::table& t, const char* key, double def, double lo, double hi) const {
     const toml::node* n = t.get(key);
     if (!n) return def;
     auto v = n->value<double>();
-    if (!(n->is_floating_point() || n->is_integer()) || !v)
-      fail_at(*n, std::string("'") + key + "' must be a number");
+    if (!(n->is_floating_point() || n->is_integer()) || !v) fail_at(*n, std::string("'") + key + "' must be a number");
     if (!(*v >= lo && *v <= hi))
-      fail_at(*n, std::string("'") + key + "' = " + std::to_string(*v) + " is outside [" +
-                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      fail_at(*n, std::string("'") + key + "' = " + std::to_string(*v) + " is outside [" + std::to_string(lo) + ", " +
+                      std::to_string(hi) + "]");
     return *v;
   }
   bool get_bool(const toml::table& t, const char* key, bool def) const {
@@ -93,8 +92,7 @@ struct Reader {
   }
   void only_keys(const toml::table& t, const std::set<std::string>& ok, const std::string& where) const {
     for (auto&& [k, v] : t)
-      if (!ok.count(std::string(k.str())))
-        fail_at(v, "unknown key '" + std::string(k.str()) + "' in " + where);
+      if (!ok.count(std::string(k.str()))) fail_at(v, "unknown key '" + std::string(k.str()) + "' in " + where);
   }
 };
 
@@ -127,7 +125,8 @@ void read_net_table(const Reader& r, const toml::table& net, NetConfig& cfg) {
   cfg.fuse = r.get_bool(net, "fuse", cfg.fuse);
   cfg.classes = r.get_int(net, "classes", 0, 1, 1 << 24);
   cfg.name = r.get_str(net, "name", "", {});
-  cfg.init = r.get_enum<InitRule>(net, "init", cfg.init, {{"default", InitRule::fan_in_uniform}, {"kaiming", InitRule::kaiming}});
+  cfg.init = r.get_enum<InitRule>(net, "init", cfg.init,
+                                  {{"default", InitRule::fan_in_uniform}, {"kaiming", InitRule::kaiming}});
   if (const toml::node* in = net.get("input")) {
     // Bounded as [data] crop is: a negative or wrapped side would reach the net as a huge size.
     const toml::array* a = in->as_array();
@@ -143,9 +142,10 @@ void read_net_table(const Reader& r, const toml::table& net, NetConfig& cfg) {
 }
 
 void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
-  r.only_keys(t, {"epochs", "batch", "optimizer", "lr", "momentum", "nesterov", "weight_decay",
-                  "beta1", "beta2", "adam_eps", "schedule", "warmup_epochs", "pct_start",
-                  "div_factor", "final_div_factor", "step_epochs", "gamma", "min_lr"},
+  r.only_keys(t,
+              {"epochs", "batch", "optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2",
+               "adam_eps", "schedule", "warmup_epochs", "pct_start", "div_factor", "final_div_factor", "step_epochs",
+               "gamma", "min_lr"},
               "[train]");
   tr.epochs = r.get_int(t, "epochs", tr.epochs, 1, 100000);
   tr.batch = r.get_int(t, "batch", tr.batch, 1, 1 << 20);
@@ -160,10 +160,10 @@ void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
   tr.beta2 = r.get_num(t, "beta2", tr.beta2, 0, 1);
   tr.adam_eps = r.get_num(t, "adam_eps", tr.adam_eps, 0, 1);
   tr.schedule = r.get_enum<ScheduleKind>(t, "schedule", tr.schedule,
-                                        {{"constant", ScheduleKind::constant},
-                                         {"step", ScheduleKind::step},
-                                         {"cosine", ScheduleKind::cosine},
-                                         {"onecycle", ScheduleKind::onecycle}});
+                                         {{"constant", ScheduleKind::constant},
+                                          {"step", ScheduleKind::step},
+                                          {"cosine", ScheduleKind::cosine},
+                                          {"onecycle", ScheduleKind::onecycle}});
   tr.warmup_epochs = r.get_num(t, "warmup_epochs", tr.warmup_epochs, 0, 1e5);
   tr.pct_start = r.get_num(t, "pct_start", tr.pct_start, 0, 1);
   tr.div_factor = r.get_num(t, "div_factor", tr.div_factor, 1, 1e9);
@@ -184,10 +184,8 @@ void read_data_table(const Reader& r, const toml::table& d, AugmentSpec& a) {
   a.eval_resize = r.get_int(d, "eval_resize", 0, 0, 1 << 16);
   if ((a.random_resized_crop || a.eval_resize) && a.crop == 0)
     r.fail_at(d, "[data] random_resized_crop and eval_resize need crop = <output side>");
-  if (a.random_resized_crop && a.pad)
-    r.fail_at(d, "[data] random_resized_crop takes no pad");
-  if (a.eval_resize && a.eval_resize < a.crop)
-    r.fail_at(d, "[data] eval_resize must be at least crop");
+  if (a.random_resized_crop && a.pad) r.fail_at(d, "[data] random_resized_crop takes no pad");
+  if (a.eval_resize && a.eval_resize < a.crop) r.fail_at(d, "[data] eval_resize must be at least crop");
 }
 
 // The op a layer's `type` names, or a mistake that lists the types there are.

@@ -13,9 +13,9 @@ struct OpParams;  // likewise
 
 struct LayerSpec {
   std::string name;
-  const Op* op = nullptr;           // the layer's type (train/layers/registry.h); never null once parsed
-  std::vector<std::string> inputs;  // empty: the previous layer (or the data for the first)
-  int line = 0;                     // in the config file, for messages
+  const Op* op = nullptr;                  // the layer's type (train/layers/registry.h); never null once parsed
+  std::vector<std::string> inputs;         // empty: the previous layer (or the data for the first)
+  int line = 0;                            // in the config file, for messages
   std::shared_ptr<const OpParams> params;  // the keys of its type, as its op read them (null: none)
 };
 
@@ -31,11 +31,11 @@ struct TrainRecipe {
   bool nesterov = true;
   double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;
   ScheduleKind schedule = ScheduleKind::onecycle;
-  double warmup_epochs = 0;           // linear warm-up before step / cosine / constant
+  double warmup_epochs = 0;                                         // linear warm-up before step / cosine / constant
   double pct_start = 0.3, div_factor = 25, final_div_factor = 1e4;  // onecycle
-  int step_epochs = 30;                                              // step
-  double gamma = 0.1;                                                // step
-  double min_lr = 0;                                                 // cosine
+  int step_epochs = 30;                                             // step
+  double gamma = 0.1;                                               // step
+  double min_lr = 0;                                                // cosine
 };
 
 struct AugmentSpec {
@@ -54,11 +54,11 @@ struct AugmentSpec {
 
 struct NetConfig {
   std::string path, name;
-  InitRule init = InitRule::fan_in_uniform;  // kaiming: normal, sqrt(2/fan_in), zero bias
+  InitRule init = InitRule::fan_in_uniform;   // kaiming: normal, sqrt(2/fan_in), zero bias
   int input_c = 0, input_h = 0, input_w = 0;  // [net] input = [c, h, w]: for --print-net without data
-  bool fuse = true;  // [net] fuse: run a conv's only-consumer ReLU inside the conv
-  int classes = 0;   // [net] classes: for units = "classes" under --print-net without data
-  std::string text;  // kept so that a checkpoint can rebuild the net by itself
+  bool fuse = true;                           // [net] fuse: run a conv's only-consumer ReLU inside the conv
+  int classes = 0;                            // [net] classes: for units = "classes" under --print-net without data
+  std::string text;                           // kept so that a checkpoint can rebuild the net by itself
   std::vector<LayerSpec> layers;
   TrainRecipe train;
   AugmentSpec augment;

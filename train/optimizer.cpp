@@ -11,20 +11,19 @@
 
 namespace convoy {
 
-Optimizer::Optimizer(const TrainRecipe& r, size_t params)
-    : recipe(r), kind(r.optimizer), m(params, 0.f) {
+Optimizer::Optimizer(const TrainRecipe& r, size_t params) : recipe(r), kind(r.optimizer), m(params, 0.f) {
   if (kind != OptimizerKind::sgd) v.assign(params, 0.f);
 }
 
 void Optimizer::step(std::vector<float>& weights, const std::vector<float>& grads, double lr) {
   ++t;
   if (kind == OptimizerKind::sgd)
-    sgd_update(weights.size(), weights.data(), grads.data(), m.data(), float(lr),
-               float(recipe.momentum), recipe.nesterov, float(recipe.weight_decay));
+    sgd_update(weights.size(), weights.data(), grads.data(), m.data(), float(lr), float(recipe.momentum),
+               recipe.nesterov, float(recipe.weight_decay));
   else
-    adam_update(weights.size(), weights.data(), grads.data(), m.data(), v.data(), float(lr),
-                float(recipe.beta1), float(recipe.beta2), float(recipe.adam_eps),
-                float(recipe.weight_decay), kind == OptimizerKind::adamw, t);
+    adam_update(weights.size(), weights.data(), grads.data(), m.data(), v.data(), float(lr), float(recipe.beta1),
+                float(recipe.beta2), float(recipe.adam_eps), float(recipe.weight_decay), kind == OptimizerKind::adamw,
+                t);
 }
 
 LrSchedule::LrSchedule(const TrainRecipe& r, long long total, long long per_epoch)

@@ -8,7 +8,6 @@
 
 namespace convoy {
 
-
 struct Optimizer {
   TrainRecipe recipe;
   OptimizerKind kind;

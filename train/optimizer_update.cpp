@@ -6,8 +6,8 @@
 
 namespace convoy {
 
-void sgd_update(size_t n, float* w, const float* g, float* buf, float lr, float momentum,
-                bool nesterov, float weight_decay) {
+void sgd_update(size_t n, float* w, const float* g, float* buf, float lr, float momentum, bool nesterov,
+                float weight_decay) {
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) {
     const float d = g[i] + weight_decay * w[i];
@@ -16,8 +16,8 @@ void sgd_update(size_t n, float* w, const float* g, float* buf, float lr, float 
   }
 }
 
-void adam_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1,
-                 float beta2, float eps, float weight_decay, bool decoupled, long long t) {
+void adam_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2, float eps,
+                 float weight_decay, bool decoupled, long long t) {
   const float c1 = 1.f - float(std::pow(double(beta1), double(t)));
   const float c2 = 1.f - float(std::pow(double(beta2), double(t)));
 #pragma omp parallel for schedule(static)

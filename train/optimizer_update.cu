@@ -84,11 +84,11 @@ void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, co
 void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, const StepScalars* s,
                  float beta1, float beta2, float eps, float weight_decay, bool decoupled, const WeightCopy& copy) {
   if (copy.w)
-    adam<true><<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled,
-                                                      copy);
+    adam<true>
+        <<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled, copy);
   else
-    adam<false><<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled,
-                                                       copy);
+    adam<false>
+        <<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled, copy);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

@@ -11,12 +11,12 @@
 namespace convoy {
 
 // PyTorch's SGD: g += wd * w; buf = momentum * buf + g; w -= lr * (nesterov ? g + momentum * buf : buf).
-void sgd_update(size_t n, float* w, const float* g, float* buf, float lr, float momentum,
-                bool nesterov, float weight_decay);
+void sgd_update(size_t n, float* w, const float* g, float* buf, float lr, float momentum, bool nesterov,
+                float weight_decay);
 // Adam (weight decay added to the gradient) or AdamW (decoupled decay: w -= lr * wd * w);
 // t is the 1-based step count for bias correction.
-void adam_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1,
-                 float beta2, float eps, float weight_decay, bool decoupled, long long t);
+void adam_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2, float eps,
+                 float weight_decay, bool decoupled, long long t);
 
 }  // namespace convoy
 
@@ -32,8 +32,7 @@ class Context;
 void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, const StepScalars* s, float momentum,
                 bool nesterov, float weight_decay, const WeightCopy& copy = {});
 void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, const StepScalars* s,
-                 float beta1, float beta2, float eps, float weight_decay, bool decoupled,
-                 const WeightCopy& copy = {});
+                 float beta1, float beta2, float eps, float weight_decay, bool decoupled, const WeightCopy& copy = {});
 // dst = src where s->nonfinite is set, else nothing: batch norm's running statistics, saved before
 // the forward pass of a step whose update is skipped, put back.
 void restore_if_nonfinite(Context& ctx, size_t n, float* dst, const float* src, const StepScalars* s);

@@ -83,17 +83,17 @@ class GpuBackendStep final : public Step {
 std::unique_ptr<Step> make_gpu_step(const StepSetup& s) {
   const int device = s.local_rank % gpu_count();
   Stopwatch setup_clock;  // context, handles, arena, weights up
-  auto step = std::make_unique<gpu::GpuStep>(device, s.net, s.opt, s.aug, s.max_batch, s.rank, s.ranks,
-                                             gpu_options(s));
+  auto step = std::make_unique<gpu::GpuStep>(device, s.net, s.opt, s.aug, s.max_batch, s.rank, s.ranks, gpu_options(s));
   const double setup_s = setup_clock.seconds();
-  log_info("CUDA backend on %s (rank 0, set up in %.2f s), %.0f MiB of tensors in one arena, %s math, %s convolution "
-           "algorithms%s, %s%s",
-           step->device_name(), setup_s, double(step->arena_bytes()) / (1 << 20),
-           name_of(precision_names(), s.backend.precision).c_str(),
-           name_of(conv_algos_names(), s.backend.conv_algos).c_str(),
-           step->input_space_to_depth() ? ", input as 2x2 pixel blocks (space to depth)" : "",
-           s.backend.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
-           s.ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
+  log_info(
+      "CUDA backend on %s (rank 0, set up in %.2f s), %.0f MiB of tensors in one arena, %s math, %s convolution "
+      "algorithms%s, %s%s",
+      step->device_name(), setup_s, double(step->arena_bytes()) / (1 << 20),
+      name_of(precision_names(), s.backend.precision).c_str(),
+      name_of(conv_algos_names(), s.backend.conv_algos).c_str(),
+      step->input_space_to_depth() ? ", input as 2x2 pixel blocks (space to depth)" : "",
+      s.backend.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
+      s.ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
   return std::make_unique<GpuBackendStep>(std::move(step), setup_s);
 }
 

@@ -8,9 +8,9 @@
 #include <cstdio>
 
 #include "shared/atomic_file.h"
+#include "shared/counter_rng.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
-#include "shared/counter_rng.h"
 
 namespace convoy {
 namespace {

@@ -8,8 +8,8 @@
 
 namespace convoy {
 
-enum class Device { cpu, cuda, automatic };  // automatic: a GPU when one is visible
-enum class Precision { fp32, tf32, bf16 };     // CUDA backend: exact float, tensor cores, bf16 NHWC activations
+enum class Device { cpu, cuda, automatic };            // automatic: a GPU when one is visible
+enum class Precision { fp32, tf32, bf16 };             // CUDA backend: exact float, tensor cores, bf16 NHWC activations
 enum class ConvAlgos { heuristic, measure, fastest };  // CUDA backend: how cuDNN's algorithms are chosen
 
 // A choice's spellings, in the order the help text lists them.
@@ -40,19 +40,19 @@ struct TrainOptions {
   std::string config, data, val;
   int epochs = 0, batch = 0;  // 0: from the config
   uint64_t seed = 1;
-  int threads = 0;            // OpenMP threads for compute; 0: all cores of this rank's share
+  int threads = 0;                                  // OpenMP threads for compute; 0: all cores of this rank's share
   int readers = 0, prefetch = 0, window_files = 4;  // readers 0: loader_sizing.h chooses
-  int local_rank = 0, local_ranks = 1;  // this rank's place on its node (MpiContext): GPU, default sizes
+  int local_rank = 0, local_ranks = 1;              // this rank's place on its node (MpiContext): GPU, default sizes
   int log_every = 100;
-  std::string metrics;        // JSONL path ("" = none)
-  std::string checkpoint;     // written every checkpoint_every steps, on a signal and at the end
+  std::string metrics;     // JSONL path ("" = none)
+  std::string checkpoint;  // written every checkpoint_every steps, on a signal and at the end
   long long checkpoint_every = 0;
   std::string resume;
-  long long stop_after = 0;   // stop (and checkpoint) after this many steps in total
+  long long stop_after = 0;  // stop (and checkpoint) after this many steps in total
   BackendOptions backend;
   bool skip_nonfinite = false;  // a step whose loss is NaN or infinite is skipped (no update), not fatal
   bool print_net = false;
-  bool profile = false;       // per-layer forward/backward times after each epoch
+  bool profile = false;  // per-layer forward/backward times after each epoch
 };
 
 struct EvalOptions {

@@ -53,9 +53,10 @@ LoaderOptions loader_options(const TrainOptions& o, const RunSpec& spec, int ran
 
 std::unique_ptr<Loader> make_train_loader(const LoaderOptions& lo, const DatasetMeta& meta, const std::string& why) {
   auto loader = std::make_unique<Loader>(lo, meta);
-  log_info("loader: %s; prefetch window %d batches, %d files held; buffers at most %.0f MiB (files x largest file + "
-           "(window + 2) x batch + readers x sample)",
-           why.c_str(), loader->prefetch(), loader->max_files(), double(loader->memory_bound()) / (1 << 20));
+  log_info(
+      "loader: %s; prefetch window %d batches, %d files held; buffers at most %.0f MiB (files x largest file + "
+      "(window + 2) x batch + readers x sample)",
+      why.c_str(), loader->prefetch(), loader->max_files(), double(loader->memory_bound()) / (1 << 20));
   return loader;
 }
 
@@ -115,11 +116,12 @@ TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
   if (per_epoch_ == 0)
     fail_file(o.data, "too few samples for one batch of " + std::to_string(local_batch_) + " per rank");
   schedule_.emplace(rec_, per_epoch_ * rec_.epochs, per_epoch_);
-  log_info("%s: %zu parameters, %.1f MFLOPs/image; %llu training samples, %d rank(s) x %d threads (BLAS %s), batch %d "
-           "(%d per rank), %lld steps/epoch",
-           spec_.cfg.path.c_str(), net_.weights().size(), net_.flops_per_image() / 1e6,
-           (unsigned long long)meta_.num_samples, ranks, omp_get_max_threads(), blas_core_name(), rec_.batch,
-           local_batch_, per_epoch_);
+  log_info(
+      "%s: %zu parameters, %.1f MFLOPs/image; %llu training samples, %d rank(s) x %d threads (BLAS %s), batch %d "
+      "(%d per rank), %lld steps/epoch",
+      spec_.cfg.path.c_str(), net_.weights().size(), net_.flops_per_image() / 1e6,
+      (unsigned long long)meta_.num_samples, ranks, omp_get_max_threads(), blas_core_name(), rec_.batch, local_batch_,
+      per_epoch_);
   open_metrics();
   catch_stop_signals();
 }
@@ -205,8 +207,12 @@ void TrainRun::log_step(int epoch, long long step, long long first, double lr, E
   log_info("epoch %d step %lld/%lld loss %.4f lr %.5f %.0f img/s", epoch + 1, step + 1, per_epoch_, loss, lr,
            double((step + 1 - first) * rec_.batch) / clock.whole.seconds());
   if (metrics_)
-    metrics_->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step + 1}, {"global_step", global_step_},
-                     {"loss", loss}, {"lr", lr}});
+    metrics_->write({{"kind", "step"},
+                     {"epoch", epoch + 1},
+                     {"step", step + 1},
+                     {"global_step", global_step_},
+                     {"loss", loss},
+                     {"lr", lr}});
 }
 
 std::optional<int> TrainRun::stop_or_checkpoint(int epoch, long long step, EpochSums& sums) {
@@ -287,11 +293,19 @@ void TrainRun::save(int epoch, long long step, const EpochSums& sums) {
   step_->sync_to(net_, opt_);
   if (rank_ != 0) return;
   Checkpoint c;
-  c.info = {{"config_text", spec_.cfg.text}, {"config_path", spec_.cfg.path}, {"seed", spec_.seed},
-            {"batch", rec_.batch}, {"epochs", rec_.epochs}, {"epoch", epoch}, {"step", step},
-            {"global_step", global_step_}, {"opt_t", opt_.t},
-            {"epoch_sums", {sums.loss, sums.correct, sums.samples}}, {"epoch_skipped", sums.skipped},
-            {"ranks", ranks_}, {"data", o_.data}};
+  c.info = {{"config_text", spec_.cfg.text},
+            {"config_path", spec_.cfg.path},
+            {"seed", spec_.seed},
+            {"batch", rec_.batch},
+            {"epochs", rec_.epochs},
+            {"epoch", epoch},
+            {"step", step},
+            {"global_step", global_step_},
+            {"opt_t", opt_.t},
+            {"epoch_sums", {sums.loss, sums.correct, sums.samples}},
+            {"epoch_skipped", sums.skipped},
+            {"ranks", ranks_},
+            {"data", o_.data}};
   c.weights = net_.weights();
   c.state = net_.state();
   c.m = opt_.m;

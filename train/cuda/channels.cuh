@@ -25,7 +25,8 @@ inline int parts(long long rows) {
 // queued on its stream; an op whose scratch does not fit fails with `what`.
 class Workspace {
  public:
-  explicit Workspace(Context& ctx) : base_(static_cast<unsigned char*>(ctx.workspace())), size_(ctx.workspace_bytes()) {}
+  explicit Workspace(Context& ctx)
+      : base_(static_cast<unsigned char*>(ctx.workspace())), size_(ctx.workspace_bytes()) {}
   template <typename T>
   T* take(size_t count, const char* what) {
     const size_t at = used_;
@@ -149,8 +150,9 @@ void sums(Context& ctx, long long rows, int c, const Terms& terms, const Finish&
     partial_sums<<<dim3((c + kTile - 1) / kTile, p), dim3(kTile, kLanes), 0, ctx.stream()>>>(rows, c, terms, part);
   } else {
     const int cp = c / V;
-    partial_sums_packs<V><<<dim3((cp + kTilePacks - 1) / kTilePacks, p), dim3(kTilePacks, kPackLanes), 0,
-                            ctx.stream()>>>(rows, cp, terms, part);
+    partial_sums_packs<V>
+        <<<dim3((cp + kTilePacks - 1) / kTilePacks, p), dim3(kTilePacks, kPackLanes), 0, ctx.stream()>>>(rows, cp,
+                                                                                                         terms, part);
   }
   CONVOY_CUDA_CHECK_LAUNCH();
   finish_sums<<<c, kFinishThreads, 0, ctx.stream()>>>(c, p, part, finish);
@@ -211,11 +213,14 @@ struct Store {
 // y[r][ch] += b[ch] (fp32 bias, y rounded once).
 template <typename T>
 void add_channel_bias(Context& ctx, long long rows, int c, const float* b, T* y) {
-  with_pack<T>(c, [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    const size_t packs = size_t(rows) * c / V;
-    add_bias<T, V><<<grid_for(packs), 256, 0, ctx.stream()>>>(packs, c, b, y);
-  }, y);
+  with_pack<T>(
+      c,
+      [&](auto v) {
+        constexpr int V = decltype(v)::value;
+        const size_t packs = size_t(rows) * c / V;
+        add_bias<T, V><<<grid_for(packs), 256, 0, ctx.stream()>>>(packs, c, b, y);
+      },
+      y);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

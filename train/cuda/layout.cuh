@@ -47,9 +47,15 @@ void with_layout(Layout layout, size_t total, F&& f) {
   using Nhwc = std::integral_constant<Layout, Layout::nhwc>;
   const bool narrow = total < (size_t(1) << 31);
   if (layout == Layout::nchw) {
-    if (narrow) f(Nchw{}, 0u); else f(Nchw{}, size_t(0));
+    if (narrow)
+      f(Nchw{}, 0u);
+    else
+      f(Nchw{}, size_t(0));
   } else {
-    if (narrow) f(Nhwc{}, 0u); else f(Nhwc{}, size_t(0));
+    if (narrow)
+      f(Nhwc{}, 0u);
+    else
+      f(Nhwc{}, size_t(0));
   }
 }
 

@@ -18,7 +18,7 @@ __global__ void reorder(size_t total, int c, int hw, const T* __restrict__ x, T*
     if (to_nchw)
       from = n * plane + (r % hw) * c + r / hw;  // k is (n, ch = r / hw, p = r % hw)
     else
-      from = n * plane + (r % c) * hw + r / c;   // k is (n, p = r / c, ch = r % c)
+      from = n * plane + (r % c) * hw + r / c;  // k is (n, p = r / c, ch = r % c)
     y[k] = x[from];
   }
 }

@@ -6,9 +6,9 @@
 namespace convoy::gpu {
 
 struct StepScalars {
-  uint64_t key = 0;           // the step's random key (dropout)
-  float lr = 0;               // learning rate
-  float c1 = 1, c2 = 1;       // Adam's bias corrections 1 - beta^t
+  uint64_t key = 0;      // the step's random key (dropout)
+  float lr = 0;          // learning rate
+  float c1 = 1, c2 = 1;  // Adam's bias corrections 1 - beta^t
   // Written on the device by batch_metrics: the step's mean loss, and 1 when it is NaN or infinite
   // (on any rank, once GpuStep has all-reduced it), in which case the fused updates (and
   // restore_if_nonfinite) leave the weights and the optimiser state as they were.

@@ -15,9 +15,13 @@ __device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float
 template <typename T>
 __device__ __forceinline__ T store(float v);
 template <>
-__device__ __forceinline__ float store<float>(float v) { return v; }
+__device__ __forceinline__ float store<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
 template <typename T, int V>
 struct alignas(sizeof(T) * V) Pack {

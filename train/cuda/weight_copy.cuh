@@ -31,11 +31,15 @@ __device__ inline size_t copy_index(size_t i, const WeightSegment* __restrict__ 
   int lo = 0, hi = count;  // the first segment ending after i
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (segments[mid].end <= i) lo = mid + 1; else hi = mid;
+    if (segments[mid].end <= i)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo < count && segments[lo].begin <= i) {
     const WeightSegment s = segments[lo];
-    return s.dest + filter_index(unsigned(i - s.begin), unsigned(s.c), unsigned(s.rs), unsigned(s.c_pad), unsigned(s.s2d_k));
+    return s.dest +
+           filter_index(unsigned(i - s.begin), unsigned(s.c), unsigned(s.rs), unsigned(s.c_pad), unsigned(s.s2d_k));
   }
   return i;
 }

@@ -9,9 +9,8 @@
 
 namespace convoy {
 
-void bn_forward_train(const BnShape& s, const float* x, const float* gamma, const float* beta,
-                      float* y, float* save_mean, float* save_invstd, float* running_mean,
-                      float* running_var) {
+void bn_forward_train(const BnShape& s, const float* x, const float* gamma, const float* beta, float* y,
+                      float* save_mean, float* save_invstd, float* running_mean, float* running_var) {
   const size_t per_c = size_t(s.n) * s.hw, img = size_t(s.c) * s.hw;
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < s.c; ++c) {
@@ -40,8 +39,8 @@ void bn_forward_train(const BnShape& s, const float* x, const float* gamma, cons
   }
 }
 
-void bn_forward_eval(const BnShape& s, const float* x, const float* gamma, const float* beta,
-                     const float* running_mean, const float* running_var, float* y) {
+void bn_forward_eval(const BnShape& s, const float* x, const float* gamma, const float* beta, const float* running_mean,
+                     const float* running_var, float* y) {
   const size_t img = size_t(s.c) * s.hw;
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < s.c; ++c) {
@@ -55,9 +54,8 @@ void bn_forward_eval(const BnShape& s, const float* x, const float* gamma, const
   }
 }
 
-void bn_backward(const BnShape& s, const float* x, const float* dy, const float* gamma,
-                 const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
-                 float* dbeta) {
+void bn_backward(const BnShape& s, const float* x, const float* dy, const float* gamma, const float* save_mean,
+                 const float* save_invstd, float* dx, float* dgamma, float* dbeta) {
   const size_t per_c = size_t(s.n) * s.hw, img = size_t(s.c) * s.hw;
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < s.c; ++c) {
@@ -85,7 +83,6 @@ void bn_backward(const BnShape& s, const float* x, const float* dy, const float*
     }
   }
 }
-
 
 std::shared_ptr<const OpParams> BatchNormOp::parse(const LayerKeys& k) const {
   auto p = std::make_shared<BnParams>();

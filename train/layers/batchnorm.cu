@@ -30,22 +30,22 @@ struct BnDescriptors {
 
 }  // namespace
 
-void bn_forward_train(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
-                      float* y, float* save_mean, float* save_invstd, float* running_mean, float* running_var) {
+void bn_forward_train(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta, float* y,
+                      float* save_mean, float* save_invstd, float* running_mean, float* running_var) {
   BnDescriptors d(s);
   const float one = 1.f, zero = 0.f;
-  CONVOY_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, x, d.x, y, d.param, gamma, beta, s.momentum,
-      running_mean, running_var, s.eps, save_mean, save_invstd));
+  CONVOY_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, x,
+                                                            d.x, y, d.param, gamma, beta, s.momentum, running_mean,
+                                                            running_var, s.eps, save_mean, save_invstd));
 }
 
 void bn_forward_eval(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
                      const float* running_mean, const float* running_var, float* y) {
   BnDescriptors d(s);
   const float one = 1.f, zero = 0.f;
-  CONVOY_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x,
-                                                             x, d.x, y, d.param, gamma, beta, running_mean,
-                                                             running_var, s.eps));
+  CONVOY_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, x,
+                                                             d.x, y, d.param, gamma, beta, running_mean, running_var,
+                                                             s.eps));
 }
 
 void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy, const float* gamma,
@@ -59,8 +59,8 @@ void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy
     out = static_cast<float*>(ctx.workspace());
   }
   CONVOY_CUDNN_CHECK(cudnnBatchNormalizationBackward(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
-                                                     d.x, x, d.x, dy, d.x, out, d.param, gamma, dgamma, dbeta,
-                                                     s.eps, save_mean, save_invstd));
+                                                     d.x, x, d.x, dy, d.x, out, d.param, gamma, dgamma, dbeta, s.eps,
+                                                     save_mean, save_invstd));
 }
 
 }  // namespace convoy::gpu
@@ -104,8 +104,7 @@ void bn_bwd(const GpuLayer& l) {
   T* dx = l.grad_to<T>();
   if constexpr (std::is_same_v<T, bf16>) {
     if (l.relu)
-      gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.relu->dy), l.w32, aux, aux + s.c, dx, l.dw, l.db,
-                       as<T>(l.relu->y));
+      gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.relu->dy), l.w32, aux, aux + s.c, dx, l.dw, l.db, as<T>(l.relu->y));
     else
       gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.buf.dy), l.w32, aux, aux + s.c, dx, l.dw, l.db);
   } else {

@@ -13,21 +13,19 @@
 namespace convoy {
 
 struct BnShape {
-  int n = 0, c = 0, hw = 1;  // hw = 1 after a fully connected layer
+  int n = 0, c = 0, hw = 1;            // hw = 1 after a fully connected layer
   float eps = 1e-5f, momentum = 0.1f;  // running = (1 - momentum) * running + momentum * batch
 };
 
 // Saves the batch mean and 1/sqrt(var + eps) per channel for the backward pass and updates the
 // running mean and (unbiased) variance.
-void bn_forward_train(const BnShape& s, const float* x, const float* gamma, const float* beta,
-                      float* y, float* save_mean, float* save_invstd, float* running_mean,
-                      float* running_var);
-void bn_forward_eval(const BnShape& s, const float* x, const float* gamma, const float* beta,
-                     const float* running_mean, const float* running_var, float* y);
+void bn_forward_train(const BnShape& s, const float* x, const float* gamma, const float* beta, float* y,
+                      float* save_mean, float* save_invstd, float* running_mean, float* running_var);
+void bn_forward_eval(const BnShape& s, const float* x, const float* gamma, const float* beta, const float* running_mean,
+                     const float* running_var, float* y);
 // dgamma and dbeta are overwritten; dx may be null.
-void bn_backward(const BnShape& s, const float* x, const float* dy, const float* gamma,
-                 const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
-                 float* dbeta);
+void bn_backward(const BnShape& s, const float* x, const float* dy, const float* gamma, const float* save_mean,
+                 const float* save_invstd, float* dx, float* dgamma, float* dbeta);
 
 struct BnParams : OpParams {
   float eps = 1e-5f, momentum = 0.1f;
@@ -63,8 +61,8 @@ namespace convoy::gpu {
 class Context;
 
 // fp32 NCHW through cuDNN.
-void bn_forward_train(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
-                      float* y, float* save_mean, float* save_invstd, float* running_mean, float* running_var);
+void bn_forward_train(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta, float* y,
+                      float* save_mean, float* save_invstd, float* running_mean, float* running_var);
 void bn_forward_eval(Context& ctx, const BnShape& s, const float* x, const float* gamma, const float* beta,
                      const float* running_mean, const float* running_var, float* y);
 void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy, const float* gamma,
@@ -74,8 +72,7 @@ void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy
 // With `relu` the forward pass stores max(0, y): batch norm and the ReLU after it in one pass. The
 // backward pass of that pair takes the ReLU's output as relu_y and its gradient as dy.
 void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
-                      float* save_mean, float* save_invstd, float* running_mean, float* running_var,
-                      bool relu = false);
+                      float* save_mean, float* save_invstd, float* running_mean, float* running_var, bool relu = false);
 void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
                      const float* running_mean, const float* running_var, bf16* y, bool relu = false);
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,

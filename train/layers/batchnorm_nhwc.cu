@@ -164,13 +164,16 @@ __global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, cons
 }
 
 void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float2* scale_shift, bf16* y, bool relu) {
-  channels::with_pack<bf16>(c, [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    if (relu)
-      normalise<V, true><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
-    else
-      normalise<V, false><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
-  }, x, y);
+  channels::with_pack<bf16>(
+      c,
+      [&](auto v) {
+        constexpr int V = decltype(v)::value;
+        if (relu)
+          normalise<V, true><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
+        else
+          normalise<V, false><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
+      },
+      x, y);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
@@ -182,13 +185,15 @@ void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float
   channels::Workspace ws(ctx);
   float2* part = ws.take<float2>(size_t(channels::parts(rows)) * s.c, "batch norm");
   float2* scale_shift = ws.take<float2>(s.c, "batch norm");
-  channels::with_pack<bf16>(s.c, [&](auto v) {
-    channels::sums<decltype(v)::value>(
-        ctx, rows, s.c, MomentTerms{x, s.c},
-        FinishMoments{rows, s.eps, s.momentum, gamma, beta, save_mean, save_invstd, running_mean, running_var,
-                      scale_shift},
-        part);
-  }, x);
+  channels::with_pack<bf16>(
+      s.c,
+      [&](auto v) {
+        channels::sums<decltype(v)::value>(ctx, rows, s.c, MomentTerms{x, s.c},
+                                           FinishMoments{rows, s.eps, s.momentum, gamma, beta, save_mean, save_invstd,
+                                                         running_mean, running_var, scale_shift},
+                                           part);
+      },
+      x);
   normalise_all(ctx, size_t(rows) * s.c, s.c, x, scale_shift, y, relu);
 }
 
@@ -197,7 +202,7 @@ void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float*
   channels::Workspace ws(ctx);
   float2* scale_shift = ws.take<float2>(s.c, "batch norm");
   eval_scale_shift<<<(s.c + 255) / 256, 256, 0, ctx.stream()>>>(s.c, s.eps, gamma, beta, running_mean, running_var,
-                                                                 scale_shift);
+                                                                scale_shift);
   CONVOY_CUDA_CHECK_LAUNCH();
   normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y, relu);
 }
@@ -210,16 +215,23 @@ void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, 
   float2* part = ws.take<float2>(size_t(channels::parts(rows)) * s.c, "batch norm backward");
   float4* factors = ws.take<float4>(s.c, "batch norm backward");
   const bf16* ry = relu_y ? relu_y : x;  // any pack-aligned pointer for the check when there is no ReLU
-  channels::with_pack<bf16>(s.c, [&](auto v) {
-    channels::sums<decltype(v)::value>(ctx, rows, s.c, GradTerms{x, dy, relu_y, save_mean, save_invstd, s.c},
-                                       FinishGrad{rows, gamma, save_mean, save_invstd, dgamma, dbeta, factors}, part);
-  }, x, dy, ry);
+  channels::with_pack<bf16>(
+      s.c,
+      [&](auto v) {
+        channels::sums<decltype(v)::value>(ctx, rows, s.c, GradTerms{x, dy, relu_y, save_mean, save_invstd, s.c},
+                                           FinishGrad{rows, gamma, save_mean, save_invstd, dgamma, dbeta, factors},
+                                           part);
+      },
+      x, dy, ry);
   if (!dx) return;  // the first layer: only the parameter gradients
   const size_t total = size_t(rows) * s.c;
-  channels::with_pack<bf16>(s.c, [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    input_grad<V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy, relu_y, factors, dx);
-  }, x, dy, ry, dx);
+  channels::with_pack<bf16>(
+      s.c,
+      [&](auto v) {
+        constexpr int V = decltype(v)::value;
+        input_grad<V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy, relu_y, factors, dx);
+      },
+      x, dy, ry, dx);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

@@ -102,8 +102,8 @@ void conv_forward(const ConvShape& s, const float* x, const float* w, const floa
         for (int j = 0; j < nb; ++j)
           im2col(s, cg_in, x + (n0 + j) * in_img + size_t(g) * cg_in * s.h_in * s.w_in, col.data() + size_t(j) * P, ld);
         // out [cg_out, nb * P] = w_g [cg_out, K] * col [K, nb * P]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cg_out, nb * P, K, 1.f,
-                    w + size_t(g) * cg_out * K, K, col.data(), int(ld), 0.f, out.data(), int(ld));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cg_out, nb * P, K, 1.f, w + size_t(g) * cg_out * K, K,
+                    col.data(), int(ld), 0.f, out.data(), int(ld));
         for (int j = 0; j < nb; ++j)
           for (int c = 0; c < cg_out; ++c) {
             const float* src = out.data() + size_t(c) * ld + size_t(j) * P;
@@ -123,8 +123,8 @@ void conv_forward(const ConvShape& s, const float* x, const float* w, const floa
   }
 }
 
-void conv_backward(const ConvShape& s, const float* x, const float* w, const float* y,
-                   const float* dy, float* dx, float* dw, float* db) {
+void conv_backward(const ConvShape& s, const float* x, const float* w, const float* y, const float* dy, float* dx,
+                   float* dw, float* db) {
   const int cg_in = s.c_in / s.groups, cg_out = s.c_out / s.groups;
   const int K = cg_in * s.kh * s.kw, P = s.h_out() * s.w_out();
   const size_t in_img = size_t(s.c_in) * s.h_in * s.w_in, out_img = size_t(s.c_out) * P;
@@ -161,14 +161,15 @@ void conv_backward(const ConvShape& s, const float* x, const float* w, const flo
         for (int j = 0; j < nb; ++j)
           im2col(s, cg_in, x + (n0 + j) * in_img + size_t(g) * cg_in * s.h_in * s.w_in, col.data() + size_t(j) * P, ld);
         // dw_g += gout [cg_out, nb * P] * col^T [nb * P, K]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cg_out, K, nb * P, 1.f, gout.data(), int(ld),
-                    col.data(), int(ld), 1.f, my_dw + size_t(g) * cg_out * K, K);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cg_out, K, nb * P, 1.f, gout.data(), int(ld), col.data(),
+                    int(ld), 1.f, my_dw + size_t(g) * cg_out * K, K);
         if (!dx) continue;
         // dcol [K, nb * P] = w_g^T [K, cg_out] * gout [cg_out, nb * P]
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, nb * P, cg_out, 1.f, w + size_t(g) * cg_out * K, K,
                     gout.data(), int(ld), 0.f, dcol.data(), int(ld));
         for (int j = 0; j < nb; ++j)
-          col2im(s, cg_in, dcol.data() + size_t(j) * P, ld, dx + (n0 + j) * in_img + size_t(g) * cg_in * s.h_in * s.w_in);
+          col2im(s, cg_in, dcol.data() + size_t(j) * P, ld,
+                 dx + (n0 + j) * in_img + size_t(g) * cg_in * s.h_in * s.w_in);
       }
     }
   }

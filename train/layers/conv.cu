@@ -50,9 +50,10 @@ Perf choose(AlgoSearch search, Heuristic heuristic, Measure timed, int total, si
       // shapes): the fastest other one, said once, since the run is then not repeatable bit for bit.
       for (int i = 0; i < got; ++i)
         if (found[i].status == CUDNN_STATUS_SUCCESS && found[i].memory <= workspace) {
-          log_warn("cuDNN has no deterministic %s algorithm for a %dx%d convolution of %dx%dx%d to %d channels; "
-                   "using a non-deterministic one (runs will differ in the last bits)",
-                   what, s.kh, s.kw, s.c_in, s.h_in, s.w_in, s.c_out);
+          log_warn(
+              "cuDNN has no deterministic %s algorithm for a %dx%d convolution of %dx%dx%d to %d channels; "
+              "using a non-deterministic one (runs will differ in the last bits)",
+              what, s.kh, s.kw, s.c_in, s.h_in, s.w_in, s.c_out);
           return found[i];
         }
     }
@@ -70,10 +71,10 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
   if (s.relu) fail("the CUDA convolution runs its ReLU as a separate node (ConvShape::relu must be off)");
   if (c_stored > 0 && c_stored != s.c_in && (!bf16_ || s.groups != 1 || c_stored < s.c_in))
     fail("ConvPlan: padded input channels need a bf16 plan, one group and at least c_in channels");
-  if (space_to_depth && (!bf16_ || s.groups != 1 || s.stride != 2 || s.kh != s.kw || need_dx ||
-                         c_stored < 4 * s.c_in))
-    fail("ConvPlan: space to depth needs a bf16 plan of one group, stride 2, a square kernel, no input "
-         "gradient and 4 c_in stored channels");
+  if (space_to_depth && (!bf16_ || s.groups != 1 || s.stride != 2 || s.kh != s.kw || need_dx || c_stored < 4 * s.c_in))
+    fail(
+        "ConvPlan: space to depth needs a bf16 plan of one group, stride 2, a square kernel, no input "
+        "gradient and 4 c_in stored channels");
   if (space_to_depth) s2d_k_ = s.kh;
   const int cx = s.groups == 1 ? c_stored_ : s.c_in;  // channels of x as stored
   // Space to depth: cuDNN sees the stored layout, a stride-1 unpadded convolution of half the kernel.
@@ -94,11 +95,12 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
   CONVOY_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, type, format, s.c_out, cx / s.groups, fh, fw));
   // The compute type is fp32 in every mode: bf16 tensors are multiplied on the tensor cores and
   // summed in fp32.
-  CONVOY_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, pad, pad, stride, stride, 1, 1,
-                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CONVOY_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                     CUDNN_DATA_FLOAT));
   CONVOY_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, s.groups));
-  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      conv_, bf16_ ? CUDNN_TENSOR_OP_MATH : ctx.math() == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, bf16_                          ? CUDNN_TENSOR_OP_MATH
+                                                        : ctx.math() == MathMode::tf32 ? CUDNN_DEFAULT_MATH
+                                                                                       : CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, w = 0;
   CONVOY_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_, x_, w_, &n, &c, &h, &w));
   if (n != s.n || c != s.c_out || h != s.h_out() || w != s.w_out())
@@ -109,21 +111,36 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
   const size_t ws = ctx.workspace_bytes();
   fwd_ = choose<cudnnConvolutionFwdAlgoPerf_t>(
              search,
-             [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, x_, w_, conv_, y_, n, got, out)); },
-             [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_, w_, conv_, y_, n, got, out)); },
+             [&](int n, int* got, auto* out) {
+               CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, x_, w_, conv_, y_, n, got, out));
+             },
+             [&](int n, int* got, auto* out) {
+               CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_, w_, conv_, y_, n, got, out));
+             },
              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, ws, s, "forward")
              .algo;
   if (need_dx)
     bwd_data_ = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
                     search,
-                    [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(hd, w_, y_, conv_, x_, n, got, out)); },
-                    [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(hd, w_, y_, conv_, x_, n, got, out)); },
+                    [&](int n, int* got, auto* out) {
+                      CONVOY_CUDNN_CHECK(
+                          cudnnGetConvolutionBackwardDataAlgorithm_v7(hd, w_, y_, conv_, x_, n, got, out));
+                    },
+                    [&](int n, int* got, auto* out) {
+                      CONVOY_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(hd, w_, y_, conv_, x_, n, got, out));
+                    },
                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, ws, s, "backward-data")
                     .algo;
   bwd_filter_ = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
                     search,
-                    [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(hd, x_, y_, conv_, w_, n, got, out)); },
-                    [&](int n, int* got, auto* out) { CONVOY_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(hd, x_, y_, conv_, w_, n, got, out)); },
+                    [&](int n, int* got, auto* out) {
+                      CONVOY_CUDNN_CHECK(
+                          cudnnGetConvolutionBackwardFilterAlgorithm_v7(hd, x_, y_, conv_, w_, n, got, out));
+                    },
+                    [&](int n, int* got, auto* out) {
+                      CONVOY_CUDNN_CHECK(
+                          cudnnFindConvolutionBackwardFilterAlgorithm(hd, x_, y_, conv_, w_, n, got, out));
+                    },
                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, ws, s, "backward-filter")
                     .algo;
   has_dx_ = need_dx;
@@ -140,13 +157,13 @@ ConvPlan::~ConvPlan() {
 void conv_forward(Context& ctx, const ConvPlan& p, const float* x, const float* w, const float* b, float* y) {
   if (p.bf16_) fail("ConvPlan: a bf16 plan run on fp32 tensors");
   const float one = 1.f, zero = 0.f;
-  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_,
-                                             ctx.workspace(), ctx.workspace_bytes(), &zero, p.y_, y));
+  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_, ctx.workspace(),
+                                             ctx.workspace_bytes(), &zero, p.y_, y));
   if (b) CONVOY_CUDNN_CHECK(cudnnAddTensor(ctx.cudnn(), &one, p.bias_, b, &one, p.y_, y));
 }
 
-void conv_backward(Context& ctx, const ConvPlan& p, const float* x, const float* w, const float* dy,
-                   float* dx, float* dw, float* db) {
+void conv_backward(Context& ctx, const ConvPlan& p, const float* x, const float* w, const float* dy, float* dx,
+                   float* dw, float* db) {
   if (p.bf16_) fail("ConvPlan: a bf16 plan run on fp32 tensors");
   const float one = 1.f, zero = 0.f;
   if (db) CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.cudnn(), &one, p.y_, dy, &zero, p.bias_, db));
@@ -164,13 +181,13 @@ void conv_forward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w,
   if (!p.bf16_) fail("ConvPlan: an fp32 plan run on bf16 tensors");
   const ConvShape& s = p.shape_;
   const float one = 1.f, zero = 0.f;
-  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_,
-                                             ctx.workspace(), ctx.workspace_bytes(), &zero, p.y_, y));
+  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_, ctx.workspace(),
+                                             ctx.workspace_bytes(), &zero, p.y_, y));
   if (b) channels::add_channel_bias(ctx, (long long)s.n * s.h_out() * s.w_out(), s.c_out, b, y);
 }
 
-void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w, const bf16* dy, bf16* dx,
-                   float* dw, float* db, bf16* dw_scratch) {
+void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w, const bf16* dy, bf16* dx, float* dw,
+                   float* db, bf16* dw_scratch) {
   if (!p.bf16_) fail("ConvPlan: an fp32 plan run on bf16 tensors");
   const ConvShape& s = p.shape_;
   const float one = 1.f, zero = 0.f;
@@ -246,8 +263,8 @@ void ConvOp::gpu_setup(gpu::GpuSetup& s) const {
   if (nd.in[0] < 0 && (s.input.c_stored != in.c || s.input.block != 1)) {
     const int kb = (p.kernel + 1) / 2, taps = s.input.block == 2 ? kb * kb : rs;
     const size_t padded = size_t(p.filters) * taps * size_t(s.input.c_stored);
-    s.segments.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs, s.copy_size, s.input.c_stored,
-                          s.input.block == 2 ? p.kernel : 0});
+    s.segments.push_back(
+        {nd.w_off, nd.w_off + nd.w_count, c, rs, s.copy_size, s.input.c_stored, s.input.block == 2 ? p.kernel : 0});
     s.copy_at = s.copy_size;
     s.copy_size += padded;
     s.dw16 = std::max(s.dw16, padded);

@@ -29,8 +29,8 @@ struct ConvShape {
 void conv_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y);
 // dw and db are overwritten (not accumulated); dx may be null (first layer), db null without
 // bias. With s.relu, y is the forward output and dy is taken as zero where y is not positive.
-void conv_backward(const ConvShape& s, const float* x, const float* w, const float* y,
-                   const float* dy, float* dx, float* dw, float* db);
+void conv_backward(const ConvShape& s, const float* x, const float* w, const float* y, const float* dy, float* dx,
+                   float* dw, float* db);
 
 struct ConvParams : OpParams {
   int filters = 0, kernel = 3, stride = 1, pad = 0, groups = 1;
@@ -79,8 +79,7 @@ class ConvPlan {
   // first convolution several times faster than 3 channels do.
   // space_to_depth (with c_stored, stride 2, no input gradient): x is stored as InputLayout's block
   // 2 and w as [c_out, ceil(k/2), ceil(k/2), c_stored] (see filter_index in weight_copy.cuh).
-  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true, int c_stored = 0,
-           bool space_to_depth = false);
+  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true, int c_stored = 0, bool space_to_depth = false);
   ~ConvPlan();
   ConvPlan(const ConvPlan&) = delete;
   ConvPlan& operator=(const ConvPlan&) = delete;
@@ -101,8 +100,8 @@ class ConvPlan {
 
 // The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
 void conv_forward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* b, float* y);
-void conv_backward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* dy,
-                   float* dx, float* dw, float* db);
+void conv_backward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* dy, float* dx,
+                   float* dw, float* db);
 // bf16 plans: x, y, dx, dy bf16 NHWC; w the bf16 weight copy (see WeightCopy); the bias b and the
 // gradients dw (in the CPU's [c_out, c_in / groups, kh, kw] order) and db fp32. dw_scratch holds
 // weight_count() bf16 values (cuDNN's filter gradient, before it is widened and reordered into dw).

@@ -9,8 +9,8 @@
 
 namespace convoy {
 
-void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample_keys,
-                     const float* x, float* y, float* mask) {
+void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample_keys, const float* x, float* y,
+                     float* mask) {
   const float keep = 1.f / (1.f - s.p);
 #pragma omp parallel for schedule(static) if (size_t(s.n) * s.per_sample > kParallelMin)
   for (int n = 0; n < s.n; ++n)
@@ -26,7 +26,6 @@ void dropout_backward(const DropoutShape& s, const float* mask, const float* dy,
 #pragma omp parallel for simd schedule(static) if (count > kParallelMin)
   for (size_t i = 0; i < count; ++i) dx[i] = dy[i] * mask[i];
 }
-
 
 std::shared_ptr<const OpParams> DropoutOp::parse(const LayerKeys& k) const {
   auto p = std::make_shared<DropoutParams>();

@@ -13,9 +13,9 @@ namespace {
 // Products take the kept scale unrounded (the mask only says which elements stay), so a bf16 y is
 // the CPU's x * mask rounded once.
 template <typename T>
-__global__ void drop_fwd(DropoutShape s, size_t total, float keep, const uint64_t* __restrict__ step_key,
-                         uint64_t salt, const uint64_t* __restrict__ sample_keys, const T* __restrict__ x,
-                         T* __restrict__ y, T* __restrict__ mask) {
+__global__ void drop_fwd(DropoutShape s, size_t total, float keep, const uint64_t* __restrict__ step_key, uint64_t salt,
+                         const uint64_t* __restrict__ sample_keys, const T* __restrict__ x, T* __restrict__ y,
+                         T* __restrict__ mask) {
   const uint64_t key = *step_key ^ salt;
   CONVOY_GRID_STRIDE(k, total) {
     const size_t n = k / s.per_sample, i = k % s.per_sample;
@@ -48,9 +48,9 @@ void dropout_backward(Context& ctx, const DropoutShape& s, const T* mask, const 
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
-#define CONVOY_DROPOUT_INSTANTIATE(T)                                                                          \
+#define CONVOY_DROPOUT_INSTANTIATE(T)                                                                         \
   template void dropout_forward<T>(Context&, const DropoutShape&, const uint64_t*, uint64_t, const uint64_t*, \
-                                   const T*, T*, T*);                                                          \
+                                   const T*, T*, T*);                                                         \
   template void dropout_backward<T>(Context&, const DropoutShape&, const T*, const T*, T*);
 CONVOY_DROPOUT_INSTANTIATE(float)
 CONVOY_DROPOUT_INSTANTIATE(bf16)
@@ -69,8 +69,8 @@ void drop_forward(const GpuLayer& l) {
   const float p = params_of<DropoutParams>(l.node.spec).p;
   if (l.batch.train && p > 0) {
     const DropoutShape s{l.n(), l.node.out.size(), p};
-    gpu::dropout_forward(l.ctx, s, l.batch.key, dropout_salt(l.index), l.batch.sample_keys, l.xs<T>(),
-                         as<T>(l.buf.y), as<T>(l.buf.aux));
+    gpu::dropout_forward(l.ctx, s, l.batch.key, dropout_salt(l.index), l.batch.sample_keys, l.xs<T>(), as<T>(l.buf.y),
+                         as<T>(l.buf.aux));
   } else {
     gpu::device_copy(l.ctx, l.buf.y.get(), l.x[0], l.count() * sizeof(T));
   }

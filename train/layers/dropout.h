@@ -21,8 +21,8 @@ struct DropoutShape {
 };
 
 // mask[i] is 0 or 1 / (1 - p); y = x * mask.
-void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample_keys,
-                     const float* x, float* y, float* mask);
+void dropout_forward(const DropoutShape& s, uint64_t key, const uint64_t* sample_keys, const float* x, float* y,
+                     float* mask);
 void dropout_backward(const DropoutShape& s, const float* mask, const float* dy, float* dx);
 
 struct DropoutParams : OpParams {

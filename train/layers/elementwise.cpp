@@ -30,7 +30,6 @@ void accumulate(size_t count, const float* src, float* dst) {
   for (size_t i = 0; i < count; ++i) dst[i] += src[i];
 }
 
-
 OpShape ReluOp::shape(const ShapeIn& s) const {
   OpShape o;
   o.out = s.in[0];

@@ -94,12 +94,12 @@ void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* d
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
-#define CONVOY_ELEMENTWISE_INSTANTIATE(T)                                        \
-  template void relu_forward<T>(Context&, size_t, const T*, T*);                 \
-  template void relu_backward<T>(Context&, size_t, const T*, const T*, T*);      \
-  template void add_forward<T>(Context&, size_t, const T*, const T*, T*);        \
-  template void accumulate<T>(Context&, size_t, const T*, T*);                   \
-  template void add_relu_forward<T>(Context&, size_t, const T*, const T*, T*);   \
+#define CONVOY_ELEMENTWISE_INSTANTIATE(T)                                      \
+  template void relu_forward<T>(Context&, size_t, const T*, T*);               \
+  template void relu_backward<T>(Context&, size_t, const T*, const T*, T*);    \
+  template void add_forward<T>(Context&, size_t, const T*, const T*, T*);      \
+  template void accumulate<T>(Context&, size_t, const T*, T*);                 \
+  template void add_relu_forward<T>(Context&, size_t, const T*, const T*, T*); \
   template void add_relu_backward<T>(Context&, size_t, const T*, const T*, T*, bool, T*, bool);
 CONVOY_ELEMENTWISE_INSTANTIATE(float)
 CONVOY_ELEMENTWISE_INSTANTIATE(bf16)
@@ -149,9 +149,8 @@ void AddOp::gpu_backward(const GpuLayer& l, int) const { l.half ? add_bwd<bf16>(
 // gradients (added where they have other consumers too), instead of a ReLU pass and two copies.
 bool AddOp::gpu_backward_all(const GpuLayer& l) const {
   if (!l.relu) return false;
-  gpu::add_relu_backward(l.ctx, l.count(), as<bf16>(l.relu->y), as<bf16>(l.relu->dy),
-                         static_cast<bf16*>(l.x_grad[0]), l.x_shared[0], static_cast<bf16*>(l.x_grad[1]),
-                         l.x_shared[1]);
+  gpu::add_relu_backward(l.ctx, l.count(), as<bf16>(l.relu->y), as<bf16>(l.relu->dy), static_cast<bf16*>(l.x_grad[0]),
+                         l.x_shared[0], static_cast<bf16*>(l.x_grad[1]), l.x_shared[1]);
   return true;
 }
 

@@ -33,21 +33,21 @@ constexpr cudaDataType_t cuda_type() {
 void fc_forward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* b, float* y) {
   const float one = 1.f, zero = 0.f;
   // y^T (out x n) = w (out x in) . x^T (in x n), in cuBLAS's column-major view.
-  CONVOY_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.n, s.in, &one, w, s.in,
-                                  x, s.in, &zero, y, s.out));
+  CONVOY_CUBLAS_CHECK(
+      cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.n, s.in, &one, w, s.in, x, s.in, &zero, y, s.out));
   if (b) channels::add_channel_bias(ctx, s.n, s.out, b, y);
 }
 
-void fc_backward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* dy, float* dx,
-                 float* dw, float* db) {
+void fc_backward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                 float* db) {
   const float one = 1.f, zero = 0.f;
   // dw (out x in, row-major) = dy^T . x
-  CONVOY_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.n, &one, x, s.in,
-                                  dy, s.out, &zero, dw, s.in));
+  CONVOY_CUBLAS_CHECK(
+      cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.n, &one, x, s.in, dy, s.out, &zero, dw, s.in));
   // dx (n x in, row-major) = dy . w
   if (dx)
-    CONVOY_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, s.in, s.n, s.out, &one, w, s.in,
-                                    dy, s.out, &zero, dx, s.in));
+    CONVOY_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, s.in, s.n, s.out, &one, w, s.in, dy, s.out,
+                                    &zero, dx, s.in));
   if (db) {
     bias_grad<<<(s.out + 255) / 256, 256, 0, ctx.stream()>>>(s.n, s.out, dy, db);
     CONVOY_CUDA_CHECK_LAUNCH();
@@ -57,8 +57,8 @@ void fc_backward(Context& ctx, const FcShape& s, const float* x, const float* w,
 template <typename Out>
 void fc_forward(Context& ctx, const FcShape& s, const bf16* x, const bf16* w, const float* b, Out* y) {
   const float one = 1.f, zero = 0.f;
-  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.n, s.in, &one, w, CUDA_R_16BF,
-                                   s.in, x, CUDA_R_16BF, s.in, &zero, y, cuda_type<Out>(), s.out, CUBLAS_COMPUTE_32F,
+  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.n, s.in, &one, w, CUDA_R_16BF, s.in,
+                                   x, CUDA_R_16BF, s.in, &zero, y, cuda_type<Out>(), s.out, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT));
   if (b) channels::add_channel_bias(ctx, s.n, s.out, b, y);
 }
@@ -74,8 +74,8 @@ void fc_backward(Context& ctx, const FcShape& s, const bf16* x, const bf16* w, c
   } else {
     g = dy;
   }
-  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.n, &one, x, CUDA_R_16BF,
-                                   s.in, g, CUDA_R_16BF, s.out, &zero, dw, CUDA_R_32F, s.in, CUBLAS_COMPUTE_32F,
+  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.n, &one, x, CUDA_R_16BF, s.in,
+                                   g, CUDA_R_16BF, s.out, &zero, dw, CUDA_R_32F, s.in, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT));
   if (dx)
     CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, s.in, s.n, s.out, &one, w, CUDA_R_16BF,
@@ -88,8 +88,8 @@ template void fc_forward<float>(Context&, const FcShape&, const bf16*, const bf1
 template void fc_forward<bf16>(Context&, const FcShape&, const bf16*, const bf16*, const float*, bf16*);
 template void fc_backward<float>(Context&, const FcShape&, const bf16*, const bf16*, const float*, bf16*, float*,
                                  float*, bf16*);
-template void fc_backward<bf16>(Context&, const FcShape&, const bf16*, const bf16*, const bf16*, bf16*, float*,
-                                float*, bf16*);
+template void fc_backward<bf16>(Context&, const FcShape&, const bf16*, const bf16*, const bf16*, bf16*, float*, float*,
+                                bf16*);
 
 }  // namespace convoy::gpu
 

@@ -18,8 +18,7 @@ struct FcShape {
 
 void fc_forward(const FcShape& s, const float* x, const float* w, const float* b, float* y);
 // dw and db are overwritten; dx may be null.
-void fc_backward(const FcShape& s, const float* x, const float* w, const float* dy, float* dx,
-                 float* dw, float* db);
+void fc_backward(const FcShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw, float* db);
 
 constexpr int kClassUnits = -1;  // units = "classes"
 
@@ -55,8 +54,8 @@ namespace convoy::gpu {
 class Context;
 
 void fc_forward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* b, float* y);
-void fc_backward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* dy, float* dx,
-                 float* dw, float* db);
+void fc_backward(Context& ctx, const FcShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                 float* db);
 // bf16 inputs x [n, in] (in the CPU's NCHW flatten order) and w (the bf16 copy, [out, in]), fp32
 // accumulation; y bf16, or fp32 for the logits. dy bf16, or fp32 (the logits' gradient, rounded into
 // dy_scratch [n, out] for the products); dw and db are fp32.

@@ -32,9 +32,7 @@ void flatten_backward(const GpuLayer& l) {
 
 }  // namespace
 
-void FlattenOp::gpu_forward(const GpuLayer& l) const {
-  l.half ? flatten_forward<bf16>(l) : flatten_forward<float>(l);
-}
+void FlattenOp::gpu_forward(const GpuLayer& l) const { l.half ? flatten_forward<bf16>(l) : flatten_forward<float>(l); }
 void FlattenOp::gpu_backward(const GpuLayer& l, int) const {
   l.half ? flatten_backward<bf16>(l) : flatten_backward<float>(l);
 }

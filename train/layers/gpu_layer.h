@@ -45,14 +45,14 @@ struct GpuSetup {
   Arena& arena;
   const Node& node;
   NodeBuffers& buf;
-  bool half;                  // a bf16 net
+  bool half;  // a bf16 net
   int max_batch;
-  const InputLayout& input;   // how the net's input is stored
-  size_t& copy_at;            // bf16: where the node's weights start in the weight copy (w_off unless moved)
-  size_t& copy_size;          // bf16: the weight copy's size (moved weights go after the flat ones)
+  const InputLayout& input;              // how the net's input is stored
+  size_t& copy_at;                       // bf16: where the node's weights start in the weight copy (w_off unless moved)
+  size_t& copy_size;                     // bf16: the weight copy's size (moved weights go after the flat ones)
   std::vector<WeightSegment>& segments;  // bf16: the copy's reordered segments
-  size_t& dw16;               // bf16: values of scratch for a filter gradient
-  size_t& dy16;               // bf16: values of scratch for the logits' gradient
+  size_t& dw16;                          // bf16: values of scratch for a filter gradient
+  size_t& dy16;                          // bf16: values of scratch for the logits' gradient
 
   size_t count() const { return size_t(max_batch) * node.out.size(); }  // output values of a batch
   size_t elem() const { return buf.fp32 ? sizeof(float) : sizeof(bf16); }

@@ -6,9 +6,7 @@
 
 namespace convoy {
 
-std::string dims_text(Dims d) {
-  return std::to_string(d.c) + "x" + std::to_string(d.h) + "x" + std::to_string(d.w);
-}
+std::string dims_text(Dims d) { return std::to_string(d.c) + "x" + std::to_string(d.h) + "x" + std::to_string(d.w); }
 
 void ShapeIn::fail(const std::string& why) const {
   fail_file(path + ":" + std::to_string(spec.line), "layer '" + spec.name + "': " + why);

@@ -21,9 +21,9 @@ struct GpuLayer;  // likewise
 // its readers can take it (InputLayout), padded with zero channels when every reader can, as 2x2
 // pixel blocks when the only one can.
 struct InputUse {
-  bool padded = false;    // takes zero channels after the real ones
-  int block_kernel = 0;   // > 0: a stride-2 convolution of this kernel size, which can take 2x2 blocks
-  int block_pad = 0;      // its zero padding
+  bool padded = false;   // takes zero channels after the real ones
+  int block_kernel = 0;  // > 0: a stride-2 convolution of this kernel size, which can take 2x2 blocks
+  int block_pad = 0;     // its zero padding
 };
 }  // namespace gpu
 #endif
@@ -106,8 +106,8 @@ class Op {
   virtual std::string example() const { return ""; }
 
   // ---- topology and shape
-  virtual int arity() const { return 1; }          // inputs it takes
-  virtual bool is_loss() const { return false; }   // the last layer: probabilities and per-sample losses
+  virtual int arity() const { return 1; }         // inputs it takes
+  virtual bool is_loss() const { return false; }  // the last layer: probabilities and per-sample losses
   virtual bool is_relu() const { return false; }
   virtual bool fuses_relu() const { return false; }       // CPU: applies an only consumer's ReLU itself
   virtual bool fuses_relu_bf16() const { return false; }  // GPU, bf16 nets: likewise

@@ -117,7 +117,6 @@ void global_avg_pool_backward(int n, int c, int hw, const float* dy, float* dx) 
   }
 }
 
-
 namespace {
 
 PoolShape shape_of(const PoolParams& p, Dims in, int n) {

@@ -310,12 +310,12 @@ void global_avg_pool_backward(Context& ctx, int n, int c, int hw, const T* dy, T
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
-#define CONVOY_POOL_INSTANTIATE(T)                                                                              \
-  template void max_pool_forward<T>(Context&, const PoolShape&, const T*, T*, int32_t*, Layout);               \
-  template void max_pool_backward<T>(Context&, const PoolShape&, const T*, const int32_t*, T*, Layout);        \
-  template void avg_pool_forward<T>(Context&, const PoolShape&, const T*, T*, Layout);                         \
-  template void avg_pool_backward<T>(Context&, const PoolShape&, const T*, T*, Layout);                        \
-  template void global_avg_pool_forward<T>(Context&, int, int, int, const T*, T*, Layout);                     \
+#define CONVOY_POOL_INSTANTIATE(T)                                                                      \
+  template void max_pool_forward<T>(Context&, const PoolShape&, const T*, T*, int32_t*, Layout);        \
+  template void max_pool_backward<T>(Context&, const PoolShape&, const T*, const int32_t*, T*, Layout); \
+  template void avg_pool_forward<T>(Context&, const PoolShape&, const T*, T*, Layout);                  \
+  template void avg_pool_backward<T>(Context&, const PoolShape&, const T*, T*, Layout);                 \
+  template void global_avg_pool_forward<T>(Context&, int, int, int, const T*, T*, Layout);              \
   template void global_avg_pool_backward<T>(Context&, int, int, int, const T*, T*, Layout);
 CONVOY_POOL_INSTANTIATE(float)
 CONVOY_POOL_INSTANTIATE(bf16)

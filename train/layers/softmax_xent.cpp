@@ -7,8 +7,7 @@
 
 namespace convoy {
 
-double softmax_xent_forward(int n, int classes, const float* logits, const int* labels,
-                            float* probs, float* loss) {
+double softmax_xent_forward(int n, int classes, const float* logits, const int* labels, float* probs, float* loss) {
   double total = 0;
   for (int i = 0; i < n; ++i) {
     const float* z = logits + size_t(i) * classes;
@@ -25,15 +24,14 @@ double softmax_xent_forward(int n, int classes, const float* logits, const int* 
   return n > 0 ? total / n : 0.0;
 }
 
-void softmax_xent_backward(int n, int classes, const float* probs, const int* labels,
-                           float grad_scale, float* dlogits) {
+void softmax_xent_backward(int n, int classes, const float* probs, const int* labels, float grad_scale,
+                           float* dlogits) {
   for (int i = 0; i < n; ++i)
     for (int k = 0; k < classes; ++k) {
       const size_t j = size_t(i) * classes + k;
       dlogits[j] = (probs[j] - (k == labels[i] ? 1.f : 0.f)) * grad_scale;
     }
 }
-
 
 OpShape SoftmaxXentOp::shape(const ShapeIn& s) const {
   const Dims in = s.in[0];

@@ -46,8 +46,8 @@ void softmax_xent_forward(Context& ctx, int n, int classes, const T* logits, con
 }
 
 template <typename T>
-void softmax_xent_backward(Context& ctx, int n, int classes, const float* probs, const int* labels,
-                           float grad_scale, T* dlogits) {
+void softmax_xent_backward(Context& ctx, int n, int classes, const float* probs, const int* labels, float grad_scale,
+                           T* dlogits) {
   xent_bwd<<<grid_for(size_t(n) * classes), 256, 0, ctx.stream()>>>(n, classes, probs, labels, grad_scale, dlogits);
   CONVOY_CUDA_CHECK_LAUNCH();
 }

@@ -11,11 +11,9 @@
 namespace convoy {
 
 // probs gets the softmax; loss[i] the per-sample loss. Returns the mean loss.
-double softmax_xent_forward(int n, int classes, const float* logits, const int* labels,
-                            float* probs, float* loss);
+double softmax_xent_forward(int n, int classes, const float* logits, const int* labels, float* probs, float* loss);
 // d(mean loss)/d(logits) = (probs - onehot) * grad_scale, where grad_scale is normally 1 / n.
-void softmax_xent_backward(int n, int classes, const float* probs, const int* labels,
-                           float grad_scale, float* dlogits);
+void softmax_xent_backward(int n, int classes, const float* probs, const int* labels, float grad_scale, float* dlogits);
 
 // The last layer: the net's probabilities and per-sample losses; its input's width is the classes.
 class SoftmaxXentOp final : public Op {
@@ -46,7 +44,7 @@ template <typename T>
 void softmax_xent_forward(Context& ctx, int n, int classes, const T* logits, const int* labels, float* probs,
                           float* loss);
 template <typename T>
-void softmax_xent_backward(Context& ctx, int n, int classes, const float* probs, const int* labels,
-                           float grad_scale, T* dlogits);
+void softmax_xent_backward(Context& ctx, int n, int classes, const float* probs, const int* labels, float grad_scale,
+                           T* dlogits);
 }  // namespace convoy::gpu
 #endif
