@@ -168,6 +168,9 @@ RankResult make_rank_files(const RunOptions& opt, const InputIndex& index, const
     if (mpi.size() > 1) CONVOY_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     mine.phases.wait += steps.drain = lap(Span::drain);
   } catch (const std::exception& e) {
+    // Alone, unwinding joins every thread and run_main prints the same line; with other ranks,
+    // which may be waiting for this one, the whole job must end.
+    if (mpi.size() == 1) throw;
     std::fprintf(stderr, "datagen: error: %s\n", e.what());
     mpi.abort(1);
   }
