@@ -47,34 +47,9 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
   echo "images: $images; work: $work; DATAGEN_ARGS: ${DATAGEN_ARGS:-}"
 } >"$out/machine.txt" 2>&1
 
-# step NAME LIMIT CMD...: runs CMD under its limit (cut to what the budget has left), output to
-# OUTDIR/NAME.log, and records "NAME status seconds" (wall clock of the whole command) in steps.tsv.
 : >"$out/steps.tsv"
-step() {
-  local name=$1 limit=$2 left=$((t_end - SECONDS)) rc status t0 secs
-  shift 2
-  ((limit > left)) && limit=$left
-  if ((limit < 10)); then
-    printf '%s\tskipped (out of time)\t0\n' "$name" >>"$out/steps.tsv"
-    echo "== $name: skipped, out of time" >&2
-    return 1
-  fi
-  echo "== $name (at most $limit s)" >&2
-  echo "\$ $*" >"$out/$name.log"
-  t0=${EPOCHREALTIME/,/.}
-  timeout -k 10 "$limit" "$@" >>"$out/$name.log" 2>&1
-  rc=$?
-  secs=$(awk -v a="$t0" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "%.3f", b - a }')
-  case $rc in
-    0) status=ok ;;
-    124 | 137) status="timed out after $limit s" ;;
-    *) status="failed (exit $rc)" ;;
-  esac
-  printf '%s\t%s\t%s\n' "$name" "$status" "$secs" >>"$out/steps.tsv"
-  echo "== $name: $status, $secs s" >&2
-  [ "$rc" = 0 ] || tail -3 "$out/$name.log" | sed 's/^/   /' >&2
-  return "$rc"
-}
+# shellcheck source=benchmarks/budget_steps.sh
+source "$here/benchmarks/budget_steps.sh"
 
 # 1. The images: the tar of per-class tars, its folder tree (for the PIL pool), and a tar of the first
 # classes only (about 8,000 images) for the one-core run.

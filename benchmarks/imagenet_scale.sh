@@ -42,35 +42,10 @@ read -r -a loader_args <<<"${LOADER_ARGS:-}"
   echo "images: $images; work: $work; TRAIN_ARGS: ${TRAIN_ARGS:-}; LOADER_ARGS: ${LOADER_ARGS:-}"
 } >"$out/machine.txt" 2>&1
 
-# step NAME LIMIT CMD...: runs CMD under its limit (cut to what the budget has left), output to
-# OUTDIR/NAME.log, and records "NAME status seconds" in OUTDIR/steps.tsv.
 : >"$out/steps.tsv"
-step() {
-  local name=$1 limit=$2 left=$((t_end - SECONDS)) rc status t0
-  shift 2
-  ((limit > left)) && limit=$left
-  if ((limit < 15)); then
-    printf '%s\tskipped (out of time)\t0\n' "$name" >>"$out/steps.tsv"
-    echo "== $name: skipped, out of time" >&2
-    return 1
-  fi
-  echo "== $name (at most $limit s)" >&2
-  echo "\$ $*" >"$out/$name.log"
-  t0=$(date +%s.%N)
-  timeout -k 10 "$limit" "$@" >>"$out/$name.log" 2>&1
-  rc=$?
-  case $rc in
-    0) status=ok ;;
-    124 | 137) status="timed out after $limit s" ;;
-    *) status="failed (exit $rc)" ;;
-  esac
-  local secs
-  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-  printf '%s\t%s\t%s\n' "$name" "$status" "$secs" >>"$out/steps.tsv"
-  echo "== $name: $status, $secs s" >&2
-  [ "$rc" = 0 ] || tail -3 "$out/$name.log" | sed 's/^/   /' >&2
-  return "$rc"
-}
+step_min=15
+# shellcheck source=benchmarks/budget_steps.sh
+source "$here/benchmarks/budget_steps.sh"
 
 # A rough need: both layouts of the JPEGs, the raw batch files at 256 px and the JPEG ones.
 need_gb=$((images * 280 / 1000000))
