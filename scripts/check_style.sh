@@ -34,12 +34,17 @@ if ! printf '%s\0' "${sources[@]}" | xargs -0 clang-format --dry-run -Werror 2>"
 fi
 
 # ---- function length ----
+# The toolkit is the directory with bin/nvcc and include/cuda.h: an nvcc on PATH may be a wrapper script
+# elsewhere (/usr/local/bin/nvcc), so the places a toolkit is usually named come first.
 cuda_path=""
-if command -v nvcc >/dev/null; then
-  cuda_path=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
-elif [ -x /usr/local/cuda/bin/nvcc ]; then
-  cuda_path=/usr/local/cuda
-fi
+nvcc_dir=""
+! command -v nvcc >/dev/null || nvcc_dir=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+for candidate in "${CUDA_PATH:-}" "${CUDA_HOME:-}" /usr/local/cuda "$nvcc_dir"; do
+  if [ -n "$candidate" ] && [ -x "$candidate/bin/nvcc" ] && [ -f "$candidate/include/cuda.h" ]; then
+    cuda_path=$(readlink -f "$candidate")
+    break
+  fi
+done
 cmake_args=(-DCONVOY_TESTS=OFF -DCONVOY_PYTHON=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)
 [ -z "$cuda_path" ] || cmake_args+=("-DCMAKE_CUDA_COMPILER=$cuda_path/bin/nvcc")
 cmake -S . -B "$build" "${cmake_args[@]}" >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log" >&2; exit 2; }
