@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # datagen at node scale, in one go on one host: an ILSVRC-shaped set of real-photo JPEGs, the disk's
 # write rate, the cores' decoding ceiling (one plain TurboJPEG decoder per core at once, decode only),
-# one decoder alone, datagen at 1 x 1 (one core), 1 x N, N/4 x 4 and N x 1 ranks x threads, 1 x N with
+# one decoder alone, the same threads doing datagen's per-sample work with and without writing it,
+# datagen at 1 x 1 (one core), 1 x N, N/4 x 4 and N x 1 ranks x threads, 1 x N with
 # --gpu-resize and with --encoding jpeg, and a pool of N PIL processes doing datagen's resize and crop.
 #
 #   benchmarks/datagen_node.sh PHOTO_DIR OUTDIR [IMAGES]      (IMAGES default 64000, in 100 classes)
@@ -13,7 +14,8 @@
 # removed after each run) go to NODE_WORK (default: a new folder under TMPDIR or /tmp), removed at the
 # end unless NODE_KEEP=1. Steps start only while NODE_BUDGET seconds (default 420) last; each has its
 # own limit. A step that fails or runs out of time is reported and the others still run.
-# NODE_CORES (default nproc) sets N; DATAGEN_ARGS adds flags to every datagen run.
+# NODE_CORES (default nproc) sets N; DATAGEN_ARGS adds flags to every datagen run; NODE_SWEEP adds
+# 1 x N runs with other --writers and --files-in-memory ("4:8 8:8": 4 writers and 8 files, then 8 and 8).
 set -uo pipefail
 (($# >= 2)) || { echo "usage: $0 PHOTO_DIR OUTDIR [IMAGES]" >&2; exit 2; }
 photos=$1 images=${3:-64000}
@@ -84,6 +86,15 @@ rm -f "$work/dd.bin"
 # DCT scale datagen uses for 256 px; then one decoder alone on the core of the one-core run.
 step decoders 60 datagen bench-decode --input "$work/train.tar" --size "$size" --concurrent "$cores" --limit 16000 --seconds 5
 step decoder-1 60 taskset -c 0 datagen bench-decode --input "$work/train.tar" --size "$size" --concurrent 1 --limit 2000 --seconds 5
+# What any layout of datagen could reach here: one thread per core doing datagen's own per-sample
+# work (centre square, resize, checksum), with no coordination at all; then each also writing its
+# samples into a file of its own in NODE_WORK (memory when that is tmpfs).
+step make-N 60 datagen bench-decode --input "$work/train.tar" --size "$size" --concurrent "$cores" --limit 16000 \
+  --seconds 5 --work make
+mkdir -p "$work/ceiling"
+step make-write-N 60 datagen bench-decode --input "$work/train.tar" --size "$size" --concurrent "$cores" \
+  --limit 16000 --seconds 5 --work make-write --write-dir "$work/ceiling"
+rm -rf "${work:?}/ceiling"
 
 # 4. datagen runs, each into an empty folder, its batch files removed after it (a raw run is 12.5 GB).
 dg() {  # dg NAME LIMIT INPUT [launcher...] -- [datagen flags...]
@@ -107,6 +118,11 @@ dg dg-4x4 60 "$work/train.tar" "${mpi[@]}" -np "$quarter" -- --threads 4
 dg dg-Nx1 60 "$work/train.tar" "${mpi[@]}" -np "$cores" -- --threads 1
 dg dg-1xN-gpu 60 "$work/train.tar" -- --threads "$cores" --gpu-resize
 dg dg-1xN-jpeg 60 "$work/train.tar" -- --threads "$cores" --encoding jpeg
+# 1 x N with other writer counts and files held in memory: NODE_SWEEP="WRITERS:FILES ..." (default none).
+for wf in ${NODE_SWEEP:-}; do
+  dg "dg-1xN-w${wf%%:*}-f${wf##*:}" 60 "$work/train.tar" -- --threads "$cores" --writers "${wf%%:*}" \
+    --files-in-memory "${wf##*:}"
+done
 
 # 5. The PIL pool, one process per core, over the same images from the folder tree.
 step pil 120 "$python" "$here/benchmarks/pil_pool.py" "$work/folder/train" "$size" --processes "$cores"
@@ -167,6 +183,13 @@ rows.append((f"{cores} TurboJPEG decoders at once (decode only, the ceiling)", f
              f"{ceiling / cores:,.0f} per core, {100 * ceiling / (cores * one):.0f} % of {cores} x one alone"
              if ceiling and one else "", status("decoders")))
 rows.append(("one TurboJPEG decoder alone (core 0)", f"{one:,.0f}" if one else "", "", status("decoder-1")))
+for name, label in (("make-N", f"{cores} threads at once making samples as datagen does, nothing written"),
+                    ("make-write-N", f"{cores} threads at once making samples and writing each to a file of its own")):
+    rate = decoders(name)
+    if name in steps:
+        rows.append((label, f"{rate:,.0f}" if rate else "",
+                     f"**{100 * rate / ceiling:.0f} % of the ceiling**: the most any datagen layout reaches here"
+                     if rate and ceiling else "", status(name)))
 
 rates = {}
 for name, label, n, ref, ref_label in (
@@ -176,7 +199,9 @@ for name, label, n, ref, ref_label in (
         ("dg-Nx1", f"datagen {cores} x 1 (mpirun)", images, ceiling, "the ceiling"),
         ("dg-1xN-gpu", f"datagen 1 x {cores} --gpu-resize", images, ceiling, "the ceiling"),
         ("dg-1xN-jpeg", f"datagen 1 x {cores} --encoding jpeg", images, ceiling, "the ceiling"),
-        ("dg-1xN-again", f"datagen 1 x {cores}, again", images, ceiling, "the ceiling")):
+        ("dg-1xN-again", f"datagen 1 x {cores}, again", images, ceiling, "the ceiling"),
+        *((n, f"datagen 1 x {cores}, --writers {n.split('-')[2][1:]} --files-in-memory {n.split('-')[3][1:]}",
+           images, ceiling, "the ceiling") for n in steps if re.match(r"dg-1xN-w\d+-f\d+$", n))):
     if name not in steps:
         continue
     secs = steps[name][1]

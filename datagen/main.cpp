@@ -35,6 +35,11 @@ struct MakeDataset {
     app.add_option("--per-file", run.per_file, "samples per batch file")->default_val(1024);
     app.add_option("--seed", run.seed, "shuffle seed")->default_val(1);
     app.add_option("--threads", run.threads, "OpenMP threads per rank (0: cores / ranks on this node)")->default_val(0);
+    app.add_option("--writers", run.writers, "batch-file writer threads per rank (0: from --threads)")->default_val(0);
+    app.add_option("--files-in-memory", run.files_in_memory,
+                   "batch files a rank holds in memory at once, made, waiting or being written (0: from --threads "
+                   "and the file size; at least 2)")
+        ->default_val(0);
     app.add_option("--resize", resize, "crop (short side to size, centre crop), squash, or short")->default_val("crop");
     app.add_option("--encoding", encoding, "raw or jpeg")->default_val("raw");
     app.add_option("--quality", run.quality, "JPEG quality for --encoding jpeg")->default_val(90);
@@ -176,6 +181,7 @@ struct BenchDecode {
   std::string resize = "crop";
   int concurrent = 0;
   double seconds = 3.0;
+  std::string work = "decode", write_dir;
   CLI::App* cmd;
 
   explicit BenchDecode(CLI::App& app)
@@ -190,10 +196,21 @@ struct BenchDecode {
                     "instead: N plain TurboJPEG decoders at once (decode only, at datagen's DCT scale for --size), "
                     "one per core, each over its share of the --limit JPEGs; the sum is the ceiling for N cores");
     cmd->add_option("--seconds", seconds, "with --concurrent: how long they decode")->default_val(3.0);
+    cmd->add_option("--work", work,
+                    "with --concurrent: decode (plain TurboJPEG), make (datagen's decode of the centre square, "
+                    "resize and checksum per sample) or make-write (and each sample written to a file per thread "
+                    "in --write-dir)")
+        ->check(CLI::IsMember({"decode", "make", "make-write"}))
+        ->default_val("decode");
+    cmd->add_option("--write-dir", write_dir, "with --work make-write: the folder for the threads' files");
   }
   int operator()() {
-    if (concurrent > 0)
-      return decode_ceiling({bench.input, bench.size, bench.channels, bench.limit, concurrent, seconds});
+    if (concurrent > 0) {
+      const CeilingWork w = work == "make"         ? CeilingWork::make
+                            : work == "make-write" ? CeilingWork::make_write
+                                                   : CeilingWork::decode;
+      return decode_ceiling({bench.input, bench.size, bench.channels, bench.limit, concurrent, seconds, w, write_dir});
+    }
     bench.resize = parse_resize_policy(resize);
     if (bench.resize == ResizePolicy::short_side) fail("bench-decode: --resize must be crop or squash");
     return bench_decode(bench);

@@ -119,6 +119,7 @@ struct JoinedThread {
 };
 
 size_t files_in_memory(const RunOptions& opt, int threads) {
+  if (opt.files_in_memory > 0) return std::max<size_t>(2, size_t(opt.files_in_memory));
   return batch_files_in_memory(double(opt.per_file) * double(opt.shape().bytes()), threads);
 }
 
@@ -141,7 +142,8 @@ RankResult make_rank_files(const RunOptions& opt, const InputIndex& index, const
     Stopwatch w;
     const SampleSource source(index, share.samples);
     mine.phases.read += w.seconds();  // streamed inputs are read here
-    BatchWriter writer(opt.output, files_in_memory(opt, threads), batch_writers(threads));
+    BatchWriter writer(opt.output, files_in_memory(opt, threads),
+                       opt.writers > 0 ? opt.writers : batch_writers(threads));
     if (memory) writer.add_spare(memory->take());
     if (lanes && opt.gpu_always) lanes->wait_ready();
     const int listed = lanes ? std::max(1, gpu_resize_listed_gpus()) : 1;

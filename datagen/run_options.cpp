@@ -23,6 +23,8 @@ void validate_run_options(const RunOptions& opt) {
          " makes batch files of " + std::to_string(int(batch_gib)) +
          " GiB; each rank holds at least two in memory, so use a smaller --per-file (at most 4 GiB each)");
   if (opt.threads < 0) fail("--threads must be 0 (automatic) or more");
+  if (opt.writers < 0) fail("--writers must be 0 (automatic) or more");
+  if (opt.files_in_memory < 0) fail("--files-in-memory must be 0 (automatic) or more");
   if (opt.resize == ResizePolicy::short_side)
     fail(
         "--resize short keeps the aspect ratio and so gives images of different sizes, which batch files "

@@ -20,6 +20,10 @@ struct RunOptions {
   uint32_t per_file = 1024;
   uint64_t seed = 1;
   int threads = 0;  // 0: the cores of this node shared among its ranks
+  // Writer threads per rank and batch files a rank holds in memory at once; 0: chosen from the
+  // threads and the file size (batch_writer.h). Not part of the dataset's identity.
+  int writers = 0;
+  int files_in_memory = 0;
   ResizePolicy resize = ResizePolicy::crop;
   Encoding encoding = Encoding::raw;
   int quality = 90;
