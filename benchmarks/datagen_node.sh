@@ -94,6 +94,8 @@ step make-N 60 datagen bench-decode --input "$work/train.tar" --size "$size" --c
 mkdir -p "$work/ceiling"
 step make-write-N 60 datagen bench-decode --input "$work/train.tar" --size "$size" --concurrent "$cores" \
   --limit 16000 --seconds 5 --work make-write --write-dir "$work/ceiling"
+step make-write-1 60 taskset -c 0 datagen bench-decode --input "$work/train.tar" --size "$size" --concurrent 1 \
+  --limit 2000 --seconds 5 --work make-write --write-dir "$work/ceiling"
 rm -rf "${work:?}/ceiling"
 
 # 4. datagen runs, each into an empty folder, its batch files removed after it (a raw run is 12.5 GB).
@@ -184,12 +186,13 @@ rows.append((f"{cores} TurboJPEG decoders at once (decode only, the ceiling)", f
              if ceiling and one else "", status("decoders")))
 rows.append(("one TurboJPEG decoder alone (core 0)", f"{one:,.0f}" if one else "", "", status("decoder-1")))
 for name, label in (("make-N", f"{cores} threads at once making samples as datagen does, nothing written"),
-                    ("make-write-N", f"{cores} threads at once making samples and writing each to a file of its own")):
-    rate = decoders(name)
+                    ("make-write-N", f"{cores} threads at once making samples and writing each to a file of its own"),
+                    ("make-write-1", "one thread making samples and writing them (core 0)")):
+    rate, ref = decoders(name), one if name.endswith("-1") else ceiling
     if name in steps:
         rows.append((label, f"{rate:,.0f}" if rate else "",
-                     f"**{100 * rate / ceiling:.0f} % of the ceiling**: the most any datagen layout reaches here"
-                     if rate and ceiling else "", status(name)))
+                     f"**{100 * rate / ref:.0f} % of {'one decoder' if ref is one else 'the ceiling'}**: "
+                     "the most datagen reaches here" if rate and ref else "", status(name)))
 
 rates = {}
 for name, label, n, ref, ref_label in (
