@@ -113,6 +113,11 @@ TEST(DatagenRun, TarGzFolderAndThreadCountsGiveTheSameBatchFiles) {
   expect_same_batches(dir + "/tar", dir + "/gz");
   expect_same_batches(dir + "/tar", dir + "/dir");
   expect_same_batches(dir + "/tar", dir + "/t1");
+  // Neither the writers nor the files held in memory are part of what is made.
+  RunOptions held = options({dir + "/x.tar"}, dir + "/held");
+  held.threads = 3, held.writers = 1, held.files_in_memory = 2;
+  ASSERT_EQ(run_datagen(held, mpi()), 0);
+  expect_same_batches(dir + "/tar", dir + "/held");
   auto a = to_json(read_dataset_meta(dir + "/tar")), b = to_json(read_dataset_meta(dir + "/t1"));
   a.erase("timings"), b.erase("timings");
   EXPECT_EQ(a, b);
@@ -271,6 +276,10 @@ TEST(DatagenRun, BadFlagsAreRefusedBeforeAnyWork) {
   refused(t, "not a folder");
   t = o, t.inputs = {};
   refused(t, "--input");
+  t = o, t.writers = -1;
+  refused(t, "--writers");
+  t = o, t.files_in_memory = -2;
+  refused(t, "--files-in-memory");
   t = o, t.size = 4096, t.per_file = 1024;
   refused(t, "smaller --per-file");
   EXPECT_FALSE(file_exists(dir + "/out"));
