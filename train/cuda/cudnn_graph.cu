@@ -21,8 +21,8 @@ void read_engine(const Descriptor& config, EngineInfo& info) {
   Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = engine.get();
   int64_t got = 0;
-  CONVOY_CUDNN_CHECK(
-      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &raw));
+  CONVOY_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                              1, &got, &raw));
   CONVOY_CUDNN_CHECK(
       cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &info.global_index));
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
@@ -48,8 +48,8 @@ std::string read_knobs(const Descriptor& config) {
   for (int64_t i = 0; i < got && i < int64_t(raw.size()); ++i) {
     cudnnBackendKnobType_t type{};
     int64_t value = 0, n = 0;
-    CONVOY_CUDNN_CHECK(cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n,
-                                                &type));
+    CONVOY_CUDNN_CHECK(
+        cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type));
     CONVOY_CUDNN_CHECK(
         cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &value));
     text += (text.empty() ? "" : " ") + std::to_string(int(type)) + "=" + std::to_string(value);
@@ -77,9 +77,8 @@ std::vector<Descriptor> ranked_configs(const Descriptor& op_graph, cudnnBackendH
     return {};
   }
   int64_t count = 0;
-  CONVOY_CUDNN_CHECK(
-      cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                               nullptr));
+  CONVOY_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                              0, &count, nullptr));
   std::vector<Descriptor> configs;
   std::vector<cudnnBackendDescriptor_t> raw;
   for (int64_t i = 0; i < count; ++i) {
@@ -161,8 +160,7 @@ Support Descriptor::try_finalize(const std::string& what) {
   return Support::refused(refusal_text(what, rc));
 }
 
-Descriptor nhwc_tensor(int64_t uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w,
-                       bool is_virtual) {
+Descriptor nhwc_tensor(int64_t uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w, bool is_virtual) {
   Descriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, type)
       .set(CUDNN_ATTR_TENSOR_DIMENSIONS, std::vector<int64_t>{n, c, h, w})

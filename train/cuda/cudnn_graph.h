@@ -16,10 +16,10 @@ namespace convoy::gpu::graph {
 // pointers, both void* to C++, have setters of their own.)
 template <typename T>
 struct AttrType;
-#define CONVOY_GRAPH_ATTR_TYPE(T, V) \
-  template <>                        \
-  struct AttrType<T> {               \
-    static constexpr cudnnBackendAttributeType_t value = V;                                                  \
+#define CONVOY_GRAPH_ATTR_TYPE(T, V)                        \
+  template <>                                               \
+  struct AttrType<T> {                                      \
+    static constexpr cudnnBackendAttributeType_t value = V; \
   }
 CONVOY_GRAPH_ATTR_TYPE(int64_t, CUDNN_TYPE_INT64);
 CONVOY_GRAPH_ATTR_TYPE(float, CUDNN_TYPE_FLOAT);

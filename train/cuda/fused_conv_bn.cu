@@ -63,8 +63,8 @@ const char* pattern_name(FusedPattern p) {
   return p == FusedPattern::conv_genstats ? "ConvGenstats" : "ScaleBiasReluConvGenstats";
 }
 
-FusedConvPlan::FusedConvPlan(cudnnHandle_t h, FusedPattern pattern, const FusedConvShape& shape,
-                             int64_t max_workspace, cudnnDataType_t scale_bias_type)
+FusedConvPlan::FusedConvPlan(cudnnHandle_t h, FusedPattern pattern, const FusedConvShape& shape, int64_t max_workspace,
+                             cudnnDataType_t scale_bias_type)
     : pattern_(pattern), shape_(shape), scale_bias_type_(scale_bias_type) {
   support_ = refusing(pattern_name(pattern), [&] { return build(h, max_workspace); });
 }
@@ -167,8 +167,8 @@ void BnFinalizePlan::run(cudnnHandle_t h, cudaStream_t stream, const BnFinalizeT
                          double momentum, void* workspace) const {
   auto in = [](const float* p) { return static_cast<void*>(const_cast<float*>(p)); };
   // The by-value scalars are read from host memory when the plan is queued.
-  const std::vector<int64_t> uids{kFinSum,  kFinSqsum, kGamma,    kBeta,        kMeanIn,  kVarIn,  kMeanOut, kVarOut,
-                                  kSavedMean, kSavedInvstd, kEqScale, kEqBias, kEps, kMomentum, kCount};
+  const std::vector<int64_t> uids{kFinSum,    kFinSqsum,    kGamma,   kBeta,   kMeanIn, kVarIn,    kMeanOut, kVarOut,
+                                  kSavedMean, kSavedInvstd, kEqScale, kEqBias, kEps,    kMomentum, kCount};
   const std::vector<void*> ptrs{in(t.sum),
                                 in(t.sqsum),
                                 in(t.gamma),

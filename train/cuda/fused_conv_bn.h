@@ -82,8 +82,8 @@ class BnFinalizePlan {
   bool built() const { return plan_.built(); }
   const graph::EngineInfo& engine() const { return plan_.engine(); }
   int64_t workspace_bytes() const { return plan_.workspace_bytes(); }
-  void run(cudnnHandle_t h, cudaStream_t stream, const BnFinalizeTensors& t, int64_t count, double eps,
-           double momentum, void* workspace) const;
+  void run(cudnnHandle_t h, cudaStream_t stream, const BnFinalizeTensors& t, int64_t count, double eps, double momentum,
+           void* workspace) const;
 
  private:
   graph::Support build(cudnnHandle_t h, int64_t max_workspace);
