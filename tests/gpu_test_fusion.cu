@@ -177,9 +177,15 @@ bool check_case(gpu::Context& ctx, const Case& c, FusedPattern pattern, cudnnDat
   t.x = in.x.get(), t.w = in.w.get(), t.y = y.get(), t.sum = sum.get(), t.sqsum = sqsum.get();
   t.scale = sb_type == CUDNN_DATA_FLOAT ? static_cast<const void*>(in.scale_d.get()) : in.scale_b.get();
   t.bias = sb_type == CUDNN_DATA_FLOAT ? static_cast<const void*>(in.bias_d.get()) : in.bias_b.get();
-  plan.run(ctx.cudnn(), ctx.stream(), t, ws.get());
-  const bool ok = matches(test::down_bf16(ctx, y), down_f32(ctx, sum), down_f32(ctx, sqsum), r);
-  EXPECT_TRUE(ok) << gpu::pattern_name(pattern) << " " << c.name << " differs from the unfused ops";
+  // A built plan that fails to run is a failure of this case; the other cases still report.
+  try {
+    plan.run(ctx.cudnn(), ctx.stream(), t, ws.get());
+    const bool ok = matches(test::down_bf16(ctx, y), down_f32(ctx, sum), down_f32(ctx, sqsum), r);
+    EXPECT_TRUE(ok) << gpu::pattern_name(pattern) << " " << c.name << " differs from the unfused ops";
+  } catch (const Error& e) {
+    std::printf("    RUN FAILED: %s\n", e.what());
+    ADD_FAILURE() << gpu::pattern_name(pattern) << " " << c.name << " built but failed to run: " << e.what();
+  }
   return true;
 }
 
@@ -222,7 +228,10 @@ struct GpuFusion : ::testing::Test {
   cudaDeviceProp prop{};
   void SetUp() override {
     CONVOY_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx.device()));
-    std::printf("[fusion] %s (sm_%d%d), cuDNN %zu\n", prop.name, prop.major, prop.minor, cudnnGetVersion());
+    std::printf(
+        "[fusion] %s (sm_%d%d), cuDNN %zu; cuDNN's own log of each refusal: run with CUDNN_LOGLEVEL_DBG=2 "
+        "CUDNN_LOGDEST_DBG=stderr\n",
+        prop.name, prop.major, prop.minor, cudnnGetVersion());
   }
 };
 

@@ -261,14 +261,18 @@ Support Plan::try_config(cudnnHandle_t h, Descriptor& config, int64_t max_worksp
 }
 
 Support Plan::build(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_workspace) {
+  // The fallback list can be long: the first refusals are listed, the rest counted.
+  constexpr int kListed = 16;
   std::string why;
+  int refusals = 0;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_INSTANT, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     for (Descriptor& config : ranked_configs(op_graph, mode, why)) {
       const Support s = try_config(h, config, max_workspace);
       if (s.ok) return s;
-      why += "\n  " + std::string(mode_name(mode)) + ": " + s.why;
+      if (++refusals <= kListed) why += "\n  " + std::string(mode_name(mode)) + ": " + s.why;
     }
   }
+  if (refusals > kListed) why += "\n  and " + std::to_string(refusals - kListed) + " more engine configurations";
   return Support::refused("no engine configuration of any heuristic mode was accepted:" + why);
 }
 
