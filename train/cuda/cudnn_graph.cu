@@ -207,11 +207,15 @@ Descriptor conv_forward_op(const Descriptor& x, const Descriptor& w, const Descr
   return std::move(op.finalize());
 }
 
-Descriptor pointwise_op(cudnnPointwiseMode_t mode, const Descriptor& x, const Descriptor* b, const Descriptor& y) {
+Descriptor pointwise(cudnnPointwiseMode_t mode) {
   Descriptor pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  pw.set(CUDNN_ATTR_POINTWISE_MODE, mode).set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT).finalize();
+  pw.set(CUDNN_ATTR_POINTWISE_MODE, mode).set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT);
+  return std::move(pw.finalize());
+}
+
+Descriptor pointwise_op(const Descriptor& pointwise, const Descriptor& x, const Descriptor* b, const Descriptor& y) {
   Descriptor op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  op.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
+  op.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pointwise)
       .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x)
       .set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
   if (b) op.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);

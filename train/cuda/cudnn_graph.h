@@ -93,8 +93,9 @@ Descriptor scalar_by_value(int64_t uid, cudnnDataType_t type);
 Descriptor convolution(int64_t pad, int64_t stride);
 // y = conv(x, w) (alpha 1, beta 0).
 Descriptor conv_forward_op(const Descriptor& x, const Descriptor& w, const Descriptor& y, const Descriptor& conv);
-// y = mode(x) or mode(x, b), computed in fp32.
-Descriptor pointwise_op(cudnnPointwiseMode_t mode, const Descriptor& x, const Descriptor* b, const Descriptor& y);
+// A pointwise function (multiply, add, ReLU...) computed in fp32, and its operation y = f(x) or f(x, b).
+Descriptor pointwise(cudnnPointwiseMode_t mode);
+Descriptor pointwise_op(const Descriptor& pointwise, const Descriptor& x, const Descriptor* b, const Descriptor& y);
 // Per-channel sum and sum of squares of x over n, h, w (fp32).
 Descriptor genstats_op(const Descriptor& x, const Descriptor& sum, const Descriptor& sqsum);
 

@@ -91,13 +91,16 @@ Support FusedConvPlan::build(cudnnHandle_t h, int64_t max_workspace) {
     Descriptor scaled = graph::nhwc_tensor(kScaled, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
     Descriptor biased = graph::nhwc_tensor(kBiased, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
     Descriptor activated = graph::nhwc_tensor(kActivated, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
-    Descriptor mul = graph::pointwise_op(CUDNN_POINTWISE_MUL, x, &scale, scaled);
-    Descriptor add = graph::pointwise_op(CUDNN_POINTWISE_ADD, scaled, &bias, biased);
-    Descriptor relu = graph::pointwise_op(CUDNN_POINTWISE_RELU_FWD, biased, nullptr, activated);
+    Descriptor mul_fn = graph::pointwise(CUDNN_POINTWISE_MUL), add_fn = graph::pointwise(CUDNN_POINTWISE_ADD);
+    Descriptor relu_fn = graph::pointwise(CUDNN_POINTWISE_RELU_FWD);
+    Descriptor mul = graph::pointwise_op(mul_fn, x, &scale, scaled);
+    Descriptor add = graph::pointwise_op(add_fn, scaled, &bias, biased);
+    Descriptor relu = graph::pointwise_op(relu_fn, biased, nullptr, activated);
     Descriptor conv_op = graph::conv_forward_op(activated, w, y, conv);
     op_graph = graph::operation_graph(h, {&mul, &add, &relu, &conv_op, &stats});
     keep(parts, std::move(scale), std::move(bias), std::move(scaled), std::move(biased), std::move(activated),
-         std::move(mul), std::move(add), std::move(relu), std::move(conv_op));
+         std::move(mul_fn), std::move(add_fn), std::move(relu_fn), std::move(mul), std::move(add), std::move(relu),
+         std::move(conv_op));
   }
   keep(parts, std::move(x), std::move(w), std::move(y), std::move(sum), std::move(sqsum), std::move(conv),
        std::move(stats));
