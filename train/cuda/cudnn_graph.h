@@ -1,0 +1,141 @@
+// cuDNN's graph API (the backend descriptors) made RAII: a descriptor with typed attribute setters,
+// builders for the pieces of fused convolution + batch-norm graphs, and a plan picked by heuristics.
+#pragma once
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace convoy::gpu::graph {
+
+// The attribute type cuDNN is told for each C++ value type a setter is given. (Descriptors and
+// pointers, both void* to C++, have setters of their own.)
+template <typename T>
+struct AttrType;
+#define CONVOY_GRAPH_ATTR_TYPE(T, V)                        \
+  template <>                                               \
+  struct AttrType<T> {                                      \
+    static constexpr cudnnBackendAttributeType_t value = V; \
+  }
+CONVOY_GRAPH_ATTR_TYPE(int64_t, CUDNN_TYPE_INT64);
+CONVOY_GRAPH_ATTR_TYPE(float, CUDNN_TYPE_FLOAT);
+CONVOY_GRAPH_ATTR_TYPE(double, CUDNN_TYPE_DOUBLE);
+CONVOY_GRAPH_ATTR_TYPE(bool, CUDNN_TYPE_BOOLEAN);
+CONVOY_GRAPH_ATTR_TYPE(cudnnHandle_t, CUDNN_TYPE_HANDLE);
+CONVOY_GRAPH_ATTR_TYPE(cudnnDataType_t, CUDNN_TYPE_DATA_TYPE);
+CONVOY_GRAPH_ATTR_TYPE(cudnnConvolutionMode_t, CUDNN_TYPE_CONVOLUTION_MODE);
+CONVOY_GRAPH_ATTR_TYPE(cudnnPointwiseMode_t, CUDNN_TYPE_POINTWISE_MODE);
+CONVOY_GRAPH_ATTR_TYPE(cudnnBackendHeurMode_t, CUDNN_TYPE_HEUR_MODE);
+CONVOY_GRAPH_ATTR_TYPE(cudnnGenStatsMode_t, CUDNN_TYPE_GENSTATS_MODE);
+CONVOY_GRAPH_ATTR_TYPE(cudnnBnFinalizeStatsMode_t, CUDNN_TYPE_BN_FINALIZE_STATS_MODE);
+#undef CONVOY_GRAPH_ATTR_TYPE
+
+// Whether cuDNN accepted a graph or plan; if not, why: the step, cuDNN's status and its last error
+// message. A refusal is an answer ("no engine for this shape"), not an error.
+struct Support {
+  bool ok = true;
+  std::string why;
+  static Support refused(std::string reason) { return {false, std::move(reason)}; }
+};
+
+// "what: CUDNN_STATUS_... (cuDNN's last error message, where it gives one)".
+std::string refusal_text(const std::string& what, cudnnStatus_t rc);
+
+// One backend descriptor, destroyed with its owner. Setting an attribute cannot be refused for want
+// of support (only finalizing can), so a failed set is a bug and throws through the check.
+class Descriptor {
+ public:
+  Descriptor() = default;
+  explicit Descriptor(cudnnBackendDescriptorType_t type);
+  ~Descriptor();
+  Descriptor(Descriptor&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
+  Descriptor& operator=(Descriptor&& o) noexcept;
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+  template <typename T>
+  Descriptor& set(cudnnBackendAttributeName_t a, T v) {
+    return set_raw(a, AttrType<T>::value, 1, &v);
+  }
+  template <typename T>
+  Descriptor& set(cudnnBackendAttributeName_t a, const std::vector<T>& v) {
+    return set_raw(a, AttrType<T>::value, int64_t(v.size()), v.data());
+  }
+  Descriptor& set(cudnnBackendAttributeName_t a, const Descriptor& d);
+  Descriptor& set(cudnnBackendAttributeName_t a, std::initializer_list<const Descriptor*> ds);
+  Descriptor& set_pointers(cudnnBackendAttributeName_t a, const std::vector<void*>& p);
+
+  // Throws on failure: for descriptors that are complete by construction (tensors, convolutions).
+  Descriptor& finalize();
+  // A refusal comes back as the reason, `what` naming the step.
+  Support try_finalize(const std::string& what);
+
+ private:
+  Descriptor& set_raw(cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t count, const void* v);
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// Tensor builders. Dimensions are always (n, c, h, w); NHWC means strides (h*w*c, 1, w*c, c).
+// Virtual tensors are intermediate results that never reach memory (uid still unique).
+Descriptor nhwc_tensor(int64_t uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w,
+                       bool is_virtual = false);
+// A per-channel vector [1, c, 1, 1] (scale, bias, statistics).
+Descriptor channel_vector(int64_t uid, cudnnDataType_t type, int64_t c);
+// A [1, 1, 1, 1] scalar passed by value in the variant pack (a host pointer), e.g. epsilon.
+Descriptor scalar_by_value(int64_t uid, cudnnDataType_t type);
+
+// A 2-D cross-correlation with fp32 compute, the same padding on all sides, no dilation.
+Descriptor convolution(int64_t pad, int64_t stride);
+// y = conv(x, w) (alpha 1, beta 0).
+Descriptor conv_forward_op(const Descriptor& x, const Descriptor& w, const Descriptor& y, const Descriptor& conv);
+// A pointwise function (multiply, add, ReLU...) computed in fp32, and its operation y = f(x) or f(x, b).
+Descriptor pointwise(cudnnPointwiseMode_t mode);
+Descriptor pointwise_op(const Descriptor& pointwise, const Descriptor& x, const Descriptor* b, const Descriptor& y);
+// Per-channel sum and sum of squares of x over n, h, w (fp32).
+Descriptor genstats_op(const Descriptor& x, const Descriptor& sum, const Descriptor& sqsum);
+
+// The operations of one fused graph, returned unfinalized: its try_finalize is the first point where
+// cuDNN may refuse the pattern.
+Descriptor operation_graph(cudnnHandle_t h, std::initializer_list<const Descriptor*> ops);
+
+// What a plan runs: the engine's global index, its knob choices, and cuDNN's notes on it.
+struct EngineInfo {
+  int64_t global_index = -1;
+  std::string knobs;  // "type=value ..."
+  bool deterministic = true;
+  std::string text() const;
+};
+
+// An execution plan from the first engine configuration that heuristics rank (instant mode, then
+// mode A, then the fallback list) that cuDNN finalizes within the workspace limit.
+class Plan {
+ public:
+  Plan() = default;
+  // Support::ok false: no configuration was accepted; why lists each mode's and engine's refusal.
+  Support build(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_workspace);
+  bool built() const { return plan_.get() != nullptr; }
+  int64_t workspace_bytes() const { return workspace_; }
+  const EngineInfo& engine() const { return engine_; }
+  // Runs the plan on `stream` (the handle is bound to it first, if not already): uids[i] is read from
+  // or written to pointers[i]; workspace holds at least workspace_bytes().
+  void execute(cudnnHandle_t h, cudaStream_t stream, const std::vector<int64_t>& uids,
+               const std::vector<void*>& pointers, void* workspace) const;
+  // Holds the graph's descriptors (tensors, operations, the graph) for as long as the plan lives:
+  // cuDNN's finalized descriptors refer to those they were built from.
+  void keep(std::vector<Descriptor>&& parts);
+
+ private:
+  Support try_config(cudnnHandle_t h, Descriptor& config, int64_t max_workspace);
+  std::vector<Descriptor> kept_;  // destroyed after the configuration and plan that refer to them
+  Descriptor config_;
+  Descriptor plan_;
+  int64_t workspace_ = 0;
+  EngineInfo engine_;
+};
+
+}  // namespace convoy::gpu::graph

@@ -1,0 +1,193 @@
+// The fused convolution + batch-norm graphs of fused_conv_bn.h, as NVIDIA's MLPerf ResNet and
+// cudnn-frontend's conv-genstats, scale-bias-ReLU-conv-genstats and BN-finalize samples build them.
+#include <utility>
+#include <vector>
+
+#include "shared/error.h"
+#include "train/cuda/fused_conv_bn.h"
+
+namespace convoy::gpu {
+namespace {
+
+using graph::Descriptor;
+using graph::Support;
+
+// Unique ids of the graphs' tensors; the virtual ones (the prologue's fp32 intermediates) need ids
+// too, though they never appear in a variant pack.
+enum Uid : int64_t { kX = 1, kW, kY, kSum, kSqsum, kScale, kBias, kScaled, kBiased, kActivated };
+enum FinalizeUid : int64_t {
+  kFinSum = 100,
+  kFinSqsum,
+  kGamma,
+  kBeta,
+  kMeanIn,
+  kVarIn,
+  kMeanOut,
+  kVarOut,
+  kSavedMean,
+  kSavedInvstd,
+  kEqScale,
+  kEqBias,
+  kEps,
+  kMomentum,
+  kCount,
+};
+
+// Moves descriptors into `keep`: cuDNN's finalized descriptors refer to the ones they were given,
+// so a graph's tensors and operations live as long as its plan.
+template <typename... D>
+void keep(std::vector<Descriptor>& keep, D&&... d) {
+  (keep.push_back(std::move(d)), ...);
+}
+
+// Runs a graph's construction; a descriptor cuDNN refuses to finalize (a data type or layout it
+// has no support for) is a refusal of the pattern, reported with cuDNN's reason.
+template <typename F>
+Support refusing(const char* what, F&& build) {
+  try {
+    return build();
+  } catch (const Error& e) {
+    return Support::refused(std::string(what) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string FusedConvShape::text() const {
+  return std::to_string(n) + "x" + std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c) + " -> " +
+         std::to_string(r) + "x" + std::to_string(s) + "/" + std::to_string(stride) + " pad " + std::to_string(pad) +
+         " -> " + std::to_string(k) + " (out " + std::to_string(p()) + "x" + std::to_string(q()) + ")";
+}
+
+const char* pattern_name(FusedPattern p) {
+  return p == FusedPattern::conv_genstats ? "ConvGenstats" : "ScaleBiasReluConvGenstats";
+}
+
+FusedConvPlan::FusedConvPlan(cudnnHandle_t h, FusedPattern pattern, const FusedConvShape& shape, int64_t max_workspace,
+                             cudnnDataType_t scale_bias_type)
+    : pattern_(pattern), shape_(shape), scale_bias_type_(scale_bias_type) {
+  support_ = refusing(pattern_name(pattern), [&] { return build(h, max_workspace); });
+}
+
+Support FusedConvPlan::build(cudnnHandle_t h, int64_t max_workspace) {
+  const FusedConvShape& s = shape_;
+  Descriptor x = graph::nhwc_tensor(kX, CUDNN_DATA_BFLOAT16, s.n, s.c, s.h, s.w);
+  Descriptor w = graph::nhwc_tensor(kW, CUDNN_DATA_BFLOAT16, s.k, s.c, s.r, s.s);
+  Descriptor y = graph::nhwc_tensor(kY, CUDNN_DATA_BFLOAT16, s.n, s.k, s.p(), s.q());
+  Descriptor sum = graph::channel_vector(kSum, CUDNN_DATA_FLOAT, s.k);
+  Descriptor sqsum = graph::channel_vector(kSqsum, CUDNN_DATA_FLOAT, s.k);
+  Descriptor conv = graph::convolution(s.pad, s.stride);
+  Descriptor stats = graph::genstats_op(y, sum, sqsum);
+  std::vector<Descriptor> parts;
+  Descriptor op_graph;
+  if (pattern_ == FusedPattern::conv_genstats) {
+    Descriptor conv_op = graph::conv_forward_op(x, w, y, conv);
+    op_graph = graph::operation_graph(h, {&conv_op, &stats});
+    keep(parts, std::move(conv_op));
+  } else {
+    // relu(x * scale + bias) in fp32 virtual tensors, read by the convolution without reaching memory.
+    Descriptor scale = graph::channel_vector(kScale, scale_bias_type_, s.c);
+    Descriptor bias = graph::channel_vector(kBias, scale_bias_type_, s.c);
+    Descriptor scaled = graph::nhwc_tensor(kScaled, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
+    Descriptor biased = graph::nhwc_tensor(kBiased, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
+    Descriptor activated = graph::nhwc_tensor(kActivated, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
+    Descriptor mul_fn = graph::pointwise(CUDNN_POINTWISE_MUL), add_fn = graph::pointwise(CUDNN_POINTWISE_ADD);
+    Descriptor relu_fn = graph::pointwise(CUDNN_POINTWISE_RELU_FWD);
+    Descriptor mul = graph::pointwise_op(mul_fn, x, &scale, scaled);
+    Descriptor add = graph::pointwise_op(add_fn, scaled, &bias, biased);
+    Descriptor relu = graph::pointwise_op(relu_fn, biased, nullptr, activated);
+    Descriptor conv_op = graph::conv_forward_op(activated, w, y, conv);
+    op_graph = graph::operation_graph(h, {&mul, &add, &relu, &conv_op, &stats});
+    keep(parts, std::move(scale), std::move(bias), std::move(scaled), std::move(biased), std::move(activated),
+         std::move(mul_fn), std::move(add_fn), std::move(relu_fn), std::move(mul), std::move(add), std::move(relu),
+         std::move(conv_op));
+  }
+  keep(parts, std::move(x), std::move(w), std::move(y), std::move(sum), std::move(sqsum), std::move(conv),
+       std::move(stats));
+  const Support g = op_graph.try_finalize(std::string("operation graph of ") + pattern_name(pattern_));
+  if (!g.ok) return g;
+  keep(parts, std::move(op_graph));
+  const Support p = plan_.build(h, parts.back(), max_workspace);
+  plan_.keep(std::move(parts));
+  return p;
+}
+
+void FusedConvPlan::run(cudnnHandle_t h, cudaStream_t stream, const FusedConvTensors& t, void* workspace) const {
+  std::vector<int64_t> uids{kX, kW, kY, kSum, kSqsum};
+  std::vector<void*> ptrs{const_cast<bf16*>(t.x), const_cast<bf16*>(t.w), t.y, t.sum, t.sqsum};
+  if (pattern_ == FusedPattern::scale_bias_relu_conv_genstats) {
+    if (!t.scale || !t.bias) fail("FusedConvPlan: the scale-bias-ReLU prologue needs its scale and bias");
+    uids.insert(uids.end(), {kScale, kBias});
+    ptrs.insert(ptrs.end(), {const_cast<void*>(t.scale), const_cast<void*>(t.bias)});
+  }
+  plan_.execute(h, stream, uids, ptrs, workspace);
+}
+
+BnFinalizePlan::BnFinalizePlan(cudnnHandle_t h, int c, int64_t max_workspace, cudnnDataType_t eq_type)
+    : c_(c), eq_type_(eq_type) {
+  support_ = refusing("BnFinalize", [&] { return build(h, max_workspace); });
+}
+
+Support BnFinalizePlan::build(cudnnHandle_t h, int64_t max_workspace) {
+  std::vector<Descriptor> t;  // indexed by uid - kFinSum
+  for (int64_t uid = kFinSum; uid <= kSavedInvstd; ++uid) t.push_back(graph::channel_vector(uid, CUDNN_DATA_FLOAT, c_));
+  t.push_back(graph::channel_vector(kEqScale, eq_type_, c_));
+  t.push_back(graph::channel_vector(kEqBias, eq_type_, c_));
+  t.push_back(graph::scalar_by_value(kEps, CUDNN_DATA_DOUBLE));
+  t.push_back(graph::scalar_by_value(kMomentum, CUDNN_DATA_DOUBLE));
+  t.push_back(graph::scalar_by_value(kCount, CUDNN_DATA_INT64));
+  auto at = [&](int64_t uid) -> const Descriptor& { return t[size_t(uid - kFinSum)]; };
+  Descriptor op(CUDNN_BACKEND_OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR);
+  op.set(CUDNN_ATTR_OPERATION_BN_FINALIZE_STATS_MODE, CUDNN_BN_FINALIZE_STATISTICS_TRAINING)
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_MATH_PREC, CUDNN_DATA_FLOAT)
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SUM_DESC, at(kFinSum))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SQ_SUM_DESC, at(kFinSqsum))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_SCALE_DESC, at(kGamma))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_BIAS_DESC, at(kBeta))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_MEAN_DESC, at(kMeanIn))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_VAR_DESC, at(kVarIn))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_MEAN_DESC, at(kMeanOut))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_VAR_DESC, at(kVarOut))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_MEAN_DESC, at(kSavedMean))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_INV_STD_DESC, at(kSavedInvstd))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_SCALE_DESC, at(kEqScale))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_BIAS_DESC, at(kEqBias))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_EPSILON_DESC, at(kEps))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_EXP_AVERATE_FACTOR_DESC, at(kMomentum))
+      .set(CUDNN_ATTR_OPERATION_BN_FINALIZE_ACCUM_COUNT_DESC, at(kCount));
+  const Support o = op.try_finalize("BN finalize operation");
+  if (!o.ok) return o;
+  Descriptor op_graph = graph::operation_graph(h, {&op});
+  const Support g = op_graph.try_finalize("operation graph of BnFinalize");
+  if (!g.ok) return g;
+  keep(t, std::move(op), std::move(op_graph));
+  const Support p = plan_.build(h, t.back(), max_workspace);
+  plan_.keep(std::move(t));
+  return p;
+}
+
+void BnFinalizePlan::run(cudnnHandle_t h, cudaStream_t stream, const BnFinalizeTensors& t, int64_t count, double eps,
+                         double momentum, void* workspace) const {
+  auto in = [](const float* p) { return static_cast<void*>(const_cast<float*>(p)); };
+  // The by-value scalars are read from host memory when the plan is queued.
+  const std::vector<int64_t> uids{kFinSum,    kFinSqsum,    kGamma,   kBeta,   kMeanIn, kVarIn,    kMeanOut, kVarOut,
+                                  kSavedMean, kSavedInvstd, kEqScale, kEqBias, kEps,    kMomentum, kCount};
+  const std::vector<void*> ptrs{in(t.sum),
+                                in(t.sqsum),
+                                in(t.gamma),
+                                in(t.beta),
+                                in(t.running_mean_in),
+                                in(t.running_var_in),
+                                t.running_mean_out,
+                                t.running_var_out,
+                                t.saved_mean,
+                                t.saved_invstd,
+                                t.eq_scale,
+                                t.eq_bias,
+                                &eps,
+                                &momentum,
+                                &count};
+  plan_.execute(h, stream, uids, ptrs, workspace);
+}
+
+}  // namespace convoy::gpu
