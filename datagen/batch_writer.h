@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -95,6 +96,8 @@ class BatchWriter {
     int in_flight = 0;
   };
   void write_loop();
+  // The first job in the queue whose file no writer has in hand, or end(); with mu_ held.
+  std::deque<Job>::iterator next_job();
   void push(Job job);
   void do_job(Job& job, BatchFileEntry& entry);
   // The open temporary file of batch file b (made on first use); with mu_ held.
@@ -107,7 +110,8 @@ class BatchWriter {
   const size_t in_memory_;
   std::mutex mu_;
   std::condition_variable changed_;
-  std::deque<Job> queue_;  // submitted, not yet taken by a writer
+  std::deque<Job> queue_;                 // submitted, not yet taken by a writer
+  std::unordered_set<uint64_t> writing_;  // files a writer has a job of in hand
   std::unordered_map<uint64_t, Open> open_;
   size_t held_ = 0;  // begun and not yet written
   std::vector<FileBuffer> spare_;
