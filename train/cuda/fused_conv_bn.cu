@@ -1,5 +1,7 @@
 // The fused convolution + batch-norm graphs of fused_conv_bn.h, as NVIDIA's MLPerf ResNet and
 // cudnn-frontend's conv-genstats, scale-bias-ReLU-conv-genstats and BN-finalize samples build them.
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -63,21 +65,35 @@ const char* pattern_name(FusedPattern p) {
   return p == FusedPattern::conv_genstats ? "ConvGenstats" : "ScaleBiasReluConvGenstats";
 }
 
+const char* type_name(cudnnDataType_t t) {
+  switch (t) {
+    case CUDNN_DATA_FLOAT: return "fp32";
+    case CUDNN_DATA_BFLOAT16: return "bf16";
+    case CUDNN_DATA_HALF: return "fp16";
+    default: return "?";
+  }
+}
+
+std::string FusedConvTypes::text() const {
+  return std::string("io ") + type_name(io) + ", scale/bias " + type_name(scale_bias) + ", stats " +
+         type_name(stats_prec);
+}
+
 FusedConvPlan::FusedConvPlan(cudnnHandle_t h, FusedPattern pattern, const FusedConvShape& shape, int64_t max_workspace,
-                             cudnnDataType_t scale_bias_type)
-    : pattern_(pattern), shape_(shape), scale_bias_type_(scale_bias_type) {
+                             const FusedConvTypes& types)
+    : pattern_(pattern), shape_(shape), types_(types) {
   support_ = refusing(pattern_name(pattern), [&] { return build(h, max_workspace); });
 }
 
 Support FusedConvPlan::build(cudnnHandle_t h, int64_t max_workspace) {
   const FusedConvShape& s = shape_;
-  Descriptor x = graph::nhwc_tensor(kX, CUDNN_DATA_BFLOAT16, s.n, s.c, s.h, s.w);
-  Descriptor w = graph::nhwc_tensor(kW, CUDNN_DATA_BFLOAT16, s.k, s.c, s.r, s.s);
-  Descriptor y = graph::nhwc_tensor(kY, CUDNN_DATA_BFLOAT16, s.n, s.k, s.p(), s.q());
+  Descriptor x = graph::nhwc_tensor(kX, types_.io, s.n, s.c, s.h, s.w);
+  Descriptor w = graph::nhwc_tensor(kW, types_.io, s.k, s.c, s.r, s.s);
+  Descriptor y = graph::nhwc_tensor(kY, types_.io, s.n, s.k, s.p(), s.q());
   Descriptor sum = graph::channel_vector(kSum, CUDNN_DATA_FLOAT, s.k);
   Descriptor sqsum = graph::channel_vector(kSqsum, CUDNN_DATA_FLOAT, s.k);
   Descriptor conv = graph::convolution(s.pad, s.stride);
-  Descriptor stats = graph::genstats_op(y, sum, sqsum);
+  Descriptor stats = graph::genstats_op(y, sum, sqsum, types_.stats_prec);
   std::vector<Descriptor> parts;
   Descriptor op_graph;
   if (pattern_ == FusedPattern::conv_genstats) {
@@ -86,8 +102,8 @@ Support FusedConvPlan::build(cudnnHandle_t h, int64_t max_workspace) {
     keep(parts, std::move(conv_op));
   } else {
     // relu(x * scale + bias) in fp32 virtual tensors, read by the convolution without reaching memory.
-    Descriptor scale = graph::channel_vector(kScale, scale_bias_type_, s.c);
-    Descriptor bias = graph::channel_vector(kBias, scale_bias_type_, s.c);
+    Descriptor scale = graph::channel_vector(kScale, types_.scale_bias, s.c);
+    Descriptor bias = graph::channel_vector(kBias, types_.scale_bias, s.c);
     Descriptor scaled = graph::nhwc_tensor(kScaled, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
     Descriptor biased = graph::nhwc_tensor(kBiased, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
     Descriptor activated = graph::nhwc_tensor(kActivated, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
@@ -107,14 +123,33 @@ Support FusedConvPlan::build(cudnnHandle_t h, int64_t max_workspace) {
   const Support g = op_graph.try_finalize(std::string("operation graph of ") + pattern_name(pattern_));
   if (!g.ok) return g;
   keep(parts, std::move(op_graph));
-  const Support p = plan_.build(h, parts.back(), max_workspace);
-  plan_.keep(std::move(parts));
+  parts_ = std::make_shared<const std::vector<Descriptor>>(std::move(parts));
+  const Support p = plan_.build(h, parts_->back(), max_workspace);
+  plan_.keep(parts_);
   return p;
+}
+
+graph::PlanSearch FusedConvPlan::search(cudnnHandle_t h, int64_t max_workspace,
+                                        const graph::SearchLimits& limits) const {
+  graph::PlanSearch found;
+  if (!parts_) {
+    found.refusals.push_back(support_.why);
+    return found;
+  }
+  found = graph::search_plans(h, parts_->back(), max_workspace, limits);
+  for (graph::Plan& p : found.plans) p.keep(parts_);
+  return found;
+}
+
+void FusedConvPlan::use(graph::Plan&& plan) {
+  if (!plan.built()) fail("FusedConvPlan: a plan that was not built cannot be used");
+  plan_ = std::move(plan);
+  support_ = {};
 }
 
 void FusedConvPlan::run(cudnnHandle_t h, cudaStream_t stream, const FusedConvTensors& t, void* workspace) const {
   std::vector<int64_t> uids{kX, kW, kY, kSum, kSqsum};
-  std::vector<void*> ptrs{const_cast<bf16*>(t.x), const_cast<bf16*>(t.w), t.y, t.sum, t.sqsum};
+  std::vector<void*> ptrs{const_cast<void*>(t.x), const_cast<void*>(t.w), t.y, t.sum, t.sqsum};
   if (pattern_ == FusedPattern::scale_bias_relu_conv_genstats) {
     if (!t.scale || !t.bias) fail("FusedConvPlan: the scale-bias-ReLU prologue needs its scale and bias");
     uids.insert(uids.end(), {kScale, kBias});
@@ -161,8 +196,9 @@ Support BnFinalizePlan::build(cudnnHandle_t h, int64_t max_workspace) {
   const Support g = op_graph.try_finalize("operation graph of BnFinalize");
   if (!g.ok) return g;
   keep(t, std::move(op), std::move(op_graph));
-  const Support p = plan_.build(h, t.back(), max_workspace);
-  plan_.keep(std::move(t));
+  auto parts = std::make_shared<const std::vector<Descriptor>>(std::move(t));
+  const Support p = plan_.build(h, parts->back(), max_workspace);
+  plan_.keep(std::move(parts));
   return p;
 }
 
