@@ -160,7 +160,7 @@ bool matches(const std::vector<float>& y, const std::vector<float>& sum, const s
 // Builds one pattern for one case, prints whether it built (engine, workspace, or cuDNN's reason),
 // and where it did with bf16 I/O (the trainer's), runs it and compares. Returns whether it built.
 bool check_case(gpu::Context& ctx, const Case& c, FusedPattern pattern, const FusedConvTypes& types) {
-  const bool prologue = pattern == FusedPattern::scale_bias_relu_conv_genstats;
+  const bool prologue = gpu::has_prologue(pattern);
   std::printf("[fusion] %-26s %-40s %s, %s: ", gpu::pattern_name(pattern), c.name, c.shape.text().c_str(),
               types.text().c_str());
   std::fflush(stdout);  // before cuDNN's own log of the build, where CONVOY_CUDNN_LOG asks for it
@@ -189,7 +189,10 @@ bool check_case(gpu::Context& ctx, const Case& c, FusedPattern pattern, const Fu
   // A built plan that fails to run is a failure of this case; the other cases still report.
   try {
     plan.run(ctx.cudnn(), ctx.stream(), t, ws.get());
-    const bool ok = matches(test::down_bf16(ctx, y), down_f32(ctx, sum), down_f32(ctx, sqsum), r);
+    // Without statistics in the pattern, y alone is compared (no channels).
+    const bool stats = gpu::has_statistics(pattern);
+    const bool ok = matches(test::down_bf16(ctx, y), stats ? down_f32(ctx, sum) : std::vector<float>{},
+                            stats ? down_f32(ctx, sqsum) : std::vector<float>{}, r);
     EXPECT_TRUE(ok) << gpu::pattern_name(pattern) << " " << c.name << " differs from the unfused ops";
   } catch (const Error& e) {
     std::printf("    RUN FAILED: %s\n", e.what());
@@ -264,6 +267,15 @@ TEST_F(GpuFusion, ScaleBiasReluConvGenstats) {
       {b16, f32, f32}, {b16, b16, f32}, {b16, f32, b16}, {f16, f16, f32}, {f16, f16, f16}};
   for (const Case& c : cases())
     for (const FusedConvTypes& t : variants) check_case(ctx, c, FusedPattern::scale_bias_relu_conv_genstats, t);
+}
+
+// The prologue without statistics, in the trainer's types: the generic runtime fusion engine's
+// mainloop fusion, which cuDNN's guide lists for bf16 on Hopper. Which builds is reported, not required.
+TEST_F(GpuFusion, ScaleBiasReluConv) {
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, b16 = CUDNN_DATA_BFLOAT16;
+  for (const Case& c : cases())
+    for (const FusedConvTypes& t : {FusedConvTypes{b16, f32, f32}, FusedConvTypes{b16, b16, f32}})
+      check_case(ctx, c, FusedPattern::scale_bias_relu_conv, t);
 }
 
 // The statistics' finishing step alone, from sums of a known mean and variance per channel.

@@ -147,7 +147,7 @@ Descriptor& Descriptor::set(cudnnBackendAttributeName_t a, const Descriptor& d) 
   return set_raw(a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
 }
 
-Descriptor& Descriptor::set(cudnnBackendAttributeName_t a, std::initializer_list<const Descriptor*> ds) {
+Descriptor& Descriptor::set(cudnnBackendAttributeName_t a, const std::vector<const Descriptor*>& ds) {
   std::vector<cudnnBackendDescriptor_t> raw;
   for (const Descriptor* d : ds) raw.push_back(d->get());
   return set_raw(a, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), raw.data());
@@ -252,7 +252,7 @@ Descriptor genstats_op(const Descriptor& x, const Descriptor& sum, const Descrip
   return std::move(op.finalize());
 }
 
-Descriptor operation_graph(cudnnHandle_t h, std::initializer_list<const Descriptor*> ops) {
+Descriptor operation_graph(cudnnHandle_t h, const std::vector<const Descriptor*>& ops) {
   Descriptor g(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   g.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, ops).set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, h);
   return g;

@@ -6,7 +6,6 @@
 #include <cudnn.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -69,7 +68,7 @@ class Descriptor {
     return set_raw(a, AttrType<T>::value, int64_t(v.size()), v.data());
   }
   Descriptor& set(cudnnBackendAttributeName_t a, const Descriptor& d);
-  Descriptor& set(cudnnBackendAttributeName_t a, std::initializer_list<const Descriptor*> ds);
+  Descriptor& set(cudnnBackendAttributeName_t a, const std::vector<const Descriptor*>& ds);
   Descriptor& set_pointers(cudnnBackendAttributeName_t a, const std::vector<void*>& p);
 
   // Throws on failure: for descriptors that are complete by construction (tensors, convolutions).
@@ -107,7 +106,7 @@ Descriptor genstats_op(const Descriptor& x, const Descriptor& sum, const Descrip
 
 // The operations of one fused graph, returned unfinalized: its try_finalize is the first point where
 // cuDNN may refuse the pattern.
-Descriptor operation_graph(cudnnHandle_t h, std::initializer_list<const Descriptor*> ops);
+Descriptor operation_graph(cudnnHandle_t h, const std::vector<const Descriptor*>& ops);
 
 // What a plan runs: the engine's global index, its knob choices, and cuDNN's notes on it.
 struct EngineInfo {

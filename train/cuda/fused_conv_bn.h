@@ -27,8 +27,14 @@ struct FusedConvShape {
 enum class FusedPattern {
   conv_genstats,                  // y = conv(x, w); sum[k], sqsum[k] of y over n, p, q
   scale_bias_relu_conv_genstats,  // y = conv(relu(x * scale[c] + bias[c]), w); the same statistics
+  // y = conv(relu(x * scale[c] + bias[c]), w), no statistics: the generic runtime fusion engine's
+  // mainloop fusion, which takes bf16 on Hopper where the precompiled ConvBNfprop engine behind the
+  // genstats patterns takes fp16 only (cuDNN's graph API guide, "Specialized Pre-Compiled Engines").
+  scale_bias_relu_conv,
 };
 const char* pattern_name(FusedPattern p);
+bool has_prologue(FusedPattern p);    // scale, bias and ReLU before the convolution
+bool has_statistics(FusedPattern p);  // sum and sqsum of y
 
 // The data types of one plan. cuDNN's samples of these patterns (cudnn-frontend's
 // samples/cpp/convolution/fprop.cpp "SBRCS", samples/legacy_samples/fusion_sample.cpp
