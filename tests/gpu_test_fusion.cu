@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/bf16_host.h"
+#include "train/cuda/cudnn_log.h"
 #include "train/cuda/fused_conv_bn.h"
 #include "train/gpu_context.h"
 #include "train/layers/conv.h"
@@ -19,7 +20,11 @@ namespace {
 
 using gpu::bf16;
 using gpu::FusedConvShape;
+using gpu::FusedConvTypes;
 using gpu::FusedPattern;
+
+// CONVOY_CUDNN_LOG=1: cuDNN's own log on stderr, set before main (and so before any cuDNN call).
+const bool kCudnnLog = gpu::cudnn_log_from_env();
 
 struct Case {
   const char* name;
@@ -152,21 +157,25 @@ bool matches(const std::vector<float>& y, const std::vector<float>& sum, const s
   return bad_y == 0 && nonfinite == 0 && bad_stats == 0;
 }
 
-const char* type_name(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT ? "fp32" : "bf16"; }
-
 // Builds one pattern for one case, prints whether it built (engine, workspace, or cuDNN's reason),
-// and where it did, runs it and compares. Returns whether it built.
-bool check_case(gpu::Context& ctx, const Case& c, FusedPattern pattern, cudnnDataType_t sb_type) {
-  const bool prologue = pattern == FusedPattern::scale_bias_relu_conv_genstats;
-  gpu::FusedConvPlan plan(ctx.cudnn(), pattern, c.shape, int64_t(1) << 30, sb_type);
-  std::printf("[fusion] %-26s %-40s %s%s%s: ", gpu::pattern_name(pattern), c.name, c.shape.text().c_str(),
-              prologue ? ", scale/bias " : "", prologue ? type_name(sb_type) : "");
+// and where it did with bf16 I/O (the trainer's), runs it and compares. Returns whether it built.
+bool check_case(gpu::Context& ctx, const Case& c, FusedPattern pattern, const FusedConvTypes& types) {
+  const bool prologue = gpu::has_prologue(pattern);
+  std::printf("[fusion] %-26s %-40s %s, %s: ", gpu::pattern_name(pattern), c.name, c.shape.text().c_str(),
+              types.text().c_str());
+  std::fflush(stdout);  // before cuDNN's own log of the build, where CONVOY_CUDNN_LOG asks for it
+  gpu::FusedConvPlan plan(ctx.cudnn(), pattern, c.shape, int64_t(1) << 30, types);
   if (!plan.built()) {
     std::printf("NOT BUILT: %s\n", plan.support().why.c_str());
     return false;
   }
   std::printf("built, %s, workspace %lld bytes\n", plan.engine().text().c_str(), (long long)plan.workspace_bytes());
   std::fflush(stdout);
+  if (types.io != CUDNN_DATA_BFLOAT16) {
+    std::printf("    (built only: the reference here is bf16)\n");
+    return true;
+  }
+  const cudnnDataType_t sb_type = types.scale_bias;
   const FusedConvShape& s = c.shape;
   Inputs in(s, prologue);
   const Reference r = reference(ctx, s, in, prologue);
@@ -180,7 +189,10 @@ bool check_case(gpu::Context& ctx, const Case& c, FusedPattern pattern, cudnnDat
   // A built plan that fails to run is a failure of this case; the other cases still report.
   try {
     plan.run(ctx.cudnn(), ctx.stream(), t, ws.get());
-    const bool ok = matches(test::down_bf16(ctx, y), down_f32(ctx, sum), down_f32(ctx, sqsum), r);
+    // Without statistics in the pattern, y alone is compared (no channels).
+    const bool stats = gpu::has_statistics(pattern);
+    const bool ok = matches(test::down_bf16(ctx, y), stats ? down_f32(ctx, sum) : std::vector<float>{},
+                            stats ? down_f32(ctx, sqsum) : std::vector<float>{}, r);
     EXPECT_TRUE(ok) << gpu::pattern_name(pattern) << " " << c.name << " differs from the unfused ops";
   } catch (const Error& e) {
     std::printf("    RUN FAILED: %s\n", e.what());
@@ -228,10 +240,8 @@ struct GpuFusion : ::testing::Test {
   cudaDeviceProp prop{};
   void SetUp() override {
     CONVOY_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx.device()));
-    std::printf(
-        "[fusion] %s (sm_%d%d), cuDNN %zu; cuDNN's own log of each refusal: run with CUDNN_LOGLEVEL_DBG=2 "
-        "CUDNN_LOGDEST_DBG=stderr\n",
-        prop.name, prop.major, prop.minor, cudnnGetVersion());
+    std::printf("[fusion] %s (sm_%d%d), cuDNN %zu; cuDNN's own log of each refusal: %s\n", prop.name, prop.major,
+                prop.minor, cudnnGetVersion(), kCudnnLog ? "on (stderr)" : "off, run with CONVOY_CUDNN_LOG=1");
   }
 };
 
@@ -240,19 +250,32 @@ struct GpuFusion : ::testing::Test {
 TEST_F(GpuFusion, ConvGenstats) {
   std::vector<std::string> missing;
   for (const Case& c : cases())
-    if (!check_case(ctx, c, FusedPattern::conv_genstats, CUDNN_DATA_FLOAT) && c.must_build_on_sm90)
+    if (!check_case(ctx, c, FusedPattern::conv_genstats, FusedConvTypes{}) && c.must_build_on_sm90)
       missing.push_back(c.name);
   if (prop.major == 9)
     for (const std::string& m : missing)
       ADD_FAILURE() << "ConvGenstats did not build on sm_90 for " << m << " (reason printed above)";
 }
 
-// The prologue with fp32 and with bf16 scale and bias (cuDNN's samples use the I/O type); which of
-// them builds is reported, not required.
+// The prologue in the trainer's types (bf16 I/O, fp32 or bf16 scale and bias), with genstats at the
+// I/O precision as cudnn-frontend's genstats node sets it, and in the fp16 types of cuDNN's own
+// samples (legacy fusion_sample.cpp: fp32 genstats; frontend SBRCS: fp16 genstats), to tell a
+// refusal of the pattern from a refusal of bf16. Which of them builds is reported, not required.
 TEST_F(GpuFusion, ScaleBiasReluConvGenstats) {
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, b16 = CUDNN_DATA_BFLOAT16, f16 = CUDNN_DATA_HALF;
+  const std::vector<FusedConvTypes> variants{
+      {b16, f32, f32}, {b16, b16, f32}, {b16, f32, b16}, {f16, f16, f32}, {f16, f16, f16}};
   for (const Case& c : cases())
-    for (cudnnDataType_t t : {CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16})
-      check_case(ctx, c, FusedPattern::scale_bias_relu_conv_genstats, t);
+    for (const FusedConvTypes& t : variants) check_case(ctx, c, FusedPattern::scale_bias_relu_conv_genstats, t);
+}
+
+// The prologue without statistics, in the trainer's types: the generic runtime fusion engine's
+// mainloop fusion, which cuDNN's guide lists for bf16 on Hopper. Which builds is reported, not required.
+TEST_F(GpuFusion, ScaleBiasReluConv) {
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, b16 = CUDNN_DATA_BFLOAT16;
+  for (const Case& c : cases())
+    for (const FusedConvTypes& t : {FusedConvTypes{b16, f32, f32}, FusedConvTypes{b16, b16, f32}})
+      check_case(ctx, c, FusedPattern::scale_bias_relu_conv, t);
 }
 
 // The statistics' finishing step alone, from sums of a known mean and variance per channel.

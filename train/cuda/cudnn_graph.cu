@@ -1,7 +1,10 @@
-// cuDNN's graph API made RAII (cudnn_graph.h): descriptors, the builders of fused graphs, and a plan
-// picked by heuristics, with cuDNN's refusals kept as reasons rather than thrown.
+// cuDNN's graph API made RAII (cudnn_graph.h): descriptors, the builders of fused graphs, a plan
+// picked by heuristics and the search over every configuration, with cuDNN's refusals kept as reasons.
 #include <algorithm>
 #include <array>
+#include <cfloat>
+#include <chrono>
+#include <set>
 #include <string>
 
 #include "train/cuda/cudnn_graph.h"
@@ -31,6 +34,14 @@ void read_engine(const Descriptor& config, EngineInfo& info) {
   info.deterministic = true;
   for (int64_t i = 0; i < got; ++i)
     if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) info.deterministic = false;
+  // The behaviour notes only inform: an engine that does not give them is taken as precompiled.
+  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> behaviour{};
+  if (cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               int64_t(behaviour.size()), &got, behaviour.data()) != CUDNN_STATUS_SUCCESS)
+    got = 0;
+  info.runtime_compiled = false;
+  for (int64_t i = 0; i < got; ++i)
+    if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) info.runtime_compiled = true;
 }
 
 // The configuration's knob choices as "type=value" pairs (cudnnBackendKnobType_t numbers).
@@ -62,7 +73,8 @@ const char* mode_name(cudnnBackendHeurMode_t m) {
     case CUDNN_HEUR_MODE_INSTANT: return "instant";
     case CUDNN_HEUR_MODE_A: return "A";
     case CUDNN_HEUR_MODE_FALLBACK: return "fallback";
-    default: return "B";
+    case CUDNN_HEUR_MODE_B: return "B";
+    default: return "?";
   }
 }
 
@@ -135,7 +147,7 @@ Descriptor& Descriptor::set(cudnnBackendAttributeName_t a, const Descriptor& d) 
   return set_raw(a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
 }
 
-Descriptor& Descriptor::set(cudnnBackendAttributeName_t a, std::initializer_list<const Descriptor*> ds) {
+Descriptor& Descriptor::set(cudnnBackendAttributeName_t a, const std::vector<const Descriptor*>& ds) {
   std::vector<cudnnBackendDescriptor_t> raw;
   for (const Descriptor* d : ds) raw.push_back(d->get());
   return set_raw(a, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), raw.data());
@@ -210,6 +222,14 @@ Descriptor conv_forward_op(const Descriptor& x, const Descriptor& w, const Descr
 Descriptor pointwise(cudnnPointwiseMode_t mode) {
   Descriptor pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   pw.set(CUDNN_ATTR_POINTWISE_MODE, mode).set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT);
+  if (mode == CUDNN_POINTWISE_RELU_FWD || mode == CUDNN_POINTWISE_RELU_BWD) {
+    const cudnnNanPropagation_t nan = CUDNN_PROPAGATE_NAN;
+    CONVOY_CUDNN_CHECK(
+        cudnnBackendSetAttribute(pw.get(), CUDNN_ATTR_POINTWISE_NAN_PROPAGATION, CUDNN_TYPE_NAN_PROPOGATION, 1, &nan));
+    pw.set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, 0.0)
+        .set(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, double(FLT_MAX))
+        .set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, 0.0);
+  }
   return std::move(pw.finalize());
 }
 
@@ -222,17 +242,17 @@ Descriptor pointwise_op(const Descriptor& pointwise, const Descriptor& x, const 
   return std::move(op.finalize());
 }
 
-Descriptor genstats_op(const Descriptor& x, const Descriptor& sum, const Descriptor& sqsum) {
+Descriptor genstats_op(const Descriptor& x, const Descriptor& sum, const Descriptor& sqsum, cudnnDataType_t math_prec) {
   Descriptor op(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
   op.set(CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_GENSTATS_SUM_SQSUM)
-      .set(CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_DATA_FLOAT)
+      .set(CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, math_prec)
       .set(CUDNN_ATTR_OPERATION_GENSTATS_XDESC, x)
       .set(CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, sum)
       .set(CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, sqsum);
   return std::move(op.finalize());
 }
 
-Descriptor operation_graph(cudnnHandle_t h, std::initializer_list<const Descriptor*> ops) {
+Descriptor operation_graph(cudnnHandle_t h, const std::vector<const Descriptor*>& ops) {
   Descriptor g(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   g.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, ops).set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, h);
   return g;
@@ -240,10 +260,24 @@ Descriptor operation_graph(cudnnHandle_t h, std::initializer_list<const Descript
 
 std::string EngineInfo::text() const {
   return "engine " + std::to_string(global_index) + " (knobs " + (knobs.empty() ? "none" : knobs) + ", " +
-         (deterministic ? "deterministic" : "nondeterministic") + ")";
+         (deterministic ? "deterministic" : "nondeterministic") + (runtime_compiled ? ", runtime compiled" : "") + ")";
 }
 
-Support Plan::try_config(cudnnHandle_t h, Descriptor& config, int64_t max_workspace) {
+Plan& Plan::operator=(Plan&& o) noexcept {
+  if (this != &o) {
+    plan_ = std::move(o.plan_);
+    config_ = std::move(o.config_);
+    engine_desc_ = std::move(o.engine_desc_);
+    kept_ = std::move(o.kept_);
+    workspace_ = o.workspace_;
+    engine_ = std::move(o.engine_);
+    origin_ = std::move(o.origin_);
+  }
+  return *this;
+}
+
+Support Plan::build_config(cudnnHandle_t h, Descriptor&& config, Descriptor&& engine, std::string origin,
+                           int64_t max_workspace) {
   EngineInfo info;
   read_engine(config, info);
   info.knobs = read_knobs(config);
@@ -257,10 +291,13 @@ Support Plan::try_config(cudnnHandle_t h, Descriptor& config, int64_t max_worksp
   if (ws > max_workspace)
     return Support::refused(info.text() + ": needs " + std::to_string(ws) + " bytes of workspace, over the limit of " +
                             std::to_string(max_workspace));
+  plan_ = Descriptor();  // the old plan goes before the configuration it was made from
+  engine_desc_ = std::move(engine);
   config_ = std::move(config);
   plan_ = std::move(plan);
   workspace_ = ws;
   engine_ = info;
+  origin_ = std::move(origin);
   return {};
 }
 
@@ -270,8 +307,10 @@ Support Plan::build(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_wor
   std::string why;
   int refusals = 0;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_INSTANT, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (Descriptor& config : ranked_configs(op_graph, mode, why)) {
-      const Support s = try_config(h, config, max_workspace);
+    std::vector<Descriptor> configs = ranked_configs(op_graph, mode, why);
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const std::string origin = std::string("heuristics ") + mode_name(mode) + " #" + std::to_string(i);
+      const Support s = build_config(h, std::move(configs[i]), Descriptor(), origin, max_workspace);
       if (s.ok) return s;
       if (++refusals <= kListed) why += "\n  " + std::string(mode_name(mode)) + ": " + s.why;
     }
@@ -280,9 +319,7 @@ Support Plan::build(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_wor
   return Support::refused("no engine configuration of any heuristic mode was accepted:" + why);
 }
 
-void Plan::keep(std::vector<Descriptor>&& parts) {
-  for (Descriptor& d : parts) kept_.push_back(std::move(d));
-}
+void Plan::keep(std::shared_ptr<const std::vector<Descriptor>> parts) { kept_ = std::move(parts); }
 
 void Plan::execute(cudnnHandle_t h, cudaStream_t stream, const std::vector<int64_t>& uids,
                    const std::vector<void*>& pointers, void* workspace) const {
@@ -297,6 +334,101 @@ void Plan::execute(cudnnHandle_t h, cudaStream_t stream, const std::vector<int64
       .set_pointers(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, {workspace})
       .finalize();
   CONVOY_CUDNN_CHECK(cudnnBackendExecute(h, plan_.get(), pack.get()));
+}
+
+namespace {
+
+// One search's state: what was found, what was seen, and when it must stop.
+class Searcher {
+ public:
+  Searcher(cudnnHandle_t h, int64_t max_workspace, const SearchLimits& limits)
+      : h_(h), max_workspace_(max_workspace), limits_(limits), start_(std::chrono::steady_clock::now()) {}
+
+  // Builds the plan of one finalized configuration unless it was seen or a limit was reached.
+  // A configuration whose engine cannot even be read is a refusal too: the search goes on.
+  void consider(Descriptor&& config, Descriptor&& engine, const std::string& origin) {
+    try {
+      EngineInfo info;
+      read_engine(config, info);
+      info.knobs = read_knobs(config);
+      if (!seen_.insert(std::to_string(info.global_index) + " " + info.knobs).second) return;
+      if (full()) {
+        ++found_.not_tried;
+        return;
+      }
+      Plan p;
+      const Support s = p.build_config(h_, std::move(config), std::move(engine), origin, max_workspace_);
+      if (s.ok)
+        found_.plans.push_back(std::move(p));
+      else
+        found_.refusals.push_back(origin + ": " + s.why);
+    } catch (const Error& e) {
+      found_.refusals.push_back(origin + ": " + e.what());
+    }
+  }
+  void refused(const std::string& line) { found_.refusals.push_back(line); }
+  PlanSearch take() { return std::move(found_); }
+
+ private:
+  bool full() const {
+    const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start_;
+    return int(found_.plans.size()) >= limits_.max_plans || spent.count() > limits_.max_seconds;
+  }
+  cudnnHandle_t h_;
+  int64_t max_workspace_;
+  SearchLimits limits_;
+  std::chrono::steady_clock::time_point start_;
+  std::set<std::string> seen_;
+  PlanSearch found_;
+};
+
+// Engine `index` of the graph with its default knobs, as a finalized configuration, or the refusal.
+Support engine_config(const Descriptor& op_graph, int64_t index, Descriptor& engine, Descriptor& config) {
+  const std::string what = "global engine " + std::to_string(index);
+  engine = Descriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  engine.set(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, op_graph).set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, index);
+  Support s = engine.try_finalize(what);
+  if (!s.ok) return s;
+  config = Descriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  config.set(CUDNN_ATTR_ENGINECFG_ENGINE, engine);
+  return config.try_finalize(what + ", configuration with default knobs");
+}
+
+}  // namespace
+
+PlanSearch search_plans(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_workspace,
+                        const SearchLimits& limits) {
+  Searcher search(h, max_workspace, limits);
+  // Each engine once first (so the limits cannot spend the search on one engine's knobs), then the
+  // knob choices heuristics rank.
+  int64_t count = 0, got = 0;
+  CONVOY_CUDNN_CHECK(cudnnBackendGetAttribute(op_graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                                              CUDNN_TYPE_INT64, 1, &got, &count));
+  for (int64_t i = 0; i < count; ++i) {
+    Descriptor engine, config;
+    Support s;
+    try {
+      s = engine_config(op_graph, i, engine, config);
+    } catch (const Error& e) {
+      s = Support::refused("global engine " + std::to_string(i) + ": " + e.what());
+    }
+    if (s.ok)
+      search.consider(std::move(config), std::move(engine), "global engine " + std::to_string(i));
+    else
+      search.refused(s.why);
+  }
+  for (cudnnBackendHeurMode_t mode :
+       {CUDNN_HEUR_MODE_INSTANT, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    std::string why;
+    std::vector<Descriptor> configs = ranked_configs(op_graph, mode, why);
+    if (!why.empty()) search.refused(why.substr(3));  // ranked_configs starts each reason with "\n  "
+    for (size_t i = 0; i < configs.size(); ++i)
+      search.consider(std::move(configs[i]), Descriptor(),
+                      std::string("heuristics ") + mode_name(mode) + " #" + std::to_string(i));
+  }
+  PlanSearch found = search.take();
+  found.global_count = count;
+  return found;
 }
 
 }  // namespace convoy::gpu::graph

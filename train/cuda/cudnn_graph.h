@@ -1,11 +1,12 @@
 // cuDNN's graph API (the backend descriptors) made RAII: a descriptor with typed attribute setters,
-// builders for the pieces of fused convolution + batch-norm graphs, and a plan picked by heuristics.
+// builders for the pieces of fused convolution + batch-norm graphs, a plan picked by heuristics, and a
+// search over every engine configuration a graph admits (to time them and keep the fastest).
 #pragma once
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
 #include <cstdint>
-#include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,7 +68,7 @@ class Descriptor {
     return set_raw(a, AttrType<T>::value, int64_t(v.size()), v.data());
   }
   Descriptor& set(cudnnBackendAttributeName_t a, const Descriptor& d);
-  Descriptor& set(cudnnBackendAttributeName_t a, std::initializer_list<const Descriptor*> ds);
+  Descriptor& set(cudnnBackendAttributeName_t a, const std::vector<const Descriptor*>& ds);
   Descriptor& set_pointers(cudnnBackendAttributeName_t a, const std::vector<void*>& p);
 
   // Throws on failure: for descriptors that are complete by construction (tensors, convolutions).
@@ -94,48 +95,85 @@ Descriptor convolution(int64_t pad, int64_t stride);
 // y = conv(x, w) (alpha 1, beta 0).
 Descriptor conv_forward_op(const Descriptor& x, const Descriptor& w, const Descriptor& y, const Descriptor& conv);
 // A pointwise function (multiply, add, ReLU...) computed in fp32, and its operation y = f(x) or f(x, b).
+// ReLU's clips are set as cudnn-frontend sets them (lower 0, slope 0, upper the largest float), not
+// left to the backend's defaults (an upper clip of the largest double).
 Descriptor pointwise(cudnnPointwiseMode_t mode);
 Descriptor pointwise_op(const Descriptor& pointwise, const Descriptor& x, const Descriptor* b, const Descriptor& y);
-// Per-channel sum and sum of squares of x over n, h, w (fp32).
-Descriptor genstats_op(const Descriptor& x, const Descriptor& sum, const Descriptor& sqsum);
+// Per-channel sum and sum of squares of x over n, h, w, into fp32 sums. math_prec: cuDNN's legacy
+// samples say fp32; cudnn-frontend's genstats node passes the type of x.
+Descriptor genstats_op(const Descriptor& x, const Descriptor& sum, const Descriptor& sqsum,
+                       cudnnDataType_t math_prec = CUDNN_DATA_FLOAT);
 
 // The operations of one fused graph, returned unfinalized: its try_finalize is the first point where
 // cuDNN may refuse the pattern.
-Descriptor operation_graph(cudnnHandle_t h, std::initializer_list<const Descriptor*> ops);
+Descriptor operation_graph(cudnnHandle_t h, const std::vector<const Descriptor*>& ops);
 
 // What a plan runs: the engine's global index, its knob choices, and cuDNN's notes on it.
 struct EngineInfo {
   int64_t global_index = -1;
-  std::string knobs;  // "type=value ..."
+  std::string knobs;  // "type=value ..." (cudnnBackendKnobType_t numbers)
   bool deterministic = true;
+  bool runtime_compiled = false;  // its kernel is compiled when the plan is built (slow to build)
   std::string text() const;
 };
 
-// An execution plan from the first engine configuration that heuristics rank (instant mode, then
-// mode A, then the fallback list) that cuDNN finalizes within the workspace limit.
+// An execution plan of one engine configuration: by default the first that heuristics rank (instant
+// mode, then mode A, then the fallback list) that cuDNN finalizes within the workspace limit; or any
+// one search_plans found.
 class Plan {
  public:
   Plan() = default;
+  Plan(Plan&&) noexcept = default;
+  Plan& operator=(Plan&& o) noexcept;  // releases the old plan before the descriptors it refers to
   // Support::ok false: no configuration was accepted; why lists each mode's and engine's refusal.
   Support build(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_workspace);
+  // The plan of one finalized engine configuration; `engine` is the engine descriptor the
+  // configuration was made from where the caller made it (kept as long as the plan), `origin` says
+  // where the configuration came from ("heuristics A #2", "global engine 5").
+  Support build_config(cudnnHandle_t h, Descriptor&& config, Descriptor&& engine, std::string origin,
+                       int64_t max_workspace);
   bool built() const { return plan_.get() != nullptr; }
   int64_t workspace_bytes() const { return workspace_; }
   const EngineInfo& engine() const { return engine_; }
+  const std::string& origin() const { return origin_; }
   // Runs the plan on `stream` (the handle is bound to it first, if not already): uids[i] is read from
   // or written to pointers[i]; workspace holds at least workspace_bytes().
   void execute(cudnnHandle_t h, cudaStream_t stream, const std::vector<int64_t>& uids,
                const std::vector<void*>& pointers, void* workspace) const;
   // Holds the graph's descriptors (tensors, operations, the graph) for as long as the plan lives:
-  // cuDNN's finalized descriptors refer to those they were built from.
-  void keep(std::vector<Descriptor>&& parts);
+  // cuDNN's finalized descriptors refer to those they were built from. Plans of one graph share them.
+  void keep(std::shared_ptr<const std::vector<Descriptor>> parts);
 
  private:
-  Support try_config(cudnnHandle_t h, Descriptor& config, int64_t max_workspace);
-  std::vector<Descriptor> kept_;  // destroyed after the configuration and plan that refer to them
+  std::shared_ptr<const std::vector<Descriptor>> kept_;  // destroyed after what refers to them
+  Descriptor engine_desc_;
   Descriptor config_;
   Descriptor plan_;
   int64_t workspace_ = 0;
   EngineInfo engine_;
+  std::string origin_;
 };
+
+// Bounds on search_plans: runtime-compiled engines compile their kernel while their plan is built
+// (about a second each), so the search stops at max_plans built plans or after max_seconds.
+struct SearchLimits {
+  int max_plans = 16;
+  double max_seconds = 5;
+};
+
+// What search_plans found: every plan built, and one line per configuration that was not.
+struct PlanSearch {
+  std::vector<Plan> plans;            // in the order found: engines by index first, then heuristics' lists
+  std::vector<std::string> refusals;  // "origin: engine ...: reason"
+  int not_tried = 0;                  // configurations left when a limit was reached
+  int64_t global_count = 0;           // engines the graph admits by global index
+};
+
+// Every engine configuration cuDNN offers for a finalized graph: each engine by global index (0 .. the
+// graph's CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT - 1) with its default knobs, then the full
+// ranked lists of heuristics modes instant, A, B and fallback; a configuration already seen (same
+// engine, same knobs) is tried once. The plans do not hold the graph's descriptors: the
+// caller keeps them (Plan::keep) for as long as a plan lives.
+PlanSearch search_plans(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_workspace, const SearchLimits& limits);
 
 }  // namespace convoy::gpu::graph

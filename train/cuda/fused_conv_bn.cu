@@ -1,5 +1,8 @@
 // The fused convolution + batch-norm graphs of fused_conv_bn.h, as NVIDIA's MLPerf ResNet and
-// cudnn-frontend's conv-genstats, scale-bias-ReLU-conv-genstats and BN-finalize samples build them.
+// cudnn-frontend's conv-genstats, scale-bias-ReLU-conv-genstats and BN-finalize samples build them,
+// and scale-bias-ReLU-conv alone (the generic runtime fusion engine's mainloop fusion).
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -60,62 +63,108 @@ std::string FusedConvShape::text() const {
 }
 
 const char* pattern_name(FusedPattern p) {
-  return p == FusedPattern::conv_genstats ? "ConvGenstats" : "ScaleBiasReluConvGenstats";
+  switch (p) {
+    case FusedPattern::conv_genstats: return "ConvGenstats";
+    case FusedPattern::scale_bias_relu_conv_genstats: return "ScaleBiasReluConvGenstats";
+    default: return "ScaleBiasReluConv";
+  }
+}
+
+bool has_prologue(FusedPattern p) { return p != FusedPattern::conv_genstats; }
+bool has_statistics(FusedPattern p) { return p != FusedPattern::scale_bias_relu_conv; }
+
+const char* type_name(cudnnDataType_t t) {
+  switch (t) {
+    case CUDNN_DATA_FLOAT: return "fp32";
+    case CUDNN_DATA_BFLOAT16: return "bf16";
+    case CUDNN_DATA_HALF: return "fp16";
+    default: return "?";
+  }
+}
+
+std::string FusedConvTypes::text() const {
+  return std::string("io ") + type_name(io) + ", scale/bias " + type_name(scale_bias) + ", stats " +
+         type_name(stats_prec);
 }
 
 FusedConvPlan::FusedConvPlan(cudnnHandle_t h, FusedPattern pattern, const FusedConvShape& shape, int64_t max_workspace,
-                             cudnnDataType_t scale_bias_type)
-    : pattern_(pattern), shape_(shape), scale_bias_type_(scale_bias_type) {
+                             const FusedConvTypes& types)
+    : pattern_(pattern), shape_(shape), types_(types) {
   support_ = refusing(pattern_name(pattern), [&] { return build(h, max_workspace); });
 }
 
 Support FusedConvPlan::build(cudnnHandle_t h, int64_t max_workspace) {
   const FusedConvShape& s = shape_;
-  Descriptor x = graph::nhwc_tensor(kX, CUDNN_DATA_BFLOAT16, s.n, s.c, s.h, s.w);
-  Descriptor w = graph::nhwc_tensor(kW, CUDNN_DATA_BFLOAT16, s.k, s.c, s.r, s.s);
-  Descriptor y = graph::nhwc_tensor(kY, CUDNN_DATA_BFLOAT16, s.n, s.k, s.p(), s.q());
-  Descriptor sum = graph::channel_vector(kSum, CUDNN_DATA_FLOAT, s.k);
-  Descriptor sqsum = graph::channel_vector(kSqsum, CUDNN_DATA_FLOAT, s.k);
+  const bool prologue = has_prologue(pattern_), stats = has_statistics(pattern_);
+  Descriptor x = graph::nhwc_tensor(kX, types_.io, s.n, s.c, s.h, s.w);
+  Descriptor w = graph::nhwc_tensor(kW, types_.io, s.k, s.c, s.r, s.s);
+  Descriptor y = graph::nhwc_tensor(kY, types_.io, s.n, s.k, s.p(), s.q());
   Descriptor conv = graph::convolution(s.pad, s.stride);
-  Descriptor stats = graph::genstats_op(y, sum, sqsum);
-  std::vector<Descriptor> parts;
-  Descriptor op_graph;
-  if (pattern_ == FusedPattern::conv_genstats) {
-    Descriptor conv_op = graph::conv_forward_op(x, w, y, conv);
-    op_graph = graph::operation_graph(h, {&conv_op, &stats});
-    keep(parts, std::move(conv_op));
-  } else {
-    // relu(x * scale + bias) in fp32 virtual tensors, read by the convolution without reaching memory.
-    Descriptor scale = graph::channel_vector(kScale, scale_bias_type_, s.c);
-    Descriptor bias = graph::channel_vector(kBias, scale_bias_type_, s.c);
-    Descriptor scaled = graph::nhwc_tensor(kScaled, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
-    Descriptor biased = graph::nhwc_tensor(kBiased, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
-    Descriptor activated = graph::nhwc_tensor(kActivated, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
-    Descriptor mul_fn = graph::pointwise(CUDNN_POINTWISE_MUL), add_fn = graph::pointwise(CUDNN_POINTWISE_ADD);
-    Descriptor relu_fn = graph::pointwise(CUDNN_POINTWISE_RELU_FWD);
-    Descriptor mul = graph::pointwise_op(mul_fn, x, &scale, scaled);
-    Descriptor add = graph::pointwise_op(add_fn, scaled, &bias, biased);
-    Descriptor relu = graph::pointwise_op(relu_fn, biased, nullptr, activated);
-    Descriptor conv_op = graph::conv_forward_op(activated, w, y, conv);
-    op_graph = graph::operation_graph(h, {&mul, &add, &relu, &conv_op, &stats});
-    keep(parts, std::move(scale), std::move(bias), std::move(scaled), std::move(biased), std::move(activated),
-         std::move(mul_fn), std::move(add_fn), std::move(relu_fn), std::move(mul), std::move(add), std::move(relu),
-         std::move(conv_op));
+  std::vector<const Descriptor*> ops;
+  // relu(x * scale + bias) in fp32 virtual tensors, read by the convolution without reaching memory.
+  Descriptor scale, bias, scaled, biased, activated, mul_fn, add_fn, relu_fn, mul, add, relu;
+  if (prologue) {
+    scale = graph::channel_vector(kScale, types_.scale_bias, s.c);
+    bias = graph::channel_vector(kBias, types_.scale_bias, s.c);
+    scaled = graph::nhwc_tensor(kScaled, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
+    biased = graph::nhwc_tensor(kBiased, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
+    activated = graph::nhwc_tensor(kActivated, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, true);
+    mul_fn = graph::pointwise(CUDNN_POINTWISE_MUL), add_fn = graph::pointwise(CUDNN_POINTWISE_ADD);
+    relu_fn = graph::pointwise(CUDNN_POINTWISE_RELU_FWD);
+    mul = graph::pointwise_op(mul_fn, x, &scale, scaled);
+    add = graph::pointwise_op(add_fn, scaled, &bias, biased);
+    relu = graph::pointwise_op(relu_fn, biased, nullptr, activated);
+    ops = {&mul, &add, &relu};
   }
-  keep(parts, std::move(x), std::move(w), std::move(y), std::move(sum), std::move(sqsum), std::move(conv),
-       std::move(stats));
+  Descriptor conv_op = graph::conv_forward_op(prologue ? activated : x, w, y, conv);
+  ops.push_back(&conv_op);
+  Descriptor sum, sqsum, genstats;
+  if (stats) {
+    sum = graph::channel_vector(kSum, CUDNN_DATA_FLOAT, s.k);
+    sqsum = graph::channel_vector(kSqsum, CUDNN_DATA_FLOAT, s.k);
+    genstats = graph::genstats_op(y, sum, sqsum, types_.stats_prec);
+    ops.push_back(&genstats);
+  }
+  Descriptor op_graph = graph::operation_graph(h, ops);
   const Support g = op_graph.try_finalize(std::string("operation graph of ") + pattern_name(pattern_));
   if (!g.ok) return g;
-  keep(parts, std::move(op_graph));
-  const Support p = plan_.build(h, parts.back(), max_workspace);
-  plan_.keep(std::move(parts));
+  std::vector<Descriptor> parts;  // the descriptors not made are empty, and harmless to keep
+  keep(parts, std::move(scale), std::move(bias), std::move(scaled), std::move(biased), std::move(activated),
+       std::move(mul_fn), std::move(add_fn), std::move(relu_fn), std::move(mul), std::move(add), std::move(relu),
+       std::move(x), std::move(w), std::move(y), std::move(conv), std::move(conv_op), std::move(sum), std::move(sqsum),
+       std::move(genstats), std::move(op_graph));
+  parts_ = std::make_shared<const std::vector<Descriptor>>(std::move(parts));
+  const Support p = plan_.build(h, parts_->back(), max_workspace);
+  plan_.keep(parts_);
   return p;
 }
 
+graph::PlanSearch FusedConvPlan::search(cudnnHandle_t h, int64_t max_workspace,
+                                        const graph::SearchLimits& limits) const {
+  graph::PlanSearch found;
+  if (!parts_) {
+    found.refusals.push_back(support_.why);
+    return found;
+  }
+  found = graph::search_plans(h, parts_->back(), max_workspace, limits);
+  for (graph::Plan& p : found.plans) p.keep(parts_);
+  return found;
+}
+
+void FusedConvPlan::use(graph::Plan&& plan) {
+  if (!plan.built()) fail("FusedConvPlan: a plan that was not built cannot be used");
+  plan_ = std::move(plan);
+  support_ = {};
+}
+
 void FusedConvPlan::run(cudnnHandle_t h, cudaStream_t stream, const FusedConvTensors& t, void* workspace) const {
-  std::vector<int64_t> uids{kX, kW, kY, kSum, kSqsum};
-  std::vector<void*> ptrs{const_cast<bf16*>(t.x), const_cast<bf16*>(t.w), t.y, t.sum, t.sqsum};
-  if (pattern_ == FusedPattern::scale_bias_relu_conv_genstats) {
+  std::vector<int64_t> uids{kX, kW, kY};
+  std::vector<void*> ptrs{const_cast<void*>(t.x), const_cast<void*>(t.w), t.y};
+  if (has_statistics(pattern_)) {
+    uids.insert(uids.end(), {kSum, kSqsum});
+    ptrs.insert(ptrs.end(), {t.sum, t.sqsum});
+  }
+  if (has_prologue(pattern_)) {
     if (!t.scale || !t.bias) fail("FusedConvPlan: the scale-bias-ReLU prologue needs its scale and bias");
     uids.insert(uids.end(), {kScale, kBias});
     ptrs.insert(ptrs.end(), {const_cast<void*>(t.scale), const_cast<void*>(t.bias)});
@@ -161,8 +210,9 @@ Support BnFinalizePlan::build(cudnnHandle_t h, int64_t max_workspace) {
   const Support g = op_graph.try_finalize("operation graph of BnFinalize");
   if (!g.ok) return g;
   keep(t, std::move(op), std::move(op_graph));
-  const Support p = plan_.build(h, t.back(), max_workspace);
-  plan_.keep(std::move(t));
+  auto parts = std::make_shared<const std::vector<Descriptor>>(std::move(t));
+  const Support p = plan_.build(h, parts->back(), max_workspace);
+  plan_.keep(std::move(parts));
   return p;
 }
 

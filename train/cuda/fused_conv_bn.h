@@ -5,14 +5,17 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "train/cuda/cudnn_graph.h"
 #include "train/cuda/storage.h"
 
 namespace convoy::gpu {
 
-// x is bf16 NHWC [n, h, w, c], w bf16 [k, r, s, c] (conv.cu's filter order), y bf16 NHWC [n, p, q, k].
+// x is NHWC [n, h, w, c], w [k, r, s, c] (conv.cu's filter order), y NHWC [n, p, q, k], all of the
+// plan's io_type (bf16, as the trainer runs, unless asked otherwise).
 struct FusedConvShape {
   int n = 0, h = 0, w = 0, c = 0;
   int k = 0, r = 1, s = 1, stride = 1, pad = 0;
@@ -24,15 +27,32 @@ struct FusedConvShape {
 enum class FusedPattern {
   conv_genstats,                  // y = conv(x, w); sum[k], sqsum[k] of y over n, p, q
   scale_bias_relu_conv_genstats,  // y = conv(relu(x * scale[c] + bias[c]), w); the same statistics
+  // y = conv(relu(x * scale[c] + bias[c]), w), no statistics: the generic runtime fusion engine's
+  // mainloop fusion, which takes bf16 on Hopper where the precompiled ConvBNfprop engine behind the
+  // genstats patterns takes fp16 only (cuDNN's graph API guide, "Specialized Pre-Compiled Engines").
+  scale_bias_relu_conv,
 };
 const char* pattern_name(FusedPattern p);
+bool has_prologue(FusedPattern p);    // scale, bias and ReLU before the convolution
+bool has_statistics(FusedPattern p);  // sum and sqsum of y
 
-// Device pointers of one run. scale and bias (the prologue's, per input channel) are of the plan's
-// scale_bias_type; sum and sqsum are fp32 per output channel and are overwritten.
+// The data types of one plan. cuDNN's samples of these patterns (cudnn-frontend's
+// samples/cpp/convolution/fprop.cpp "SBRCS", samples/legacy_samples/fusion_sample.cpp
+// run_bn_conv_gen_stat) all use fp16 I/O with fp16 scale and bias; the trainer runs bf16.
+struct FusedConvTypes {
+  cudnnDataType_t io = CUDNN_DATA_BFLOAT16;       // x, w, y
+  cudnnDataType_t scale_bias = CUDNN_DATA_FLOAT;  // the prologue's per-channel scale and bias
+  cudnnDataType_t stats_prec = CUDNN_DATA_FLOAT;  // genstats' math precision (frontend: the io type)
+  std::string text() const;                       // "io bf16, scale/bias fp32, stats fp32"
+};
+const char* type_name(cudnnDataType_t t);  // "fp32", "bf16", "fp16"
+
+// Device pointers of one run: x, w and y of the plan's io type, scale and bias (the prologue's, per
+// input channel) of its scale_bias type; sum and sqsum are fp32 per output channel and are overwritten.
 struct FusedConvTensors {
-  const bf16* x = nullptr;
-  const bf16* w = nullptr;
-  bf16* y = nullptr;
+  const void* x = nullptr;
+  const void* w = nullptr;
+  void* y = nullptr;
   float* sum = nullptr;
   float* sqsum = nullptr;
   const void* scale = nullptr;
@@ -40,17 +60,24 @@ struct FusedConvTensors {
 };
 
 // One pattern built for one shape, or the reason cuDNN gave for refusing it (no throw: a refused
-// shape runs unfused instead).
+// shape runs unfused instead). The plan is heuristics' first accepted pick; search() lists every
+// configuration cuDNN builds for the same graph, and use() swaps one in (autotuning once per shape).
 class FusedConvPlan {
  public:
   FusedConvPlan(cudnnHandle_t h, FusedPattern pattern, const FusedConvShape& shape, int64_t max_workspace,
-                cudnnDataType_t scale_bias_type = CUDNN_DATA_FLOAT);
+                const FusedConvTypes& types = {});
   const graph::Support& support() const { return support_; }
   bool built() const { return plan_.built(); }
   const graph::EngineInfo& engine() const { return plan_.engine(); }
   int64_t workspace_bytes() const { return plan_.workspace_bytes(); }
   FusedPattern pattern() const { return pattern_; }
   const FusedConvShape& shape() const { return shape_; }
+  const FusedConvTypes& types() const { return types_; }
+  // Every plan cuDNN builds for this graph (graph::search_plans), each holding the graph's descriptors;
+  // where the graph itself was refused, no plans and that reason.
+  graph::PlanSearch search(cudnnHandle_t h, int64_t max_workspace, const graph::SearchLimits& limits) const;
+  // Makes `plan` (one of search()'s) the one run() queues.
+  void use(graph::Plan&& plan);
   // Queues the plan on `stream`; workspace holds workspace_bytes().
   void run(cudnnHandle_t h, cudaStream_t stream, const FusedConvTensors& t, void* workspace) const;
 
@@ -58,7 +85,8 @@ class FusedConvPlan {
   graph::Support build(cudnnHandle_t h, int64_t max_workspace);
   FusedPattern pattern_;
   FusedConvShape shape_;
-  cudnnDataType_t scale_bias_type_;
+  FusedConvTypes types_;
+  std::shared_ptr<const std::vector<graph::Descriptor>> parts_;  // the finalized graph last, if it was
   graph::Plan plan_;
   graph::Support support_;
 };
