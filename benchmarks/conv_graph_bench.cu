@@ -163,6 +163,11 @@ struct Legacy {
   void bwd_filter_widened(gpu::Context& ctx, Tensors& t) const {
     gpu::conv_backward(ctx, plan, t.x.get(), t.w.get(), t.dy.get(), nullptr, t.dw32.get(), nullptr, t.dw_ref.get());
   }
+  int algo(ConvPass p) const {
+    return p == ConvPass::forward         ? int(plan.fwd_)
+           : p == ConvPass::backward_data ? int(plan.bwd_data_)
+                                          : int(plan.bwd_filter_);
+  }
   void run(gpu::Context& ctx, Tensors& t, ConvPass p) const {
     p == ConvPass::forward ? fwd(ctx, t) : p == ConvPass::backward_data ? bwd_data(ctx, t) : bwd_filter(ctx, t);
   }
@@ -172,12 +177,13 @@ struct Legacy {
 struct PassResult {
   double measure = -1, heuristic = -1, graph = -1;  // ms; -1: not run
   double widened = -1;                              // bwd-filter: ConvPlan (measure) with its widening pass
+  int algo_measure = -1, algo_heuristic = -1;       // ConvPlan's cuDNN algorithm numbers for the pass
   std::string graph_text, check, search_text;
 };
 
 // The search's state across all cases: the seconds left and the searches still to come.
 struct Budget {
-  double seconds = kSearchBudget;
+  double seconds = kSearchBudget, used = 0;
   int searches = 0;
   gpu::graph::SearchLimits next() const {
     gpu::graph::SearchLimits l;
@@ -255,7 +261,8 @@ void graph_pass(gpu::Context& ctx, Tensors& t, const ConvCase& c, ConvPass p, do
     const auto start = std::chrono::steady_clock::now();
     const gpu::graph::SearchLimits limits = budget.next();
     gpu::graph::PlanSearch found = gp.search(ctx.cudnn(), int64_t(kWorkspace), limits);
-    budget.seconds -= std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    budget.seconds -= spent, budget.used += spent;
     r.search_text += std::string(r.search_text.empty() ? "" : "; ") + "out " + gpu::type_name(out) + ": " +
                      std::to_string(found.plans.size()) + " built, " + std::to_string(found.refusals.size()) +
                      " refused, " + std::to_string(found.not_tried) + " not tried of " +
@@ -289,7 +296,8 @@ struct Totals {
 };
 
 void print_pass(ConvPass p, const PassResult& r) {
-  std::printf("  %-10s  measure %8.3f  heuristic %8.3f  graph ", gpu::pass_name(p), r.measure, r.heuristic);
+  std::printf("  %-10s  measure %8.3f (algo %d)  heuristic %8.3f (algo %d)  graph ", gpu::pass_name(p), r.measure,
+              r.algo_measure, r.heuristic, r.algo_heuristic);
   if (r.graph < 0)
     std::printf("    none  %s\n", r.search_text.c_str());
   else
@@ -315,7 +323,9 @@ void bench_case(gpu::Context& ctx, const ConvCase& c, Budget& budget, Totals& fw
     const Legacy legacy{plan};
     for (ConvPass p : passes) {
       const double ms = time_ms(ctx, [&] { legacy.run(ctx, t, p); });
-      (mode == gpu::AlgoSearch::measure ? results[p].measure : results[p].heuristic) = ms;
+      const bool measured = mode == gpu::AlgoSearch::measure;
+      (measured ? results[p].measure : results[p].heuristic) = ms;
+      (measured ? results[p].algo_measure : results[p].algo_heuristic) = legacy.algo(p);
     }
     if (mode == gpu::AlgoSearch::measure)
       results[ConvPass::backward_filter].widened = time_ms(ctx, [&] { legacy.bwd_filter_widened(ctx, t); });
@@ -341,6 +351,7 @@ int conv_graph_bench(int argc, char** argv) {
   gpu::Context ctx(0, kWorkspace, gpu::MathMode::bf16);
   Budget budget;
   budget.seconds *= scale;
+  const auto start = std::chrono::steady_clock::now();
   int convs = 0;
   for (const ConvCase& c : cases) budget.searches += c.stem ? 2 : 3, convs += c.count;
   std::printf(
@@ -362,6 +373,8 @@ int conv_graph_bench(int argc, char** argv) {
   fwd.print("forward");
   bwd.print("backward (data+filter)");
   all.print("all");
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  std::printf("fusion_bench conv: %.1f s, of which searches %.1f s\n", took.count(), budget.used);
   return 0;
 }
 
