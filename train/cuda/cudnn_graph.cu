@@ -393,6 +393,7 @@ class Searcher {
     }
   }
   void refused(const std::string& line) { found_.refusals.push_back(line); }
+  void skipped(size_t configurations) { found_.not_tried += int(configurations); }
   PlanSearch take() { return std::move(found_); }
 
  private:
@@ -453,6 +454,7 @@ void consider_heuristics(Searcher& search, const Descriptor& op_graph, int per_m
     for (size_t i = 0; i < n; ++i)
       search.consider(std::move(configs[i]), Descriptor(),
                       std::string("heuristics ") + mode_name(mode) + " #" + std::to_string(i));
+    search.skipped(configs.size() - n);
   }
 }
 

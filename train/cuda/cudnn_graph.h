@@ -174,7 +174,7 @@ struct SearchLimits {
 struct PlanSearch {
   std::vector<Plan> plans;            // in the order found: engines by index first, then heuristics' lists
   std::vector<std::string> refusals;  // "origin: engine ...: reason"
-  int not_tried = 0;                  // configurations left when a limit was reached
+  int not_tried = 0;                  // configurations left when a limit was reached or past per_mode
   int64_t global_count = 0;           // engines the graph admits by global index
 };
 
