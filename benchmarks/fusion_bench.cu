@@ -1,6 +1,7 @@
 // Milliseconds of cuDNN's fused convolution + batch-norm statistics (train/cuda/fused_conv_bn.h)
 // against the unfused passes the trainer runs today, for ResNet shapes at batch 256 on one GPU: the
 // heuristics' first pick, then every engine configuration cuDNN builds for the graph, each timed.
+// `fusion_bench conv` compares plain convolutions instead (conv_graph_bench.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/conv_graph_bench.h"
 #include "shared/error.h"
 #include "train/cuda/channels.cuh"
 #include "train/cuda/cudnn_log.h"
@@ -289,10 +291,11 @@ gpu::AlgoSearch parse_algos(int argc, char** argv) {
   fail(
       "fusion_bench [heuristic|measure|fastest] [search seconds scale]: the unfused convolution's algorithm "
       "choice, not '" +
-      a + "'");
+      a + "' (or fusion_bench conv [net config] [search seconds scale]: plain convolutions, legacy against graph)");
 }
 
 int body(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "conv") return bench::conv_graph_bench(argc - 2, argv + 2);
   const gpu::AlgoSearch algos = parse_algos(argc, argv);
   const double search_scale = argc > 2 ? std::stod(argv[2]) : 1.0;
   if (!(search_scale > 0)) fail("fusion_bench: the search seconds scale must be positive");

@@ -219,6 +219,30 @@ Descriptor conv_forward_op(const Descriptor& x, const Descriptor& w, const Descr
   return std::move(op.finalize());
 }
 
+Descriptor conv_backward_data_op(const Descriptor& dy, const Descriptor& w, const Descriptor& dx,
+                                 const Descriptor& conv) {
+  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, dy)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, dx)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, 1.f)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, 0.f);
+  return std::move(op.finalize());
+}
+
+Descriptor conv_backward_filter_op(const Descriptor& x, const Descriptor& dy, const Descriptor& dw,
+                                   const Descriptor& conv) {
+  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, dy)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, dw)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, 1.f)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, 0.f);
+  return std::move(op.finalize());
+}
+
 Descriptor pointwise(cudnnPointwiseMode_t mode) {
   Descriptor pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   pw.set(CUDNN_ATTR_POINTWISE_MODE, mode).set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT);
@@ -352,10 +376,12 @@ class Searcher {
       read_engine(config, info);
       info.knobs = read_knobs(config);
       if (!seen_.insert(std::to_string(info.global_index) + " " + info.knobs).second) return;
-      if (full()) {
+      const bool compiles = info.runtime_compiled && limits_.max_runtime_compiled >= 0;
+      if (full() || (compiles && compiled_ >= limits_.max_runtime_compiled)) {
         ++found_.not_tried;
         return;
       }
+      if (compiles) ++compiled_;
       Plan p;
       const Support s = p.build_config(h_, std::move(config), std::move(engine), origin, max_workspace_);
       if (s.ok)
@@ -367,6 +393,7 @@ class Searcher {
     }
   }
   void refused(const std::string& line) { found_.refusals.push_back(line); }
+  void skipped(size_t configurations) { found_.not_tried += int(configurations); }
   PlanSearch take() { return std::move(found_); }
 
  private:
@@ -379,6 +406,7 @@ class Searcher {
   SearchLimits limits_;
   std::chrono::steady_clock::time_point start_;
   std::set<std::string> seen_;
+  int compiled_ = 0;  // runtime-compiled plans attempted
   PlanSearch found_;
 };
 
@@ -394,13 +422,8 @@ Support engine_config(const Descriptor& op_graph, int64_t index, Descriptor& eng
   return config.try_finalize(what + ", configuration with default knobs");
 }
 
-}  // namespace
-
-PlanSearch search_plans(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_workspace,
-                        const SearchLimits& limits) {
-  Searcher search(h, max_workspace, limits);
-  // Each engine once first (so the limits cannot spend the search on one engine's knobs), then the
-  // knob choices heuristics rank.
+// Each engine by global index with its default knobs; returns how many the graph admits.
+int64_t consider_engines(Searcher& search, const Descriptor& op_graph) {
   int64_t count = 0, got = 0;
   CONVOY_CUDNN_CHECK(cudnnBackendGetAttribute(op_graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
                                               CUDNN_TYPE_INT64, 1, &got, &count));
@@ -417,15 +440,34 @@ PlanSearch search_plans(cudnnHandle_t h, const Descriptor& op_graph, int64_t max
     else
       search.refused(s.why);
   }
+  return count;
+}
+
+// The ranked configurations of each heuristics mode, the first per_mode of each (all if negative).
+void consider_heuristics(Searcher& search, const Descriptor& op_graph, int per_mode) {
   for (cudnnBackendHeurMode_t mode :
        {CUDNN_HEUR_MODE_INSTANT, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
     std::string why;
     std::vector<Descriptor> configs = ranked_configs(op_graph, mode, why);
     if (!why.empty()) search.refused(why.substr(3));  // ranked_configs starts each reason with "\n  "
-    for (size_t i = 0; i < configs.size(); ++i)
+    const size_t n = per_mode < 0 ? configs.size() : std::min(configs.size(), size_t(per_mode));
+    for (size_t i = 0; i < n; ++i)
       search.consider(std::move(configs[i]), Descriptor(),
                       std::string("heuristics ") + mode_name(mode) + " #" + std::to_string(i));
+    search.skipped(configs.size() - n);
   }
+}
+
+}  // namespace
+
+PlanSearch search_plans(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_workspace,
+                        const SearchLimits& limits) {
+  Searcher search(h, max_workspace, limits);
+  // By default each engine once first (so the limits cannot spend the search on one engine's knobs),
+  // then the knob choices heuristics rank.
+  if (limits.heuristics_first) consider_heuristics(search, op_graph, limits.per_mode);
+  const int64_t count = consider_engines(search, op_graph);
+  if (!limits.heuristics_first) consider_heuristics(search, op_graph, limits.per_mode);
   PlanSearch found = search.take();
   found.global_count = count;
   return found;

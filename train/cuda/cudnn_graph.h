@@ -94,6 +94,11 @@ Descriptor scalar_by_value(int64_t uid, cudnnDataType_t type);
 Descriptor convolution(int64_t pad, int64_t stride);
 // y = conv(x, w) (alpha 1, beta 0).
 Descriptor conv_forward_op(const Descriptor& x, const Descriptor& w, const Descriptor& y, const Descriptor& conv);
+// The gradients of y = conv(x, w) from dy (alpha 1, beta 0: overwritten): dx, and dw.
+Descriptor conv_backward_data_op(const Descriptor& dy, const Descriptor& w, const Descriptor& dx,
+                                 const Descriptor& conv);
+Descriptor conv_backward_filter_op(const Descriptor& x, const Descriptor& dy, const Descriptor& dw,
+                                   const Descriptor& conv);
 // A pointwise function (multiply, add, ReLU...) computed in fp32, and its operation y = f(x) or f(x, b).
 // ReLU's clips are set as cudnn-frontend sets them (lower 0, slope 0, upper the largest float), not
 // left to the backend's defaults (an upper clip of the largest double).
@@ -159,21 +164,25 @@ class Plan {
 struct SearchLimits {
   int max_plans = 16;
   double max_seconds = 5;
+  int per_mode = -1;  // heuristics' configurations considered per mode, best first (-1: all)
+  // The heuristics' lists before the engines by index, so that a tight limit still reaches their best.
+  bool heuristics_first = false;
+  int max_runtime_compiled = -1;  // runtime-compiled plans built at most (-1: no bound)
 };
 
 // What search_plans found: every plan built, and one line per configuration that was not.
 struct PlanSearch {
   std::vector<Plan> plans;            // in the order found: engines by index first, then heuristics' lists
   std::vector<std::string> refusals;  // "origin: engine ...: reason"
-  int not_tried = 0;                  // configurations left when a limit was reached
+  int not_tried = 0;                  // configurations left when a limit was reached or past per_mode
   int64_t global_count = 0;           // engines the graph admits by global index
 };
 
 // Every engine configuration cuDNN offers for a finalized graph: each engine by global index (0 .. the
-// graph's CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT - 1) with its default knobs, then the full
-// ranked lists of heuristics modes instant, A, B and fallback; a configuration already seen (same
-// engine, same knobs) is tried once. The plans do not hold the graph's descriptors: the
-// caller keeps them (Plan::keep) for as long as a plan lives.
+// graph's CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT - 1) with its default knobs, then the ranked
+// lists of heuristics modes instant, A, B and fallback (the other way round with heuristics_first);
+// a configuration already seen (same engine, same knobs) is tried once. The plans do not hold the graph's descriptors:
+// the caller keeps them (Plan::keep) for as long as a plan lives.
 PlanSearch search_plans(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_workspace, const SearchLimits& limits);
 
 }  // namespace convoy::gpu::graph

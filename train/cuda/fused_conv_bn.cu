@@ -56,12 +56,6 @@ Support refusing(const char* what, F&& build) {
 
 }  // namespace
 
-std::string FusedConvShape::text() const {
-  return std::to_string(n) + "x" + std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c) + " -> " +
-         std::to_string(r) + "x" + std::to_string(s) + "/" + std::to_string(stride) + " pad " + std::to_string(pad) +
-         " -> " + std::to_string(k) + " (out " + std::to_string(p()) + "x" + std::to_string(q()) + ")";
-}
-
 const char* pattern_name(FusedPattern p) {
   switch (p) {
     case FusedPattern::conv_genstats: return "ConvGenstats";

@@ -9,20 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "train/cuda/conv_graph.h"
 #include "train/cuda/cudnn_graph.h"
 #include "train/cuda/storage.h"
 
 namespace convoy::gpu {
 
-// x is NHWC [n, h, w, c], w [k, r, s, c] (conv.cu's filter order), y NHWC [n, p, q, k], all of the
-// plan's io_type (bf16, as the trainer runs, unless asked otherwise).
-struct FusedConvShape {
-  int n = 0, h = 0, w = 0, c = 0;
-  int k = 0, r = 1, s = 1, stride = 1, pad = 0;
-  int p() const { return (h + 2 * pad - r) / stride + 1; }
-  int q() const { return (w + 2 * pad - s) / stride + 1; }
-  std::string text() const;  // "32x56x56x64 -> 3x3/1 pad 1 -> 64"
-};
+// x, w and y as a plain convolution's (conv_graph.h), all of the plan's io_type (bf16, as the trainer
+// runs, unless asked otherwise).
+using FusedConvShape = ConvGraphShape;
 
 enum class FusedPattern {
   conv_genstats,                  // y = conv(x, w); sum[k], sqsum[k] of y over n, p, q
