@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -174,6 +175,9 @@ BatchHeader check_batch_header(const std::string& path, const uint8_t* data, siz
     fail_file(path, "batch-file version " + str(h.version) + " is not supported (this build reads 1)");
   if (h.header_bytes != sizeof(BatchHeader)) fail_file(path, "bad header size " + str(h.header_bytes));
   if (h.encoding > 1) fail_file(path, "unknown encoding " + str(h.encoding));
+  // Written as zero; a later version may give them a meaning this build would ignore.
+  if (std::any_of(std::begin(h.reserved), std::end(h.reserved), [](uint8_t b) { return b != 0; }))
+    fail_file(path, "non-zero reserved header bytes (file is corrupt or of a newer version)");
   const uint64_t n = h.count;
   const bool jpeg = h.encoding == static_cast<uint32_t>(Encoding::jpeg);
   const uint64_t img = uint64_t(h.height) * h.width * h.channels;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -209,6 +210,19 @@ TEST(BatchFile, EveryFlippedByteIsDetected) {
       }
     }
   }
+}
+
+// The header checksum covers the reserved bytes, so a file whose reserved bytes are set and whose
+// checksum agrees is refused for them by name (it would not re-encode to the same bytes).
+TEST(BatchFile, NonZeroReservedHeaderBytesAreRefused) {
+  std::vector<uint8_t> bytes = encode_batch(random_raw_batch(3, {3, 3, 3}, 5));
+  BatchHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  h.reserved[7] = 0xcf;
+  h.header_crc = crc32c(&h, offsetof(BatchHeader, header_crc));
+  std::memcpy(bytes.data(), &h, sizeof h);
+  const std::string why = error_of("r.cvb", bytes);
+  EXPECT_NE(why.find("r.cvb: non-zero reserved header bytes"), std::string::npos) << why;
 }
 
 TEST(BatchFile, EveryTruncationIsRefused) {
