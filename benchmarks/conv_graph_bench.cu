@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "benchmarks/conv_graph_bench.h"
+#include "benchmarks/cuda_timing.cuh"
 #include "shared/error.h"
 #include "train/cuda/conv_graph.h"
 #include "train/cuda/fused_conv_bn.h"
@@ -79,17 +80,8 @@ std::vector<ConvCase> net_cases(const std::string& path) {
   return cases;
 }
 
-// Milliseconds per call of f from events around `reps` calls after `warmup`.
 double time_ms(gpu::Context& ctx, const std::function<void()>& f, int reps = kReps, int warmup = kWarmup) {
-  for (int i = 0; i < warmup; ++i) f();
-  CudaEvent start, stop;
-  CONVOY_CUDA_CHECK(cudaEventRecord(start.get(), ctx.stream()));
-  for (int i = 0; i < reps; ++i) f();
-  CONVOY_CUDA_CHECK(cudaEventRecord(stop.get(), ctx.stream()));
-  CONVOY_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-  float ms = 0;
-  CONVOY_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return double(ms) / reps;
+  return event_ms(ctx, f, reps, warmup);
 }
 
 // Uniform values in [-scale, scale) from a hash of the index, the same on every run.

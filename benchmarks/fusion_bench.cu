@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "benchmarks/conv_graph_bench.h"
+#include "benchmarks/cuda_timing.cuh"
 #include "shared/error.h"
 #include "train/cuda/channels.cuh"
 #include "train/cuda/cudnn_log.h"
@@ -99,15 +100,7 @@ __global__ void scale_bias_relu(size_t total, int c, const bf16* x, const float*
 
 // Milliseconds per call of f, from events around `reps` calls after kWarmup.
 double time_ms(gpu::Context& ctx, const std::function<void()>& f, int reps = kReps) {
-  for (int i = 0; i < kWarmup; ++i) f();
-  CudaEvent start, stop;
-  CONVOY_CUDA_CHECK(cudaEventRecord(start.get(), ctx.stream()));
-  for (int i = 0; i < reps; ++i) f();
-  CONVOY_CUDA_CHECK(cudaEventRecord(stop.get(), ctx.stream()));
-  CONVOY_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-  float ms = 0;
-  CONVOY_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return double(ms) / reps;
+  return bench::event_ms(ctx, f, reps, kWarmup);
 }
 
 struct Buffers {

@@ -473,4 +473,16 @@ PlanSearch search_plans(cudnnHandle_t h, const Descriptor& op_graph, int64_t max
   return found;
 }
 
+PlanSearch search_kept(cudnnHandle_t h, const std::shared_ptr<const std::vector<Descriptor>>& parts,
+                       const Support& refused, int64_t max_workspace, const SearchLimits& limits) {
+  PlanSearch found;
+  if (!parts) {
+    found.refusals.push_back(refused.why);
+    return found;
+  }
+  found = search_plans(h, parts->back(), max_workspace, limits);
+  for (Plan& p : found.plans) p.keep(parts);
+  return found;
+}
+
 }  // namespace convoy::gpu::graph

@@ -184,5 +184,9 @@ struct PlanSearch {
 // a configuration already seen (same engine, same knobs) is tried once. The plans do not hold the graph's descriptors:
 // the caller keeps them (Plan::keep) for as long as a plan lives.
 PlanSearch search_plans(cudnnHandle_t h, const Descriptor& op_graph, int64_t max_workspace, const SearchLimits& limits);
+// search_plans over a graph whose descriptors `parts` hold (the finalized graph last), each plan
+// keeping them; with no parts (the graph was refused), no plans and `refused` as the one refusal.
+PlanSearch search_kept(cudnnHandle_t h, const std::shared_ptr<const std::vector<Descriptor>>& parts,
+                       const Support& refused, int64_t max_workspace, const SearchLimits& limits);
 
 }  // namespace convoy::gpu::graph

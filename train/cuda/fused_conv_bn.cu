@@ -135,14 +135,7 @@ Support FusedConvPlan::build(cudnnHandle_t h, int64_t max_workspace) {
 
 graph::PlanSearch FusedConvPlan::search(cudnnHandle_t h, int64_t max_workspace,
                                         const graph::SearchLimits& limits) const {
-  graph::PlanSearch found;
-  if (!parts_) {
-    found.refusals.push_back(support_.why);
-    return found;
-  }
-  found = graph::search_plans(h, parts_->back(), max_workspace, limits);
-  for (graph::Plan& p : found.plans) p.keep(parts_);
-  return found;
+  return graph::search_kept(h, parts_, support_, max_workspace, limits);
 }
 
 void FusedConvPlan::use(graph::Plan&& plan) {
