@@ -38,7 +38,12 @@ fi
 # elsewhere (/usr/local/bin/nvcc), so the places a toolkit is usually named come first.
 cuda_path=""
 nvcc_dir=""
-! command -v nvcc >/dev/null || nvcc_dir=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+if command -v nvcc >/dev/null; then
+  # nvcc names its own directory (_HERE_) even when called through a wrapper script.
+  here=$(nvcc --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ _HERE_=//p' | head -n 1)
+  [ -n "$here" ] || here=$(dirname "$(readlink -f "$(command -v nvcc)")")
+  nvcc_dir=$(dirname "$here")
+fi
 for candidate in "${CUDA_PATH:-}" "${CUDA_HOME:-}" /usr/local/cuda "$nvcc_dir"; do
   if [ -n "$candidate" ] && [ -x "$candidate/bin/nvcc" ] && [ -f "$candidate/include/cuda.h" ]; then
     cuda_path=$(readlink -f "$candidate")
