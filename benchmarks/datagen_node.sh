@@ -133,30 +133,14 @@ step pil 120 "$python" "$here/benchmarks/pil_pool.py" "$work/folder/train" "$siz
 dg dg-1xN-again 60 "$work/train.tar" -- --threads "$cores"
 
 # 7. The table.
-"$python" - "$out" "$images" "${sub_images:-0}" "$cores" "$quarter" >"$out/table.md" <<'PY'
+PYTHONPATH="$here/benchmarks" "$python" - "$out" "$images" "${sub_images:-0}" "$cores" "$quarter" >"$out/table.md" <<'PY'
 import os, re, sys
 
+from budget_steps import Steps
+
 out, images, sub_images, cores, quarter = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-steps = {}
-for line in open(os.path.join(out, "steps.tsv")):
-    name, status, secs = line.rstrip("\n").split("\t")
-    steps[name] = (status, float(secs))
-
-
-def text(name, ext=".log"):
-    try:
-        return open(os.path.join(out, name + ext), errors="replace").read()
-    except OSError:
-        return ""
-
-
-def ok(name):
-    return steps.get(name, ("not run",))[0] == "ok"
-
-
-def status(name):
-    s, secs = steps.get(name, ("not run", 0.0))
-    return f"{s}, {secs:.1f} s" if s == "ok" or s.startswith(("failed", "timed")) else s
+run = Steps(out)
+steps, text, ok, status = run.steps, run.text, run.ok, run.status
 
 
 def dd_rate(name):  # GB/s from dd's last line

@@ -104,21 +104,14 @@ else
 fi
 
 # 6. The table.
-"$python" - "$out" "$images" "$here/configs/resnet18.toml" >"$out/table.md" <<'PY'
+PYTHONPATH="$here/benchmarks" "$python" - "$out" "$images" "$here/configs/resnet18.toml" >"$out/table.md" <<'PY'
 import json, os, re, sys
 
+from budget_steps import Steps
+
 out, images, r18_config = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-steps = {}
-for line in open(os.path.join(out, "steps.tsv")):
-    name, status, secs = line.rstrip("\n").split("\t")
-    steps[name] = (status, float(secs))
-
-
-def text(name, ext=".log"):
-    try:
-        return open(os.path.join(out, name + ext), errors="replace").read()
-    except OSError:
-        return ""
+run = Steps(out)
+steps, text = run.steps, run.text
 
 
 def du(name):
@@ -131,8 +124,7 @@ def gb(n):
 
 
 def status(name):
-    s, secs = steps.get(name, ("not run", 0.0))
-    return f"{s}, {secs:.0f} s" if s == "ok" or s.startswith(("failed", "timed")) else s
+    return run.status(name, 0)
 
 
 def config_batch(path):
