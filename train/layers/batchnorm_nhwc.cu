@@ -122,17 +122,23 @@ template <int V, bool Relu>
 __global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const float2* __restrict__ scale_shift,
                           bf16* __restrict__ y) {
   using P = Pack<bf16, V>;
-  channels::for_each_element(packs, c / V, [&](size_t k, int cp) {
-    const P in = reinterpret_cast<const P*>(x)[k];
-    P out;
+  float2 ab[V];
+  channels::for_each_in_channel_pack(
+      packs, c / V,
+      [&](int cp) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float2 ab = scale_shift[cp * V + j];
-      const float v = load(in.v[j]) * ab.x + ab.y;
-      out.v[j] = store<bf16>(Relu ? fmaxf(v, 0.f) : v);
-    }
-    reinterpret_cast<P*>(y)[k] = out;
-  });
+        for (int j = 0; j < V; ++j) ab[j] = scale_shift[cp * V + j];
+      },
+      [&](size_t k) {
+        const P in = reinterpret_cast<const P*>(x)[k];
+        P out;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float v = load(in.v[j]) * ab[j].x + ab[j].y;
+          out.v[j] = store<bf16>(Relu ? fmaxf(v, 0.f) : v);
+        }
+        reinterpret_cast<P*>(y)[k] = out;
+      });
 }
 
 __global__ void eval_scale_shift(int c, float eps, const float* __restrict__ gamma, const float* __restrict__ beta,
@@ -148,19 +154,25 @@ template <int V>
 __global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, const bf16* __restrict__ dy,
                            const bf16* __restrict__ ry, const float4* __restrict__ factors, bf16* __restrict__ dx) {
   using P = Pack<bf16, V>;
-  channels::for_each_element(packs, c / V, [&](size_t k, int cp) {
-    const P px = reinterpret_cast<const P*>(x)[k], pg = reinterpret_cast<const P*>(dy)[k];
-    P pr;
-    if (ry) pr = reinterpret_cast<const P*>(ry)[k];
-    P out;
+  float4 f[V];
+  channels::for_each_in_channel_pack(
+      packs, c / V,
+      [&](int cp) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float4 f = factors[cp * V + j];
-      const float g = !ry || load(pr.v[j]) > 0.f ? load(pg.v[j]) : 0.f;
-      out.v[j] = store<bf16>(f.x * (g - f.y - (load(px.v[j]) - f.z) * f.w));
-    }
-    reinterpret_cast<P*>(dx)[k] = out;
-  });
+        for (int j = 0; j < V; ++j) f[j] = factors[cp * V + j];
+      },
+      [&](size_t k) {
+        const P px = reinterpret_cast<const P*>(x)[k], pg = reinterpret_cast<const P*>(dy)[k];
+        P pr;
+        if (ry) pr = reinterpret_cast<const P*>(ry)[k];
+        P out;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float g = !ry || load(pr.v[j]) > 0.f ? load(pg.v[j]) : 0.f;
+          out.v[j] = store<bf16>(f[j].x * (g - f[j].y - (load(px.v[j]) - f[j].z) * f[j].w));
+        }
+        reinterpret_cast<P*>(dx)[k] = out;
+      });
 }
 
 void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float2* scale_shift, bf16* y, bool relu) {
@@ -168,10 +180,11 @@ void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float
       c,
       [&](auto v) {
         constexpr int V = decltype(v)::value;
+        const unsigned grid = channels::grid_for_rows(total / V, c / V);
         if (relu)
-          normalise<V, true><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
+          normalise<V, true><<<grid, 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
         else
-          normalise<V, false><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
+          normalise<V, false><<<grid, 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
       },
       x, y);
   CONVOY_CUDA_CHECK_LAUNCH();
@@ -229,7 +242,8 @@ void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, 
       s.c,
       [&](auto v) {
         constexpr int V = decltype(v)::value;
-        input_grad<V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy, relu_y, factors, dx);
+        input_grad<V><<<channels::grid_for_rows(total / V, s.c / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy,
+                                                                                             relu_y, factors, dx);
       },
       x, dy, ry, dx);
   CONVOY_CUDA_CHECK_LAUNCH();
