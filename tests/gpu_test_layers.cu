@@ -121,6 +121,13 @@ TEST_F(Gpu, ConvForwardBackward) {
     EXPECT_LT(rel_err(down(ctx, gdx), dx), 1e-4);
     EXPECT_LT(rel_err(down(ctx, gdw), dw), 1e-4);
     EXPECT_LT(rel_err(down(ctx, gdb), db), 1e-4);
+    // dx_add: the input gradient added to what dx holds (a second consumer's part).
+    const auto held = randn(dx.size(), 5);
+    auto gsum = up(held);
+    gpu::conv_backward(ctx, plan, gx.get(), gw.get(), gdy.get(), gsum.get(), gdw.get(), gdb.get(), true);
+    std::vector<float> want(dx.size());
+    for (size_t k = 0; k < dx.size(); ++k) want[k] = held[k] + dx[k];
+    EXPECT_LT(rel_err(down(ctx, gsum), want), 1e-4) << "dx_add";
   }
 }
 
@@ -379,6 +386,17 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gdx), s.n, s.c_in, hw_in), dx), kBf16);
     EXPECT_LT(rel_l2(down(ctx, gdw), dw), kBf16);
     EXPECT_LT(rel_l2(down(ctx, gdb), db), 1e-4);
+    // dx_add: the input gradient added to what dx holds (a second consumer's part), rounded once.
+    {
+      const auto held = round_bf16(randn(dx.size(), 5));
+      auto gsum = up_bf16(held);
+      gpu::conv_backward(ctx, plan, gx.get(), gw.get(), gdy.get(), gsum.get(), gdw.get(), gdb.get(), gscratch.get(),
+                         true);
+      const auto got = to_nchw(down_bf16(ctx, gsum), s.n, s.c_in, hw_in), h = to_nchw(held, s.n, s.c_in, hw_in);
+      std::vector<float> want(dx.size());
+      for (size_t k = 0; k < dx.size(); ++k) want[k] = h[k] + dx[k];
+      EXPECT_LT(rel_l2(got, want), kBf16) << "dx_add";
+    }
 
     // A first layer on few channels, as GpuNet runs it: the input padded with zero channels to 8
     // and the weight copy padded likewise (a segment moved to its own place, zero elsewhere).
@@ -665,6 +683,64 @@ TEST_F(GpuBf16, BatchNormFusedReluEqualsSeparateOps) {
     EXPECT_EQ(down(ctx, gdb2), down(ctx, gdb));
     EXPECT_EQ(down_bf16(ctx, gre), down_bf16(ctx, gye));
     EXPECT_GT(std::count(r.begin(), r.end(), 0.f), 0);  // the ReLU did cut
+  }
+}
+
+// A residual add whose inputs batch norms left as scale and shift (one, the other or both) equals
+// the batch norms' own passes and then the add, with or without its ReLU, bit for bit, in training
+// and evaluation, on packed and unpacked channel counts.
+TEST_F(GpuBf16, AddOfDeferredBatchNormsEqualsSeparateOps) {
+  for (BnShape s : {BnShape{8, 6, 25}, BnShape{16, 64, 49}}) {
+    const size_t count = size_t(s.n) * s.c * s.hw;
+    auto ga = up_bf16(round_bf16(randn(count, 33, 2.f))), gb = up_bf16(round_bf16(randn(count, 34)));
+    auto gsc = up_bf16(round_bf16(randn(count, 35)));
+    auto gg = up(randn(s.c, 36)), gbeta = up(randn(s.c, 37));
+    auto grm = up(randn(s.c, 38, 0.1f)), grv = up(std::vector<float>(s.c, 1.5f));
+    for (bool train : {true, false}) {
+      // Apart: each batch norm's output stored, then added.
+      auto ya = poisoned_bf16(count), yb = poisoned_bf16(count);
+      auto stats = poisoned(4 * s.c), run = up(std::vector<float>(4 * s.c, 1.f));
+      if (train) {
+        gpu::bn_forward_train(ctx, s, ga.get(), gg.get(), gbeta.get(), ya.get(), stats.get(), stats.get() + s.c,
+                              run.get(), run.get() + s.c);
+        gpu::bn_forward_train(ctx, s, gb.get(), gg.get(), gbeta.get(), yb.get(), stats.get() + 2 * s.c,
+                              stats.get() + 3 * s.c, run.get() + 2 * s.c, run.get() + 3 * s.c);
+      } else {
+        gpu::bn_forward_eval(ctx, s, ga.get(), gg.get(), gbeta.get(), grm.get(), grv.get(), ya.get());
+        gpu::bn_forward_eval(ctx, s, gb.get(), gg.get(), gbeta.get(), grm.get(), grv.get(), yb.get());
+      }
+      // Left as scale and shift.
+      gpu::DeviceBuffer<float2> ssa(s.c), ssb(s.c);
+      auto stats2 = poisoned(4 * s.c), run2 = up(std::vector<float>(4 * s.c, 1.f));
+      if (train) {
+        gpu::bn_scale_shift_train(ctx, s, ga.get(), gg.get(), gbeta.get(), stats2.get(), stats2.get() + s.c,
+                                  run2.get(), run2.get() + s.c, ssa.get());
+        gpu::bn_scale_shift_train(ctx, s, gb.get(), gg.get(), gbeta.get(), stats2.get() + 2 * s.c,
+                                  stats2.get() + 3 * s.c, run2.get() + 2 * s.c, run2.get() + 3 * s.c, ssb.get());
+        EXPECT_EQ(down(ctx, stats2), down(ctx, stats));
+        EXPECT_EQ(down(ctx, run2), down(ctx, run));
+      } else {
+        gpu::bn_scale_shift_eval(ctx, s, gg.get(), gbeta.get(), grm.get(), grv.get(), ssa.get());
+        gpu::bn_scale_shift_eval(ctx, s, gg.get(), gbeta.get(), grm.get(), grv.get(), ssb.get());
+      }
+      const gpu::ChannelAffine a{ga.get(), ssa.get()}, b{gb.get(), ssb.get()}, sc{gsc.get()};
+      for (bool relu : {true, false}) {
+        auto want_a = poisoned_bf16(count), want_b = poisoned_bf16(count), want_ab = poisoned_bf16(count);
+        auto add = [&](const gpu::bf16* u, const gpu::bf16* v, gpu::bf16* y) {
+          relu ? gpu::add_relu_forward(ctx, count, u, v, y) : gpu::add_forward(ctx, count, u, v, y);
+        };
+        add(ya.get(), gsc.get(), want_a.get());
+        add(gsc.get(), yb.get(), want_b.get());
+        add(ya.get(), yb.get(), want_ab.get());
+        auto got_a = poisoned_bf16(count), got_b = poisoned_bf16(count), got_ab = poisoned_bf16(count);
+        gpu::add_affine_forward(ctx, count, s.c, a, sc, got_a.get(), relu);
+        gpu::add_affine_forward(ctx, count, s.c, sc, b, got_b.get(), relu);
+        gpu::add_affine_forward(ctx, count, s.c, a, b, got_ab.get(), relu);
+        EXPECT_EQ(down_bf16(ctx, got_a), down_bf16(ctx, want_a)) << "train " << train << " relu " << relu;
+        EXPECT_EQ(down_bf16(ctx, got_b), down_bf16(ctx, want_b)) << "train " << train << " relu " << relu;
+        EXPECT_EQ(down_bf16(ctx, got_ab), down_bf16(ctx, want_ab)) << "train " << train << " relu " << relu;
+      }
+    }
   }
 }
 

@@ -52,8 +52,10 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, bool s
   copy_at_.assign(nodes, 0);
   Sizes sizes;
   sizes.copy = params;  // padded first-layer weights go after the flat ones
+  order_gradient_sums();
   for (size_t i = 0; i < nodes; ++i) set_up_node(a, int(i), sizes);
   fuse_relus();
+  defer_affines();
   if (half) {
     a.request(weights16_, std::max<size_t>(1, sizes.copy));
     a.request(dw16_, std::max<size_t>(1, sizes.dw16));
@@ -100,9 +102,24 @@ void GpuNet::set_up_node(Arena& a, int i, Sizes& sizes) {
   GpuSetup s{a, nd, b, half, max_batch_, input_, copy_at_[i], sizes.copy, host_segments_, sizes.dw16, sizes.dy16};
   nd.op().gpu_setup(s);
   const size_t act = half ? sizeof(bf16) : sizeof(float);
-  for (int k : nd.in)
-    if (k < 0 || net_.nodes()[k].consumers > 1)
-      sizes.scratch = std::max(sizes.scratch, size_t(max_batch_) * nd.in_dims[0].size() * act);
+  for (size_t k = 0; k < nd.in.size(); ++k)
+    if (adds_[i][k] && !nd.op().gpu_adds_to_dx())
+      sizes.scratch = std::max(sizes.scratch, size_t(max_batch_) * nd.in_dims[k].size() * act);
+}
+
+// Backward passes run in reverse node order, each input in turn: the first to reach a node with
+// several consumers writes its gradient, the later ones add to it.
+void GpuNet::order_gradient_sums() {
+  const auto& nodes = net_.nodes();
+  adds_.assign(nodes.size(), {false, false});
+  std::vector<bool> reached(nodes.size(), false);
+  for (int idx = int(nodes.size()) - 1; idx >= 0; --idx)
+    for (size_t k = 0; k < nodes[idx].in.size(); ++k) {
+      const int from = nodes[idx].in[k];
+      if (from < 0) continue;
+      adds_[idx][k] = reached[from];
+      reached[from] = true;
+    }
 }
 
 // bf16: an op that can (batch norm, residual add) runs the ReLU that is its only consumer in the
@@ -118,6 +135,24 @@ void GpuNet::fuse_relus() {
     if (!nodes[i].op().fuses_relu_bf16()) continue;
     relu_of_[i] = int(j);
     fused_[j] = true;
+  }
+}
+
+// bf16: see deferred_. Only a batch norm with no ReLU of its own can leave its output so.
+void GpuNet::defer_affines() {
+  const auto& nodes = net_.nodes();
+  deferred_.assign(nodes.size(), false);
+  affine_in_.assign(nodes.size(), {-1, -1});
+  if (!ctx_.bf16()) return;
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    if (!nodes[j].op().takes_channel_affine_bf16()) continue;
+    for (size_t k = 0; k < nodes[j].in.size(); ++k) {
+      const int i = nodes[j].in[k];
+      if (i < 0 || nodes[i].consumers != 1 || relu_of_[i] >= 0) continue;
+      if (!nodes[i].op().defers_channel_affine_bf16() || buf_[i].fp32) continue;
+      deferred_[i] = true;
+      affine_in_[j][k] = i;
+    }
   }
 }
 
@@ -180,8 +215,13 @@ GpuLayer GpuNet::layer(int i) {
     l.x[k] = buf_[from].y.get();
     l.x_fp32[k] = buf_[from].fp32;
     l.x_grad[k] = buf_[from].dy.get();
-    l.x_shared[k] = net_.nodes()[from].consumers > 1;
+    l.x_add[k] = adds_[i][k];
+    if (const int m = affine_in_[i][k]; m >= 0) {
+      const int src = net_.nodes()[m].in[0];
+      l.affine[k] = {static_cast<const bf16*>(src < 0 ? x_ : buf_[src].y.get()), buf_[m].scale_shift.get()};
+    }
   }
+  l.defer = deferred_[i];
   // T is the activations' element type: float (NCHW, the fp32 master weights) or bf16 (NHWC, the
   // weight copy). Batch norm's parameters and every bias are read from the fp32 master weights.
   l.w = half ? static_cast<const void*>(weights16_.get() + copy_at_[i]) : weights_.get() + copy_at_[i];
@@ -212,13 +252,6 @@ void GpuNet::forward(int n, const void* x, const int32_t* labels, bool train, co
 
 void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
   const auto& nodes = net_.nodes();
-  const size_t act = stores_bf16() ? sizeof(bf16) : sizeof(float);
-  for (const Node& nd : nodes)
-    for (int i : nd.in)
-      if (i >= 0 && nodes[i].consumers > 1)
-        CONVOY_CUDA_CHECK(
-            cudaMemsetAsync(buf_[i].dy.get(), 0, size_t(batch_.n) * nodes[i].out.size() * act, ctx_.stream()));
-
   for (int idx = int(nodes.size()) - 1; idx >= 0; --idx) {
     const Node& nd = nodes[idx];
     if (events_) record_event(events_[4 * idx + 2].get(), ctx_.stream());
@@ -232,21 +265,21 @@ void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
   }
 }
 
-// Each input's gradient in turn: into the input's own dy when this node is its only consumer,
-// else into scratch, then added on; the net's input needs none.
+// Each input's gradient in turn, into the input's own dy: written by its first consumer, added to
+// by the later ones (by the op itself where it can, else from scratch); the net's input needs none.
 void GpuNet::backward_node(int idx) {
-  const auto& nodes = net_.nodes();
-  const Node& nd = nodes[idx];
+  const Node& nd = net_.nodes()[idx];
   if (fused_[idx]) return;  // its input's backward pass takes its gradient
   GpuLayer l = layer(idx);
   if (nd.op().gpu_backward_all(l)) return;
-  const size_t in_count = size_t(batch_.n) * nd.in_dims[0].size();
   for (size_t k = 0; k < nd.in.size(); ++k) {
     const int from = nd.in[k];
-    const bool shared = from >= 0 && nodes[from].consumers > 1;
-    l.dx = from < 0 ? nullptr : shared ? scratch_.get() : buf_[from].dy.get();
+    const bool add = adds_[idx][k], in_pass = add && nd.op().gpu_adds_to_dx();
+    l.dx = from < 0 ? nullptr : add && !in_pass ? scratch_.get() : buf_[from].dy.get();
+    l.dx_add = in_pass;
     nd.op().gpu_backward(l, int(k));
-    if (!l.dx || !shared) continue;
+    if (!l.dx || !add || in_pass) continue;
+    const size_t in_count = size_t(batch_.n) * nd.in_dims[k].size();
     if (stores_bf16())
       accumulate(ctx_, in_count, static_cast<const bf16*>(l.dx), as<bf16>(buf_[from].dy));
     else

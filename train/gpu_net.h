@@ -2,6 +2,7 @@
 // run by its op's CUDA passes (train/layers/). Every buffer is allocated here, once, for the
 // largest batch; the step itself allocates nothing.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -71,14 +72,17 @@ class GpuNet {
   int classes() const { return net_.classes(); }
 
  private:
-  // Set-up: how a bf16 net's input is stored, each node's buffers (its op's requests), and which
-  // ReLUs a bf16 net's batch norms and residual adds run themselves.
+  // Set-up: how a bf16 net's input is stored, each node's buffers (its op's requests), which
+  // ReLUs a bf16 net's batch norms and residual adds run themselves, which batch norms leave their
+  // output to the residual add, and which consumer writes a gradient first.
   struct Sizes {
     size_t copy = 0, dw16 = 0, dy16 = 0, scratch = 0;
   };
   static InputLayout choose_input_layout(const Net& net, bool half, bool space_to_depth);
   void set_up_node(Arena& a, int i, Sizes& sizes);
   void fuse_relus();
+  void defer_affines();
+  void order_gradient_sums();
   // One node's pass as its op gets it (GpuLayer).
   GpuLayer layer(int i);
   void backward_node(int i);
@@ -104,6 +108,15 @@ class GpuNet {
   // fused_[j] marks a ReLU run by its input.
   std::vector<int> relu_of_;
   std::vector<bool> fused_;
+  // bf16 nets: a node that can (Op::defers_channel_affine_bf16: batch norm) leaves its output as
+  // scale and shift for an only consumer that takes inputs so (the residual add): deferred_[i]
+  // marks it, and affine_in_[j][k] is the node whose output node j's input k is so (-1: none).
+  std::vector<bool> deferred_;
+  std::vector<std::array<int, 2>> affine_in_;
+  // Per node and input: whether the input's gradient already holds another consumer's part when
+  // this node's backward pass comes (it is added to), or this node is the first to give it one (it
+  // is written: no zeroing pass, no scratch).
+  std::vector<std::array<bool, 2>> adds_;
   InputLayout input_;
   std::vector<size_t> copy_at_;          // per node: where its weights start in weights16_ (w_off unless padded)
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end

@@ -84,11 +84,13 @@ void bn_fwd(const GpuLayer& l) {
   float* run = l.state;
   float* aux = as<float>(l.buf.aux);
   if constexpr (std::is_same_v<T, bf16>) {
-    T* out = l.relu ? as<T>(l.relu->y) : as<T>(l.buf.y);
+    float2* scale_shift = l.buf.scale_shift.get();
     if (l.batch.train)
-      gpu::bn_forward_train(l.ctx, s, l.xs<T>(), l.w32, l.b, out, aux, aux + s.c, run, run + s.c, l.relu != nullptr);
+      gpu::bn_scale_shift_train(l.ctx, s, l.xs<T>(), l.w32, l.b, aux, aux + s.c, run, run + s.c, scale_shift);
     else
-      gpu::bn_forward_eval(l.ctx, s, l.xs<T>(), l.w32, l.b, run, run + s.c, out, l.relu != nullptr);
+      gpu::bn_scale_shift_eval(l.ctx, s, l.w32, l.b, run, run + s.c, scale_shift);
+    if (l.defer) return;  // the consumer applies scale_shift as it reads x
+    gpu::bn_apply(l.ctx, s, l.xs<T>(), scale_shift, l.relu ? as<T>(l.relu->y) : as<T>(l.buf.y), l.relu != nullptr);
   } else if (l.batch.train) {
     gpu::bn_forward_train(l.ctx, s, l.xs<T>(), l.w32, l.b, as<T>(l.buf.y), aux, aux + s.c, run, run + s.c);
   } else {
@@ -115,7 +117,9 @@ void bn_bwd(const GpuLayer& l) {
 }  // namespace
 
 void BatchNormOp::gpu_setup(gpu::GpuSetup& s) const {
-  s.arena.request(s.buf.aux, 2 * size_t(s.node.in_dims[0].c) * sizeof(float));
+  const size_t c = size_t(s.node.in_dims[0].c);
+  s.arena.request(s.buf.aux, 2 * c * sizeof(float));
+  if (s.half) s.arena.request(s.buf.scale_shift, c);
 }
 void BatchNormOp::gpu_forward(const GpuLayer& l) const { l.half ? bn_fwd<bf16>(l) : bn_fwd<float>(l); }
 void BatchNormOp::gpu_backward(const GpuLayer& l, int) const { l.half ? bn_bwd<bf16>(l) : bn_bwd<float>(l); }

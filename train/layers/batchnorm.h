@@ -38,6 +38,7 @@ class BatchNormOp final : public Op {
   std::vector<std::string> keys() const override { return {"eps", "momentum"}; }
   std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
   bool fuses_relu_bf16() const override { return true; }
+  bool defers_channel_affine_bf16() const override { return true; }
   OpShape shape(const ShapeIn& in) const override;
   const char* weight_name() const override { return "gamma"; }
   const char* bias_name() const override { return "beta"; }
@@ -78,6 +79,15 @@ void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float*
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
                  const bf16* relu_y = nullptr);
+// The forward passes in two parts: per channel, y = x * scale + shift, with (scale, shift) from
+// the batch (keeping the statistics as bn_forward_train does) or from the running statistics; then
+// the pass that applies them, which a consumer taking a ChannelAffine input runs in its own instead.
+void bn_scale_shift_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
+                          float* save_mean, float* save_invstd, float* running_mean, float* running_var,
+                          float2* scale_shift);
+void bn_scale_shift_eval(Context& ctx, const BnShape& s, const float* gamma, const float* beta,
+                         const float* running_mean, const float* running_var, float2* scale_shift);
+void bn_apply(Context& ctx, const BnShape& s, const bf16* x, const float2* scale_shift, bf16* y, bool relu);
 
 }  // namespace convoy::gpu
 #endif

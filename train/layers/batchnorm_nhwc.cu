@@ -190,14 +190,12 @@ void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
-                      float* save_mean, float* save_invstd, float* running_mean, float* running_var, bool relu) {
+// The batch's statistics and scale_shift, the partial sums in ws.
+void batch_scale_shift(Context& ctx, channels::Workspace& ws, const BnShape& s, const bf16* x, const float* gamma,
+                       const float* beta, float* save_mean, float* save_invstd, float* running_mean,
+                       float* running_var, float2* scale_shift) {
   const long long rows = (long long)s.n * s.hw;
-  channels::Workspace ws(ctx);
   float2* part = ws.take<float2>(size_t(channels::parts(rows)) * s.c, "batch norm");
-  float2* scale_shift = ws.take<float2>(s.c, "batch norm");
   channels::with_pack<bf16>(
       s.c,
       [&](auto v) {
@@ -207,17 +205,42 @@ void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float
                                            part);
       },
       x);
-  normalise_all(ctx, size_t(rows) * s.c, s.c, x, scale_shift, y, relu);
+}
+
+}  // namespace
+
+void bn_scale_shift_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
+                          float* save_mean, float* save_invstd, float* running_mean, float* running_var,
+                          float2* scale_shift) {
+  channels::Workspace ws(ctx);
+  batch_scale_shift(ctx, ws, s, x, gamma, beta, save_mean, save_invstd, running_mean, running_var, scale_shift);
+}
+
+void bn_scale_shift_eval(Context& ctx, const BnShape& s, const float* gamma, const float* beta,
+                         const float* running_mean, const float* running_var, float2* scale_shift) {
+  eval_scale_shift<<<(s.c + 255) / 256, 256, 0, ctx.stream()>>>(s.c, s.eps, gamma, beta, running_mean, running_var,
+                                                                scale_shift);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
+
+void bn_apply(Context& ctx, const BnShape& s, const bf16* x, const float2* scale_shift, bf16* y, bool relu) {
+  normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y, relu);
+}
+
+void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
+                      float* save_mean, float* save_invstd, float* running_mean, float* running_var, bool relu) {
+  channels::Workspace ws(ctx);
+  float2* scale_shift = ws.take<float2>(s.c, "batch norm");
+  batch_scale_shift(ctx, ws, s, x, gamma, beta, save_mean, save_invstd, running_mean, running_var, scale_shift);
+  bn_apply(ctx, s, x, scale_shift, y, relu);
 }
 
 void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
                      const float* running_mean, const float* running_var, bf16* y, bool relu) {
   channels::Workspace ws(ctx);
   float2* scale_shift = ws.take<float2>(s.c, "batch norm");
-  eval_scale_shift<<<(s.c + 255) / 256, 256, 0, ctx.stream()>>>(s.c, s.eps, gamma, beta, running_mean, running_var,
-                                                                scale_shift);
-  CONVOY_CUDA_CHECK_LAUNCH();
-  normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y, relu);
+  bn_scale_shift_eval(ctx, s, gamma, beta, running_mean, running_var, scale_shift);
+  bn_apply(ctx, s, x, scale_shift, y, relu);
 }
 
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,

@@ -163,7 +163,7 @@ void conv_forward(Context& ctx, const ConvPlan& p, const float* x, const float* 
 }
 
 void conv_backward(Context& ctx, const ConvPlan& p, const float* x, const float* w, const float* dy, float* dx,
-                   float* dw, float* db) {
+                   float* dw, float* db, bool dx_add) {
   if (p.bf16_) fail("ConvPlan: a bf16 plan run on fp32 tensors");
   const float one = 1.f, zero = 0.f;
   if (db) CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.cudnn(), &one, p.y_, dy, &zero, p.bias_, db));
@@ -172,7 +172,8 @@ void conv_backward(Context& ctx, const ConvPlan& p, const float* x, const float*
   if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)
     CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,
-                                                    ctx.workspace(), ctx.workspace_bytes(), &zero, p.x_, dx));
+                                                    ctx.workspace(), ctx.workspace_bytes(), dx_add ? &one : &zero,
+                                                    p.x_, dx));
 }
 
 // bf16: cuDNN's NHWC bias addition is slow, so an own pass adds the fp32 bias to the rounded output,
@@ -187,7 +188,7 @@ void conv_forward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w,
 }
 
 void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w, const bf16* dy, bf16* dx, float* dw,
-                   float* db, bf16* dw_scratch) {
+                   float* db, bf16* dw_scratch, bool dx_add) {
   if (!p.bf16_) fail("ConvPlan: an fp32 plan run on bf16 tensors");
   const ConvShape& s = p.shape_;
   const float one = 1.f, zero = 0.f;
@@ -202,7 +203,8 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
   if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)
     CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,
-                                                    ctx.workspace(), ctx.workspace_bytes(), &zero, p.x_, dx));
+                                                    ctx.workspace(), ctx.workspace_bytes(), dx_add ? &one : &zero,
+                                                    p.x_, dx));
 }
 
 }  // namespace convoy::gpu
@@ -239,9 +241,10 @@ template <typename T>
 void conv_bwd(const GpuLayer& l) {
   const T* dy = as<T>(l.buf.dy);
   if constexpr (std::is_same_v<T, bf16>)
-    gpu::conv_backward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), dy, l.grad_to<T>(), l.dw, l.db, l.dw16);
+    gpu::conv_backward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), dy, l.grad_to<T>(), l.dw, l.db, l.dw16,
+                       l.dx_add);
   else
-    gpu::conv_backward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), dy, l.grad_to<T>(), l.dw, l.db);
+    gpu::conv_backward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), dy, l.grad_to<T>(), l.dw, l.db, l.dx_add);
 }
 
 }  // namespace

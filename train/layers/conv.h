@@ -55,6 +55,7 @@ class ConvOp final : public Op {
   void gpu_setup(gpu::GpuSetup& s) const override;
   void gpu_forward(const gpu::GpuLayer& l) const override;
   void gpu_backward(const gpu::GpuLayer& l, int k) const override;
+  bool gpu_adds_to_dx() const override { return true; }
 #endif
 };
 const Op& conv_op();
@@ -100,14 +101,15 @@ class ConvPlan {
 
 // The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
 void conv_forward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* b, float* y);
+// With dx_add the input gradient is added to what dx holds (cuDNN's beta = 1), not written.
 void conv_backward(Context& ctx, const ConvPlan& plan, const float* x, const float* w, const float* dy, float* dx,
-                   float* dw, float* db);
+                   float* dw, float* db, bool dx_add = false);
 // bf16 plans: x, y, dx, dy bf16 NHWC; w the bf16 weight copy (see WeightCopy); the bias b and the
 // gradients dw (in the CPU's [c_out, c_in / groups, kh, kw] order) and db fp32. dw_scratch holds
 // weight_count() bf16 values (cuDNN's filter gradient, before it is widened and reordered into dw).
 void conv_forward(Context& ctx, const ConvPlan& plan, const bf16* x, const bf16* w, const float* b, bf16* y);
 void conv_backward(Context& ctx, const ConvPlan& plan, const bf16* x, const bf16* w, const bf16* dy, bf16* dx,
-                   float* dw, float* db, bf16* dw_scratch);
+                   float* dw, float* db, bf16* dw_scratch, bool dx_add = false);
 
 }  // namespace convoy::gpu
 #endif

@@ -1,6 +1,9 @@
 // CUDA twin of elementwise.cpp: ReLU, residual add (alone or with the ReLU after it) and gradient
 // accumulation, for fp32 or bf16 elements (fp32 arithmetic either way; ReLU is exact in both), in
 // 16-byte packs where the pointers allow; then the relu and add ops' passes.
+#include <type_traits>
+
+#include "train/cuda/channels.cuh"
 #include "train/cuda/elementwise_map.cuh"
 #include "train/cuda/storage.cuh"
 #include "train/gpu_context.h"
@@ -60,7 +63,69 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __res
   }
 }
 
+// An input's value as its maker would have stored it: x, or x * scale + shift rounded to bf16.
+template <bool Affine>
+__device__ __forceinline__ float affine_value(bf16 x, float2 ab) {
+  if constexpr (Affine) return load(store<bf16>(load(x) * ab.x + ab.y));
+  return load(x);
+}
+
+// y = a + b (Relu: max(0, a + b)), A and B saying which inputs are left as a ChannelAffine; a thread
+// keeps to one channel pack, its scales and shifts loaded once.
+template <int V, bool A, bool B, bool Relu>
+__global__ void add_affine(size_t packs, int c, ChannelAffine a, ChannelAffine b, bf16* __restrict__ y) {
+  using P = Pack<bf16, V>;
+  float2 sa[V], sb[V];
+  channels::for_each_in_channel_pack(
+      packs, c / V,
+      [&](int cp) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          sa[j] = A ? a.scale_shift[cp * V + j] : float2{};
+          sb[j] = B ? b.scale_shift[cp * V + j] : float2{};
+        }
+      },
+      [&](size_t k) {
+        const P pa = reinterpret_cast<const P*>(a.x)[k], pb = reinterpret_cast<const P*>(b.x)[k];
+        P out;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float v = affine_value<A>(pa.v[j], sa[j]) + affine_value<B>(pb.v[j], sb[j]);
+          out.v[j] = store<bf16>(Relu ? fmaxf(v, 0.f) : v);
+        }
+        reinterpret_cast<P*>(y)[k] = out;
+      });
+}
+
+template <int V, bool A, bool B>
+void launch_add_affine(Context& ctx, size_t count, int c, const ChannelAffine& a, const ChannelAffine& b, bf16* y,
+                       bool relu) {
+  const unsigned grid = channels::grid_for_rows(count / V, c / V);
+  if (relu)
+    add_affine<V, A, B, true><<<grid, 256, 0, ctx.stream()>>>(count / V, c, a, b, y);
+  else
+    add_affine<V, A, B, false><<<grid, 256, 0, ctx.stream()>>>(count / V, c, a, b, y);
+}
+
 }  // namespace
+
+void add_affine_forward(Context& ctx, size_t count, int c, const ChannelAffine& a, const ChannelAffine& b, bf16* y,
+                        bool relu) {
+  if (!a.scale_shift && !b.scale_shift) fail("add_affine_forward: neither input is left as scale and shift");
+  channels::with_pack<bf16>(
+      c,
+      [&](auto v) {
+        constexpr int V = decltype(v)::value;
+        if (!b.scale_shift)
+          launch_add_affine<V, true, false>(ctx, count, c, a, b, y, relu);
+        else if (!a.scale_shift)
+          launch_add_affine<V, false, true>(ctx, count, c, a, b, y, relu);
+        else
+          launch_add_affine<V, true, true>(ctx, count, c, a, b, y, relu);
+      },
+      a.x, b.x, y);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
 
 template <typename T>
 void relu_forward(Context& ctx, size_t count, const T* x, T* y) {
@@ -123,9 +188,19 @@ void relu_bwd(const GpuLayer& l) {
   if (l.dx) gpu::relu_backward(l.ctx, l.count(), as<T>(l.buf.y), as<T>(l.buf.dy), l.grad_to<T>());
 }
 
-// With the ReLU after it (bf16), its output is the ReLU's.
+// With the ReLU after it (bf16), its output is the ReLU's; inputs left as scale and shift (bf16)
+// are applied as they are read.
 template <typename T>
 void add_fwd(const GpuLayer& l) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (l.affine[0].scale_shift || l.affine[1].scale_shift) {
+      const gpu::ChannelAffine a = l.affine[0].scale_shift ? l.affine[0] : gpu::ChannelAffine{l.xs<T>(0)};
+      const gpu::ChannelAffine b = l.affine[1].scale_shift ? l.affine[1] : gpu::ChannelAffine{l.xs<T>(1)};
+      gpu::add_affine_forward(l.ctx, l.count(), l.node.out.c, a, b, l.relu ? as<T>(l.relu->y) : as<T>(l.buf.y),
+                              l.relu != nullptr);
+      return;
+    }
+  }
   if (l.relu)
     gpu::add_relu_forward(l.ctx, l.count(), l.xs<T>(0), l.xs<T>(1), as<T>(l.relu->y));
   else
@@ -150,7 +225,7 @@ void AddOp::gpu_backward(const GpuLayer& l, int) const { l.half ? add_bwd<bf16>(
 bool AddOp::gpu_backward_all(const GpuLayer& l) const {
   if (!l.relu) return false;
   gpu::add_relu_backward(l.ctx, l.count(), as<bf16>(l.relu->y), as<bf16>(l.relu->dy), static_cast<bf16*>(l.x_grad[0]),
-                         l.x_shared[0], static_cast<bf16*>(l.x_grad[1]), l.x_shared[1]);
+                         l.x_add[0], static_cast<bf16*>(l.x_grad[1]), l.x_add[1]);
   return true;
 }
 

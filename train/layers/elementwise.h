@@ -7,6 +7,7 @@
 #include "train/layers/op.h"
 
 #if CONVOY_HAVE_CUDA
+#include "train/cuda/channel_affine.h"
 #include "train/cuda/storage.h"
 #endif
 
@@ -42,6 +43,7 @@ class AddOp final : public Op {
   const char* type() const override { return "add"; }
   int arity() const override { return 2; }
   bool fuses_relu_bf16() const override { return true; }
+  bool takes_channel_affine_bf16() const override { return true; }
   OpShape shape(const ShapeIn& in) const override;
   double forward(const CpuLayer& l) const override;
   void backward(const CpuLayer& l, int k) const override;
@@ -75,6 +77,10 @@ void accumulate(Context& ctx, size_t count, const T* src, T* dst);
 // acc_*, added to (as accumulate); a null one is left out. Bit for bit the separate ops' results.
 template <typename T>
 void add_relu_forward(Context& ctx, size_t count, const T* a, const T* b, T* y);
+// y = a + b over [rows, c] NHWC (with relu, max(0, a + b)) where a or b, or both, are left as a
+// ChannelAffine: the same bits as their own pass and then add_forward or add_relu_forward.
+void add_affine_forward(Context& ctx, size_t count, int c, const ChannelAffine& a, const ChannelAffine& b, bf16* y,
+                        bool relu);
 template <typename T>
 void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b);
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "train/cuda/channel_affine.h"
 #include "train/cuda/input_layout.h"
 #include "train/cuda/storage.h"
 #include "train/cuda/weight_copy.h"
@@ -21,6 +22,7 @@ namespace convoy::gpu {
 // and input gradient in NCHW order).
 struct NodeBuffers {
   DeviceBuffer<unsigned char> y, dy, aux, aux2;
+  DeviceBuffer<float2> scale_shift;  // bf16, a node that can defer its output (Op::defers_channel_affine_bf16)
   bool fp32 = true;  // y and dy hold fp32: every node of an fp32 net, the logits of a bf16 one
 };
 
@@ -88,14 +90,17 @@ struct GpuLayer {
   const void* x[2] = {nullptr, nullptr};     // the inputs: the net's input or nodes' outputs
   bool x_fp32[2] = {false, false};           // input k is a node's fp32 output (a bf16 net's logits)
   void* x_grad[2] = {nullptr, nullptr};      // the inputs' own gradients (null: the net's input)
-  bool x_shared[2] = {false, false};         // ...which other consumers add to as well
+  bool x_add[2] = {false, false};            // ...which already hold another consumer's part: add to them
   const void* w = nullptr;                   // weights as multiplied: fp32 masters or the bf16 copy
   const float *w32 = nullptr, *b = nullptr;  // fp32 master weights; bias (null: none)
   float *dw = nullptr, *db = nullptr;        // their gradients (db null without a bias)
   float* state = nullptr;                    // running statistics
   NodeBuffers* relu = nullptr;               // bf16: the ReLU node this one runs itself (null: none)
+  bool defer = false;                        // bf16: leave the output as a ChannelAffine in buf.scale_shift
+  ChannelAffine affine[2];                   // bf16: inputs left so by their nodes (x[k] then unwritten)
   bf16 *dw16 = nullptr, *dy16 = nullptr;     // bf16: shared scratch (see GpuSetup)
   void* dx = nullptr;                        // backward: where the input's gradient goes (null: none)
+  bool dx_add = false;                       // ...added to what dx holds rather than written (Op::gpu_adds_to_dx)
 
   int n() const { return batch.n; }
   const Dims& in(int k = 0) const { return node.in_dims[size_t(k)]; }

@@ -111,6 +111,11 @@ class Op {
   virtual bool is_relu() const { return false; }
   virtual bool fuses_relu() const { return false; }       // CPU: applies an only consumer's ReLU itself
   virtual bool fuses_relu_bf16() const { return false; }  // GPU, bf16 nets: likewise
+  // GPU, bf16 nets: whether it can leave its output as x * scale + shift per channel
+  // (gpu::ChannelAffine) for an only consumer that takes inputs so (batch norm), and whether it
+  // takes them (the residual add): the output is then never written nor read back.
+  virtual bool defers_channel_affine_bf16() const { return false; }
+  virtual bool takes_channel_affine_bf16() const { return false; }
   // What of the layer asks for the dataset's class count (units = "classes"); empty: nothing.
   virtual std::string wants_classes(const LayerSpec&) const { return ""; }
   // Output dims, parameter and state counts and FLOPs, or fail() with what is wrong.
@@ -142,6 +147,9 @@ class Op {
   // Computes every input's gradient in one pass and returns true (a residual add running its ReLU),
   // or returns false to have gpu_backward called per input.
   virtual bool gpu_backward_all(const gpu::GpuLayer&) const { return false; }
+  // Whether gpu_backward honours GpuLayer::dx_add, adding the input's gradient to dx in its own
+  // pass (a convolution, through cuDNN's beta); else GpuNet adds it on from scratch.
+  virtual bool gpu_adds_to_dx() const { return false; }
 #endif
 };
 
