@@ -3,7 +3,7 @@
 # all cores, in the two layouts the benchmarks read: datagen's tar of per-class tars, and a folder tree
 # for torchvision's ImageFolder. Same bytes for any --jobs.
 #
-#   ilsvrc_photos.py SRC_DIR OUT_DIR [IMAGES] [--classes 100] [--jobs N] [--quality 90] [--seed 1]
+#   ilsvrc_photos.py SRC_DIR OUT_DIR [IMAGES] [--classes 100] [--jobs N] [--quality 90] [--seed 1] [--by-photo]
 #
 # Writes OUT_DIR/train.tar (nXXXXXXXX.tar members, each holding nXXXXXXXX_<i>.JPEG) and
 # OUT_DIR/folder/train/nXXXXXXXX/nXXXXXXXX_<i>.JPEG, the same images in both.
@@ -44,7 +44,8 @@ def work(task):
     parts, size = [], 0
     for i in range(lo, hi):
         g = first + i  # the image's number over the whole set: its photo and its random stream
-        data = cut(photos[g % len(photos)], random.Random(f"{opts.seed}:{g}"), opts.quality)
+        photo = photos[(c if opts.by_photo else g) % len(photos)]
+        data = cut(photo, random.Random(f"{opts.seed}:{g}"), opts.quality)
         name = f"{wnid(c)}_{i}.JPEG"
         with open(os.path.join(opts.out, "folder", "train", wnid(c), name), "wb") as f:
             f.write(data)
@@ -64,6 +65,8 @@ def main():
     ap.add_argument("--quality", type=int, default=90)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--chunk", type=int, default=64, help="images per task")
+    ap.add_argument("--by-photo", action="store_true",
+                    help="cut class c from photo c only (a set a net can learn: loss curves), not from every photo in turn")
     opts = ap.parse_args()
     if opts.images < opts.classes:
         sys.exit("need at least one image per class")

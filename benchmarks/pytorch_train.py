@@ -34,7 +34,8 @@ learning rate of every step is convoy's too. convoy's curve over the same steps:
         for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "step"]' m.jsonl >convoy.csv
 
 The weights start from the same distributions, not the same values: the two curves can agree in
-their course, not step by step.
+their course, not step by step. `--loss-log FILE` writes the same lines for an ordinary run (its own
+device-resident batches of the same dataset), where the convoy module cannot be loaded.
 `--device cpu` runs anything here on the CPU (a smoke test with tiny settings).
 """
 import argparse
@@ -357,6 +358,7 @@ def parse_args():
     ap.add_argument("--seed", type=int, default=1, help="as train's --seed (the --loss-curve batches)")
     ap.add_argument("--loss-curve", metavar="FILE", help="train on train's batches; write step,loss lines")
     ap.add_argument("--loss-steps", type=int, default=200, help="steps of --loss-curve")
+    ap.add_argument("--loss-log", metavar="FILE", help="write the loss of each timed step as step,loss lines")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = ap.parse_args()
     args.compile = args.compile or bool(args.compile_mode)
@@ -411,8 +413,8 @@ def main():
         losses[k] = trainer.step(xb, yb, lr_at(r, k, total, per_epoch))
     sync(dev)
     seconds = time.perf_counter() - t0
-    if args.loss_curve:
-        with open(args.loss_curve, "w") as f:
+    if args.loss_curve or args.loss_log:
+        with open(args.loss_curve or args.loss_log, "w") as f:
             f.write("step,loss\n" + "".join(f"{k + 1},{v:.6f}\n" for k, v in enumerate(losses.tolist())))
     _, xva, yva = load(args.val, dev)
     report(args, model_label, opt_label, steps, per_epoch, batch, seconds, compile_seconds, setup_seconds,
