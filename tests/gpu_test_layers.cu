@@ -713,8 +713,8 @@ TEST_F(GpuBf16, AddOfDeferredBatchNormsEqualsSeparateOps) {
       gpu::DeviceBuffer<float2> ssa(s.c), ssb(s.c);
       auto stats2 = poisoned(4 * s.c), run2 = up(std::vector<float>(4 * s.c, 1.f));
       if (train) {
-        gpu::bn_scale_shift_train(ctx, s, ga.get(), gg.get(), gbeta.get(), stats2.get(), stats2.get() + s.c,
-                                  run2.get(), run2.get() + s.c, ssa.get());
+        gpu::bn_scale_shift_train(ctx, s, ga.get(), gg.get(), gbeta.get(), stats2.get(), stats2.get() + s.c, run2.get(),
+                                  run2.get() + s.c, ssa.get());
         gpu::bn_scale_shift_train(ctx, s, gb.get(), gg.get(), gbeta.get(), stats2.get() + 2 * s.c,
                                   stats2.get() + 3 * s.c, run2.get() + 2 * s.c, run2.get() + 3 * s.c, ssb.get());
         EXPECT_EQ(down(ctx, stats2), down(ctx, stats));

@@ -192,8 +192,8 @@ void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float
 
 // The batch's statistics and scale_shift, the partial sums in ws.
 void batch_scale_shift(Context& ctx, channels::Workspace& ws, const BnShape& s, const bf16* x, const float* gamma,
-                       const float* beta, float* save_mean, float* save_invstd, float* running_mean,
-                       float* running_var, float2* scale_shift) {
+                       const float* beta, float* save_mean, float* save_invstd, float* running_mean, float* running_var,
+                       float2* scale_shift) {
   const long long rows = (long long)s.n * s.hw;
   float2* part = ws.take<float2>(size_t(channels::parts(rows)) * s.c, "batch norm");
   channels::with_pack<bf16>(

@@ -172,8 +172,8 @@ void conv_backward(Context& ctx, const ConvPlan& p, const float* x, const float*
   if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)
     CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,
-                                                    ctx.workspace(), ctx.workspace_bytes(), dx_add ? &one : &zero,
-                                                    p.x_, dx));
+                                                    ctx.workspace(), ctx.workspace_bytes(), dx_add ? &one : &zero, p.x_,
+                                                    dx));
 }
 
 // bf16: cuDNN's NHWC bias addition is slow, so an own pass adds the fp32 bias to the rounded output,
@@ -203,8 +203,8 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
   if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)
     CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,
-                                                    ctx.workspace(), ctx.workspace_bytes(), dx_add ? &one : &zero,
-                                                    p.x_, dx));
+                                                    ctx.workspace(), ctx.workspace_bytes(), dx_add ? &one : &zero, p.x_,
+                                                    dx));
 }
 
 }  // namespace convoy::gpu
@@ -241,8 +241,7 @@ template <typename T>
 void conv_bwd(const GpuLayer& l) {
   const T* dy = as<T>(l.buf.dy);
   if constexpr (std::is_same_v<T, bf16>)
-    gpu::conv_backward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), dy, l.grad_to<T>(), l.dw, l.db, l.dw16,
-                       l.dx_add);
+    gpu::conv_backward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), dy, l.grad_to<T>(), l.dw, l.db, l.dw16, l.dx_add);
   else
     gpu::conv_backward(l.ctx, plan_for(l), l.xs<T>(), l.weights<T>(), dy, l.grad_to<T>(), l.dw, l.db, l.dx_add);
 }

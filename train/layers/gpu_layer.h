@@ -23,7 +23,7 @@ namespace convoy::gpu {
 struct NodeBuffers {
   DeviceBuffer<unsigned char> y, dy, aux, aux2;
   DeviceBuffer<float2> scale_shift;  // bf16, a node that can defer its output (Op::defers_channel_affine_bf16)
-  bool fp32 = true;  // y and dy hold fp32: every node of an fp32 net, the logits of a bf16 one
+  bool fp32 = true;                  // y and dy hold fp32: every node of an fp32 net, the logits of a bf16 one
 };
 
 // What an op keeps for a node from step to step (a convolution's cuDNN plans); GpuNet owns it.
