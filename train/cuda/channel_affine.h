@@ -14,4 +14,10 @@ struct ChannelAffine {
   const float2* scale_shift = nullptr;  // per channel
 };
 
+#ifdef __CUDACC__
+// x * scale + shift: batch norm's own pass and a consumer applying a ChannelAffine both call this
+// one expression, so that both compile it alike and store the same bits.
+__device__ __forceinline__ float apply_affine(float x, float2 scale_shift) { return x * scale_shift.x + scale_shift.y; }
+#endif
+
 }  // namespace convoy::gpu

@@ -6,6 +6,7 @@
 // replays bit for bit, and the passes move 16-byte packs of channels.
 #include <cmath>
 
+#include "train/cuda/channel_affine.h"
 #include "train/cuda/channels.cuh"
 #include "train/cuda/storage.cuh"
 #include "train/gpu_context.h"
@@ -134,7 +135,7 @@ __global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const
         P out;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float v = load(in.v[j]) * ab[j].x + ab[j].y;
+          const float v = apply_affine(load(in.v[j]), ab[j]);
           out.v[j] = store<bf16>(Relu ? fmaxf(v, 0.f) : v);
         }
         reinterpret_cast<P*>(y)[k] = out;

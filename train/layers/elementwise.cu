@@ -66,7 +66,7 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __res
 // An input's value as its maker would have stored it: x, or x * scale + shift rounded to bf16.
 template <bool Affine>
 __device__ __forceinline__ float affine_value(bf16 x, float2 ab) {
-  if constexpr (Affine) return load(store<bf16>(load(x) * ab.x + ab.y));
+  if constexpr (Affine) return load(store<bf16>(apply_affine(load(x), ab)));
   return load(x);
 }
 
