@@ -9,7 +9,7 @@ prints the mean loss of each run over steps 1-20, the middle 20 and the last 20,
 between 20-step moving averages: convoy's first run against PyTorch's, and between the runs of each
 side.
 """
-import json
+import os
 import sys
 
 import matplotlib
@@ -17,17 +17,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from plot import read_metrics  # noqa: E402
+
 WINDOW = 20
 
 
 def convoy_losses(path):
-    out = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("kind") == "step":
-                out[int(r["global_step"])] = float(r["loss"])
-    return [out[k] for k in sorted(out)]
+    steps, _ = read_metrics(path)
+    return [float(r["loss"]) for r in sorted(steps, key=lambda r: int(r["global_step"]))]
 
 
 def torch_losses(path):
