@@ -53,9 +53,9 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, bool s
   Sizes sizes;
   sizes.copy = params;  // padded first-layer weights go after the flat ones
   order_gradient_sums();
-  for (size_t i = 0; i < nodes; ++i) set_up_node(a, int(i), sizes);
   fuse_relus();
   defer_affines();
+  for (size_t i = 0; i < nodes; ++i) set_up_node(a, int(i), sizes);
   if (half) {
     a.request(weights16_, std::max<size_t>(1, sizes.copy));
     a.request(dw16_, std::max<size_t>(1, sizes.dw16));
@@ -96,7 +96,7 @@ void GpuNet::set_up_node(Arena& a, int i, Sizes& sizes) {
   NodeBuffers& b = buf_[i];
   b.fp32 = !half || (nd.op().fp32_logits() && feeds_only_loss(net_, i));
   const size_t count = size_t(max_batch_) * nd.out.size(), elem = b.fp32 ? sizeof(float) : sizeof(bf16);
-  a.request(b.y, count * elem);
+  if (!deferred_[i]) a.request(b.y, count * elem);  // a deferred output is never stored
   a.request(b.dy, count * elem);
   copy_at_[i] = nd.w_off;
   GpuSetup s{a, nd, b, half, max_batch_, input_, copy_at_[i], sizes.copy, host_segments_, sizes.dw16, sizes.dy16};
@@ -138,7 +138,8 @@ void GpuNet::fuse_relus() {
   }
 }
 
-// bf16: see deferred_. Only a batch norm with no ReLU of its own can leave its output so.
+// bf16: see deferred_. Only a batch norm with no ReLU of its own can leave its output so; its
+// output is bf16, as its only consumer is not the loss.
 void GpuNet::defer_affines() {
   const auto& nodes = net_.nodes();
   deferred_.assign(nodes.size(), false);
@@ -149,7 +150,7 @@ void GpuNet::defer_affines() {
     for (size_t k = 0; k < nodes[j].in.size(); ++k) {
       const int i = nodes[j].in[k];
       if (i < 0 || nodes[i].consumers != 1 || relu_of_[i] >= 0) continue;
-      if (!nodes[i].op().defers_channel_affine_bf16() || buf_[i].fp32) continue;
+      if (!nodes[i].op().defers_channel_affine_bf16()) continue;
       deferred_[i] = true;
       affine_in_[j][k] = i;
     }

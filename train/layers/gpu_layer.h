@@ -17,9 +17,9 @@
 
 namespace convoy::gpu {
 
-// One node's device memory: its output and the output's gradient, and what its op keeps between
-// the passes in aux and aux2 (dropout mask, batch-norm statistics, max-pool argmax, an fc's input
-// and input gradient in NCHW order).
+// One node's device memory: its output (none where the node defers it, GpuLayer::defer) and the
+// output's gradient, and what its op keeps between the passes in aux and aux2 (dropout mask,
+// batch-norm statistics, max-pool argmax, an fc's input and input gradient in NCHW order).
 struct NodeBuffers {
   DeviceBuffer<unsigned char> y, dy, aux, aux2;
   DeviceBuffer<float2> scale_shift;  // bf16, a node that can defer its output (Op::defers_channel_affine_bf16)
