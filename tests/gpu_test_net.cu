@@ -67,12 +67,12 @@ gpu::DeviceBuffer<uint64_t> step_key(uint64_t key) {
 
 // `config` names the net in messages.
 void steps_match(const NetConfig& cfg, const std::string& config, Dims input, int n, int steps,
-                 gpu::MathMode math = gpu::MathMode::fp32, const Bounds& bound = kFp32, bool space_to_depth = true) {
+                 gpu::MathMode math = gpu::MathMode::fp32, const Bounds& bound = kFp32, InputFold fold = InputFold::patches) {
   Net cpu(cfg, input, 10);
   cpu.init_weights(7);
   cpu.reserve(n);
   gpu::Context ctx(0, size_t(256) << 20, math);
-  gpu::GpuNet g(ctx, cpu, n, nullptr, space_to_depth);
+  gpu::GpuNet g(ctx, cpu, n, nullptr, fold);
   g.upload(cpu.weights(), cpu.state());
 
   std::mt19937 rng(3);
@@ -152,8 +152,8 @@ void steps_match(const NetConfig& cfg, const std::string& config, Dims input, in
 }
 
 void steps_match(const std::string& config, Dims input, int n, int steps, gpu::MathMode math = gpu::MathMode::fp32,
-                 const Bounds& bound = kFp32, bool space_to_depth = true) {
-  steps_match(read_net_config(test::config_path(config)), config, input, n, steps, math, bound, space_to_depth);
+                 const Bounds& bound = kFp32, InputFold fold = InputFold::patches) {
+  steps_match(read_net_config(test::config_path(config)), config, input, n, steps, math, bound, fold);
 }
 
 }  // namespace
@@ -187,31 +187,42 @@ TEST(GpuNet, Bf16StoresFewInputChannelsForFastConvolutions) {
   gpu::Context ctx(0, size_t(256) << 20, gpu::MathMode::bf16);
   Net rgb(read_net_config(test::config_path("resnet18.toml")), {3, 32, 32}, 10);
   Net gray(read_net_config(test::config_path("fmnist.toml")), {1, 28, 28}, 10);
-  // ResNet-18's 7x7/2 stem with padding 3 over 32x32: 16x16 outputs, 4x4 taps of 2x2 blocks, so
-  // 19x19 stored pixels of 12 channels padded to 16.
-  const gpu::InputLayout s2d = gpu::GpuNet(ctx, rgb, 2).input_layout();
-  EXPECT_EQ(s2d.block, 2);
+  // ResNet-18's 7x7/2 stem with padding 3 over 32x32: 16x16 outputs, each a window of 147 values
+  // padded to 152; as blocks, 4x4 taps of 2x2 blocks, so 19x19 stored pixels of 12 channels padded
+  // to 16.
+  const gpu::InputLayout patches = gpu::GpuNet(ctx, rgb, 2).input_layout();
+  EXPECT_EQ(patches.fold, InputFold::patches);
+  EXPECT_EQ(patches.c_stored, 152);
+  EXPECT_EQ(patches.h_stored, 16);
+  EXPECT_EQ(patches.w_stored, 16);
+  EXPECT_EQ(patches.k, 7);
+  EXPECT_EQ(patches.pad, 3);
+  const gpu::InputLayout s2d = gpu::GpuNet(ctx, rgb, 2, nullptr, InputFold::blocks).input_layout();
+  EXPECT_EQ(s2d.fold, InputFold::blocks);
   EXPECT_EQ(s2d.c_stored, 16);
   EXPECT_EQ(s2d.h_stored, 19);
   EXPECT_EQ(s2d.w_stored, 19);
   EXPECT_EQ(s2d.pad, 3);
-  const gpu::InputLayout padded = gpu::GpuNet(ctx, rgb, 2, nullptr, false).input_layout();
-  EXPECT_EQ(padded.block, 1);
+  const gpu::InputLayout padded = gpu::GpuNet(ctx, rgb, 2, nullptr, InputFold::none).input_layout();
+  EXPECT_EQ(padded.fold, InputFold::none);
   EXPECT_EQ(padded.c_stored, 8);
   EXPECT_EQ(padded.h_stored, 32);
   EXPECT_EQ(gpu::GpuNet(ctx, gray, 2).input_layout().c_stored, 1);  // a stride-1 first convolution
   gpu::Context ctx32(0, size_t(256) << 20, gpu::MathMode::fp32);
   EXPECT_EQ(gpu::GpuNet(ctx32, rgb, 2).input_layout().c_stored, 3);
-  EXPECT_EQ(gpu::GpuNet(ctx32, rgb, 2).input_layout().block, 1);
+  EXPECT_EQ(gpu::GpuNet(ctx32, rgb, 2).input_layout().fold, InputFold::none);
 }
 
 TEST(GpuNet, Bf16Resnet18StepsMatchCpu) {
   steps_match("resnet18.toml", {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.08, 5e-3, 1e-4});
 }
 
-// The same with the stem reading 3 channels padded to 8 instead of 2x2 pixel blocks.
-TEST(GpuNet, Bf16Resnet18WithoutSpaceToDepthStepsMatchCpu) {
-  steps_match("resnet18.toml", {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.08, 5e-3, 1e-4}, false);
+// The same with the stem reading 2x2 pixel blocks, and 3 channels padded to 8, instead of windows.
+TEST(GpuNet, Bf16Resnet18WithOtherInputFoldsStepsMatchCpu) {
+  for (InputFold fold : {InputFold::blocks, InputFold::none}) {
+    SCOPED_TRACE(fold == InputFold::blocks ? "blocks" : "none");
+    steps_match("resnet18.toml", {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.08, 5e-3, 1e-4}, fold);
+  }
 }
 
 // Every registered op inside the small net of op_nets.h, in fp32 and in bf16, so that an op's CUDA

@@ -69,10 +69,56 @@ __global__ void normalize_pixels(InputShape s, InputLayout l, const uint8_t* __r
   }
 }
 
+// Patches: kPatchPixels consecutive stored pixels per block, which lie in one contiguous run of
+// memory. A thread per (pixel, window row) writes that row's k c values into shared memory, walking
+// them in order with no division per value; then the block copies the run out in 16-byte stores.
+constexpr int kPatchPixels = 32;
+
+template <typename T>
+__global__ void normalize_patches(InputShape s, InputLayout l, const uint8_t* __restrict__ hwc,
+                                  const uint8_t* __restrict__ flips, const float* __restrict__ scale_shift,
+                                  T* __restrict__ out) {
+  extern __shared__ __align__(16) unsigned char patch_smem[];
+  T* rows = reinterpret_cast<T*>(patch_smem);
+  const size_t pixels = size_t(l.h_stored) * l.w_stored, total = size_t(s.n) * pixels;
+  const size_t first = size_t(blockIdx.x) * kPatchPixels;
+  const int count = int(min(size_t(kPatchPixels), total - first)), row = l.k * l.c;
+  for (int r = threadIdx.x; r < count * l.k; r += blockDim.x) {
+    const int q = r / l.k, ky = r % l.k;
+    const size_t g = first + q, n = g / pixels;
+    const int p = int(g % pixels), i = p / l.w_stored, j = p % l.w_stored, y = 2 * i + ky - l.pad;
+    const uint8_t* src = hwc + n * size_t(s.h) * s.w * s.c;
+    const bool flip = flips[n] != 0, in_row = y >= 0 && y < s.h;
+    T* dst = rows + size_t(q) * l.c_stored + ky * row;
+    for (int kx = 0; kx < l.k; ++kx) {
+      const int x = 2 * j + kx - l.pad;
+      const bool in = in_row && x >= 0 && x < s.w;
+      for (int ch = 0; ch < l.c; ++ch)
+        *dst++ = store<T>(in ? normalized(src, s, y, flip ? s.w - 1 - x : x, ch, scale_shift) : 0.f);
+    }
+  }
+  for (int r = threadIdx.x; r < count * (l.c_stored - l.k * row); r += blockDim.x) {
+    const int tail = l.c_stored - l.k * row;
+    rows[size_t(r / tail) * l.c_stored + l.k * row + r % tail] = store<T>(0.f);
+  }
+  __syncthreads();
+  using P = Pack<T, kPack<T>>;
+  const P* from = reinterpret_cast<const P*>(rows);
+  P* to = reinterpret_cast<P*>(out + first * l.c_stored);
+  for (int r = threadIdx.x; r < count * l.c_stored / kPack<T>; r += blockDim.x) to[r] = from[r];
+}
+
 template <typename T>
 void normalize_nhwc(Context& ctx, const InputShape& s, const InputLayout& l, const uint8_t* hwc, const uint8_t* flips,
                     const float* scale_shift, T* out) {
   constexpr int V = kPack<T>;
+  if (l.fold == InputFold::patches && l.c_stored % V == 0 && pack_aligned<T, V>(out)) {
+    const size_t total = size_t(s.n) * l.h_stored * l.w_stored;
+    const unsigned blocks = unsigned((total + kPatchPixels - 1) / kPatchPixels);
+    normalize_patches<T><<<blocks, 256, kPatchPixels * l.c_stored * sizeof(T), ctx.stream()>>>(s, l, hwc, flips,
+                                                                                             scale_shift, out);
+    return;
+  }
   const unsigned pixels = unsigned(l.h_stored) * unsigned(l.w_stored);
   const dim3 grid(std::min((pixels + 255) / 256, 1024u), unsigned(std::min(s.n, 65535)));
   if (l.c_stored % V == 0 && pack_aligned<T, V>(out))

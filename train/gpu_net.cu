@@ -35,7 +35,7 @@ bool feeds_only_loss(const Net& net, int i) {
 
 }  // namespace
 
-GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, bool space_to_depth)
+GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputFold fold)
     : ctx_(ctx), net_(net), max_batch_(max_batch) {
   Arena& a = arena ? *arena : own_arena_;
   const bool half = ctx.bf16();
@@ -48,7 +48,7 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, bool s
   const size_t nodes = net.nodes().size();
   buf_.resize(nodes);
   caches_.resize(nodes);
-  input_ = choose_input_layout(net, half, space_to_depth);
+  input_ = choose_input_layout(net, half, fold);
   copy_at_.assign(nodes, 0);
   Sizes sizes;
   sizes.copy = params;  // padded first-layer weights go after the flat ones
@@ -69,7 +69,7 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, bool s
 // bf16: pad the input's channels when only ops that take padded input read it (ungrouped
 // convolutions), or fold 2x2 pixel blocks into its channels when its one reader can take them (a
 // stride-2 convolution); fp32 nets read the CPU's plain NCHW.
-InputLayout GpuNet::choose_input_layout(const Net& net, bool half, bool space_to_depth) {
+InputLayout GpuNet::choose_input_layout(const Net& net, bool half, InputFold fold) {
   const Dims id = net.input_dims();
   const InputLayout plain = plain_input(id.c, id.h, id.w, id.c);
   if (!half || id.c >= 8) return plain;
@@ -82,8 +82,9 @@ InputLayout GpuNet::choose_input_layout(const Net& net, bool half, bool space_to
         ++readers, use = nd.op().input_use(nd);
         if (!use.padded) padded = false;
       }
-  if (padded && readers == 1 && space_to_depth && id.c <= 4 && use.block_kernel >= 2)
-    return space_to_depth_input(id.c, id.h, id.w, use.block_kernel, use.block_pad);
+  if (padded && readers == 1 && fold != InputFold::none && id.c <= 4 && use.block_kernel >= 2)
+    return fold == InputFold::blocks ? space_to_depth_input(id.c, id.h, id.w, use.block_kernel, use.block_pad)
+                                     : patches_input(id.c, id.h, id.w, use.block_kernel, use.block_pad);
   if (padded && id.c > 1) return plain_input(id.c, id.h, id.w, 8);
   return plain;
 }

@@ -24,9 +24,9 @@ class GpuNet {
   // arena, the buffers are requested from it and usable once its owner commits it; without one,
   // the net makes and commits its own. The context's math mode fixes how activations are stored:
   // fp32 NCHW, or (MathMode::bf16) bf16 NHWC with fp32 logits.
-  // space_to_depth: let a bf16 net whose input only a stride-2 convolution of up to 4 channels reads
-  // take it as 2x2 blocks (InputLayout block 2); off, such input is padded to 8 channels instead.
-  GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena = nullptr, bool space_to_depth = true);
+  // fold: how a bf16 net whose input only a stride-2 convolution of up to 4 channels reads stores
+  // it (InputLayout); with InputFold::none, such input is padded to 8 channels.
+  GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena = nullptr, InputFold fold = InputFold::patches);
 
   // Weights and running statistics in the CPU Net's flat layout (fp32 whatever the math mode).
   void upload(const std::vector<float>& weights, const std::vector<float>& state);
@@ -78,7 +78,7 @@ class GpuNet {
   struct Sizes {
     size_t copy = 0, dw16 = 0, dy16 = 0, scratch = 0;
   };
-  static InputLayout choose_input_layout(const Net& net, bool half, bool space_to_depth);
+  static InputLayout choose_input_layout(const Net& net, bool half, InputFold fold);
   void set_up_node(Arena& a, int i, Sizes& sizes);
   void fuse_relus();
   void defer_affines();

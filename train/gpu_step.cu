@@ -67,7 +67,7 @@ struct GpuStep::StepEvents {
 
 GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank,
                  int ranks, const GpuStepOptions& o)
-    : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch, &arena_, o.space_to_depth), host_opt_(opt),
+    : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch, &arena_, o.input_fold), host_opt_(opt),
       max_batch_(max_batch), ranks_(ranks), o_(o) {
   ctx_.set_algo_search(o.algos);
   name_ = current_device_text();

@@ -49,7 +49,7 @@ struct GpuStepOptions {
   bool profile = false;                   // time every node (waits for each step)
   AlgoSearch algos = AlgoSearch::heuristic;
   size_t workspace_bytes = size_t(1) << 30;  // cuDNN workspace (bounds the algorithms it may use)
-  bool space_to_depth = true;                // bf16: a stride-2 first convolution reads 2x2 pixel blocks
+  InputFold input_fold = InputFold::patches;  // bf16: how a stride-2 first convolution reads its input
   // A step whose loss is not finite never updates the weights or the optimiser state; with this,
   // batch norm's running statistics are kept as they were before it too (a copy per step).
   bool skip_nonfinite = false;
@@ -86,7 +86,7 @@ class GpuStep {
   void add_profile_to(Net& net);
   const char* device_name() const { return name_.c_str(); }
   size_t arena_bytes() const { return arena_.bytes(); }
-  bool input_space_to_depth() const { return net_.input_layout().block == 2; }
+  InputFold input_fold() const { return net_.input_layout().fold; }
   bool graphed() const { return bool(graph_[0]) || bool(graph_[1]); }
 
  private:

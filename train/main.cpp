@@ -73,9 +73,10 @@ void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
              "cpu | cuda | auto (default: a GPU when one is visible)");
   app.add_flag("!--no-cuda-graph", b.cuda_graph,
                "CUDA backend: queue each step op by op instead of replaying a captured graph");
-  app.add_flag("!--no-space-to-depth", b.space_to_depth,
-               "CUDA backend, bf16: feed a stride-2 first convolution (ResNet's 7x7 stem) 3 channels padded to 8 "
-               "instead of 2x2 pixel blocks as 16 channels");
+  add_choice(app, "--input-fold", b.input_fold, convoy::input_fold_names(),
+             "CUDA backend, bf16: how a stride-2 first convolution (ResNet's 7x7 stem) reads 3-channel input: "
+             "patches = each output pixel's window as one row (a 1x1 convolution), blocks = 2x2 pixel blocks as 16 "
+             "channels, none = 3 channels padded to 8");
   add_choice(app, "--cudnn-algos", b.conv_algos, convoy::conv_algos_names(),
              "CUDA backend: heuristic = deterministic convolution algorithms by cuDNN's ranking (runs repeat bit for "
              "bit); measure = deterministic ones timed at start (the choice, and so the last bits, may differ between "

@@ -23,6 +23,15 @@ gpu::MathMode math_mode(Precision p) {
   return gpu::MathMode::tf32;
 }
 
+const char* input_fold_note(InputFold f) {
+  switch (f) {
+    case InputFold::patches: return ", input as the first convolution's windows (patches)";
+    case InputFold::blocks: return ", input as 2x2 pixel blocks (space to depth)";
+    case InputFold::none: break;
+  }
+  return "";
+}
+
 gpu::AlgoSearch algo_search(ConvAlgos a) {
   switch (a) {
     case ConvAlgos::measure: return gpu::AlgoSearch::measure;
@@ -36,7 +45,7 @@ gpu::GpuStepOptions gpu_options(const StepSetup& s) {
   gpu::GpuStepOptions go;
   go.math = math_mode(s.backend.precision);
   go.graph = s.backend.cuda_graph;
-  go.space_to_depth = s.backend.space_to_depth;
+  go.input_fold = s.backend.input_fold;
   go.skip_nonfinite = s.skip_nonfinite;
   go.profile = s.profile;
   go.workspace_bytes = size_t(s.backend.cudnn_workspace_mb) << 20;
@@ -91,7 +100,7 @@ std::unique_ptr<Step> make_gpu_step(const StepSetup& s) {
       step->device_name(), setup_s, double(step->arena_bytes()) / (1 << 20),
       name_of(precision_names(), s.backend.precision).c_str(),
       name_of(conv_algos_names(), s.backend.conv_algos).c_str(),
-      step->input_space_to_depth() ? ", input as 2x2 pixel blocks (space to depth)" : "",
+      input_fold_note(step->input_fold()),
       s.backend.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
       s.ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
   return std::make_unique<GpuBackendStep>(std::move(step), setup_s);

@@ -14,6 +14,12 @@ const Names<Precision>& precision_names() {
   return names;
 }
 
+const Names<InputFold>& input_fold_names() {
+  static const Names<InputFold> names{
+      {"patches", InputFold::patches}, {"blocks", InputFold::blocks}, {"none", InputFold::none}};
+  return names;
+}
+
 const Names<ConvAlgos>& conv_algos_names() {
   static const Names<ConvAlgos> names{
       {"heuristic", ConvAlgos::heuristic}, {"measure", ConvAlgos::measure}, {"fastest", ConvAlgos::fastest}};

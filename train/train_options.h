@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "train/input_fold.h"
+
 namespace convoy {
 
 enum class Device { cpu, cuda, automatic };            // automatic: a GPU when one is visible
@@ -18,6 +20,7 @@ using Names = std::vector<std::pair<std::string, E>>;
 const Names<Device>& device_names();
 const Names<Precision>& precision_names();
 const Names<ConvAlgos>& conv_algos_names();
+const Names<InputFold>& input_fold_names();
 
 template <typename E>
 const std::string& name_of(const Names<E>& names, E value) {
@@ -31,7 +34,7 @@ struct BackendOptions {
   Device device = Device::automatic;
   Precision precision = Precision::tf32;
   bool cuda_graph = true;      // replay the step as a captured CUDA graph
-  bool space_to_depth = true;  // bf16: a stride-2 first convolution reads 2x2 pixel blocks
+  InputFold input_fold = InputFold::patches;  // bf16: how a stride-2 first convolution reads its input
   ConvAlgos conv_algos = ConvAlgos::heuristic;
   int cudnn_workspace_mb = 1024;
 };

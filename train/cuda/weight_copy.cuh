@@ -17,12 +17,16 @@ __host__ __device__ inline unsigned krsc_index(unsigned j, unsigned c, unsigned 
 }
 
 // Index in the filter a convolution stores of the weight at j in [c_out, c, kh * kw] order: with
-// s2d_k = 0, krsc_index; for a space-to-depth convolution (InputLayout block 2) of kernel size k =
-// s2d_k, tap (ky, kx) of channel ch lies at tap (ky / 2, kx / 2) of [c_out, ceil(k/2), ceil(k/2),
-// c_pad], channel (2 (ky % 2) + kx % 2) c + ch; the taps past k (k odd) stay zero.
-__host__ __device__ inline unsigned filter_index(unsigned j, unsigned c, unsigned rs, unsigned c_pad, unsigned s2d_k) {
-  if (s2d_k == 0) return krsc_index(j, c, rs, c_pad);
-  const unsigned crs = c * rs, rem = j % crs, t = rem % rs, ky = t / s2d_k, kx = t % s2d_k, kb = (s2d_k + 1) / 2;
+// fold none, krsc_index; for a first convolution of kernel size k over folded input (InputLayout),
+// tap (ky, kx) of channel ch lies, blocks, at tap (ky / 2, kx / 2) of [c_out, ceil(k/2),
+// ceil(k/2), c_pad], channel (2 (ky % 2) + kx % 2) c + ch (the taps past k, k odd, stay zero);
+// patches, at channel (ky k + kx) c + ch of [c_out, c_pad].
+__host__ __device__ inline unsigned filter_index(unsigned j, unsigned c, unsigned rs, unsigned c_pad, InputFold fold,
+                                                 unsigned k) {
+  if (fold == InputFold::none) return krsc_index(j, c, rs, c_pad);
+  const unsigned crs = c * rs, rem = j % crs, t = rem % rs;
+  if (fold == InputFold::patches) return j / crs * c_pad + t * c + rem / rs;
+  const unsigned ky = t / k, kx = t % k, kb = (k + 1) / 2;
   return ((j / crs * kb + ky / 2) * kb + kx / 2) * c_pad + ((ky % 2) * 2 + kx % 2) * c + rem / rs;
 }
 
@@ -39,7 +43,7 @@ __device__ inline size_t copy_index(size_t i, const WeightSegment* __restrict__ 
   if (lo < count && segments[lo].begin <= i) {
     const WeightSegment s = segments[lo];
     return s.dest +
-           filter_index(unsigned(i - s.begin), unsigned(s.c), unsigned(s.rs), unsigned(s.c_pad), unsigned(s.s2d_k));
+           filter_index(unsigned(i - s.begin), unsigned(s.c), unsigned(s.rs), unsigned(s.c_pad), s.fold, unsigned(s.k));
   }
   return i;
 }

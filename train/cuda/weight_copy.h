@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "train/cuda/storage.h"
+#include "train/input_fold.h"
 
 namespace convoy::gpu {
 
@@ -13,13 +14,14 @@ class Context;
 // which the bf16 copy holds in cuDNN's NHWC filter order [c_out, kh, kw, c]; rs = kh * kw.
 // dest: where the segment starts in the copy (begin, unless it is padded); c_pad: channels per
 // filter tap there (c, or more for a padded first convolution, whose extra weights stay zero);
-// s2d_k: a space-to-depth first convolution's kernel size (0: none), see filter_index.
+// fold, k: a first convolution over folded input (InputLayout) and its kernel size, see filter_index.
 struct WeightSegment {
   size_t begin = 0, end = 0;
   int c = 0, rs = 0;
   size_t dest = 0;
   int c_pad = 0;
-  int s2d_k = 0;
+  InputFold fold = InputFold::none;
+  int k = 0;
 };
 // The bf16 copy of the flat fp32 weights that a bf16 net computes with: the same offsets, the
 // segments (device array, sorted, disjoint) reordered (and padded ones moved past the flat

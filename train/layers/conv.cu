@@ -21,9 +21,9 @@ namespace {
 
 // dw (fp32, [c_out, c, kh, kw]) from cuDNN's bf16 filter gradient in the stored filter's order (the
 // padded channels' and taps' gradients are dropped).
-__global__ void widen_filter_grad(unsigned count, unsigned c, unsigned rs, unsigned c_pad, unsigned s2d_k,
+__global__ void widen_filter_grad(unsigned count, unsigned c, unsigned rs, unsigned c_pad, InputFold fold, unsigned k,
                                   const bf16* __restrict__ krsc, float* __restrict__ dw) {
-  CONVOY_GRID_STRIDE(j, count) dw[j] = __bfloat162float(krsc[filter_index(unsigned(j), c, rs, c_pad, s2d_k)]);
+  CONVOY_GRID_STRIDE(j, count) dw[j] = __bfloat162float(krsc[filter_index(unsigned(j), c, rs, c_pad, fold, k)]);
 }
 
 // The first deterministic algorithm within the workspace, from cuDNN's heuristic ranking or from
@@ -66,22 +66,27 @@ Perf choose(AlgoSearch search, Heuristic heuristic, Measure timed, int total, si
 
 }  // namespace
 
-ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored, bool space_to_depth)
-    : shape_(s), bf16_(ctx.bf16()), c_stored_(c_stored > 0 ? c_stored : s.c_in / s.groups) {
+ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored, InputFold fold)
+    : shape_(s), bf16_(ctx.bf16()), c_stored_(c_stored > 0 ? c_stored : s.c_in / s.groups), fold_(fold) {
   if (s.relu) fail("the CUDA convolution runs its ReLU as a separate node (ConvShape::relu must be off)");
   if (c_stored > 0 && c_stored != s.c_in && (!bf16_ || s.groups != 1 || c_stored < s.c_in))
     fail("ConvPlan: padded input channels need a bf16 plan, one group and at least c_in channels");
-  if (space_to_depth && (!bf16_ || s.groups != 1 || s.stride != 2 || s.kh != s.kw || need_dx || c_stored < 4 * s.c_in))
+  if (fold != InputFold::none &&
+      (!bf16_ || s.groups != 1 || s.stride != 2 || s.kh != s.kw || need_dx ||
+       c_stored < (fold == InputFold::blocks ? 4 : s.kh * s.kw) * s.c_in))
     fail(
-        "ConvPlan: space to depth needs a bf16 plan of one group, stride 2, a square kernel, no input "
-        "gradient and 4 c_in stored channels");
-  if (space_to_depth) s2d_k_ = s.kh;
+        "ConvPlan: a folded input needs a bf16 plan of one group, stride 2, a square kernel, no input "
+        "gradient and all the fold's channels stored");
   const int cx = s.groups == 1 ? c_stored_ : s.c_in;  // channels of x as stored
-  // Space to depth: cuDNN sees the stored layout, a stride-1 unpadded convolution of half the kernel.
-  const InputLayout packed = space_to_depth_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad);
-  const int kb = (s.kh + 1) / 2;
-  const int xh = s2d_k_ ? packed.h_stored : s.h_in, xw = s2d_k_ ? packed.w_stored : s.w_in;
-  const int fh = s2d_k_ ? kb : s.kh, fw = s2d_k_ ? kb : s.kw, pad = s2d_k_ ? 0 : s.pad, stride = s2d_k_ ? 1 : s.stride;
+  // A folded input: cuDNN sees the stored layout, a stride-1 unpadded convolution of half the kernel
+  // (blocks) or 1x1 (patches).
+  int xh = s.h_in, xw = s.w_in, fh = s.kh, fw = s.kw, pad = s.pad, stride = s.stride;
+  if (fold != InputFold::none) {
+    const InputLayout l = fold == InputFold::blocks ? space_to_depth_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad)
+                                                    : patches_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad);
+    xh = l.h_stored, xw = l.w_stored, pad = 0, stride = 1;
+    fh = fw = fold == InputFold::blocks ? (s.kh + 1) / 2 : 1;
+  }
   const cudnnTensorFormat_t format = bf16_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   const cudnnDataType_t type = bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
@@ -198,7 +203,7 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
   const size_t count = s.weight_count();
   widen_filter_grad<<<grid_for(count), 256, 0, ctx.stream()>>>(unsigned(count), unsigned(s.c_in / s.groups),
                                                                unsigned(s.kh * s.kw), unsigned(p.c_stored_),
-                                                               unsigned(p.s2d_k_), dw_scratch, dw);
+                                                               p.fold_, unsigned(s.kh), dw_scratch, dw);
   CONVOY_CUDA_CHECK_LAUNCH();
   if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)
@@ -228,7 +233,7 @@ const gpu::ConvPlan& plan_for(const GpuLayer& l) {
   if (it != plans.end()) return *it->second;
   const bool first = l.node.in[0] < 0;
   auto p = std::make_unique<gpu::ConvPlan>(l.ctx, conv_shape(l.node, l.n()), !first, first ? l.input.c_stored : 0,
-                                           first && l.input.block == 2);
+                                           first ? l.input.fold : InputFold::none);
   return *plans.emplace(l.n(), std::move(p)).first->second;
 }
 
@@ -262,11 +267,12 @@ void ConvOp::gpu_setup(gpu::GpuSetup& s) const {
   const Dims in = nd.in_dims[0];
   const int c = in.c / p.groups, rs = p.kernel * p.kernel;
   if (nd.w_count >= (size_t(1) << 32)) fail("GpuNet: a convolution with 2^32 weights or more");
-  if (nd.in[0] < 0 && (s.input.c_stored != in.c || s.input.block != 1)) {
-    const int kb = (p.kernel + 1) / 2, taps = s.input.block == 2 ? kb * kb : rs;
+  const InputFold fold = s.input.fold;
+  if (nd.in[0] < 0 && (s.input.c_stored != in.c || fold != InputFold::none)) {
+    const int kb = (p.kernel + 1) / 2;
+    const int taps = fold == InputFold::blocks ? kb * kb : fold == InputFold::patches ? 1 : rs;
     const size_t padded = size_t(p.filters) * taps * size_t(s.input.c_stored);
-    s.segments.push_back(
-        {nd.w_off, nd.w_off + nd.w_count, c, rs, s.copy_size, s.input.c_stored, s.input.block == 2 ? p.kernel : 0});
+    s.segments.push_back({nd.w_off, nd.w_off + nd.w_count, c, rs, s.copy_size, s.input.c_stored, fold, p.kernel});
     s.copy_at = s.copy_size;
     s.copy_size += padded;
     s.dw16 = std::max(s.dw16, padded);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 
+#include "train/input_fold.h"
 #include "train/layers/op.h"
 
 #if CONVOY_HAVE_CUDA
@@ -78,9 +79,11 @@ class ConvPlan {
   // zeros after them, and w is [c_out, kh, kw, c_stored] with zero weights there too. cuDNN's
   // NHWC tensor-core kernels want whole 16-byte pixels; 3-channel images padded to 8 run the
   // first convolution several times faster than 3 channels do.
-  // space_to_depth (with c_stored, stride 2, no input gradient): x is stored as InputLayout's block
-  // 2 and w as [c_out, ceil(k/2), ceil(k/2), c_stored] (see filter_index in weight_copy.cuh).
-  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true, int c_stored = 0, bool space_to_depth = false);
+  // fold (with c_stored, stride 2, no input gradient): x is stored folded (InputLayout) and w as
+  // [c_out, ceil(k/2), ceil(k/2), c_stored] (blocks) or [c_out, 1, 1, c_stored] (patches), see
+  // filter_index in weight_copy.cuh.
+  ConvPlan(Context& ctx, const ConvShape& shape, bool need_dx = true, int c_stored = 0,
+           InputFold fold = InputFold::none);
   ~ConvPlan();
   ConvPlan(const ConvPlan&) = delete;
   ConvPlan& operator=(const ConvPlan&) = delete;
@@ -96,7 +99,7 @@ class ConvPlan {
   bool has_dx_ = true;
   bool bf16_ = false;
   int c_stored_ = 0;  // channels per pixel of x and w as stored (shape_.c_in / groups unless padded)
-  int s2d_k_ = 0;     // space to depth: the kernel size k of the stride-2 convolution it computes
+  InputFold fold_ = InputFold::none;  // how x is folded for this stride-2 first convolution
 };
 
 // The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
