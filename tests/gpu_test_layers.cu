@@ -513,10 +513,13 @@ TEST_F(GpuBf16, FcForwardBackward) {
 }
 
 TEST_F(GpuBf16, Pooling) {
-  // The last two have whole 16-byte packs of channels: the packed NHWC kernels.
+  // The last five have whole 16-byte packs of channels: the packed NHWC kernels (the backward pass
+  // by 2x2 input blocks for stride 2, odd sizes and rows no window covers among them, and by
+  // input pixel for stride 1).
   for (PoolShape s :
        {PoolShape{3, 5, 28, 28, 2, 2, 2, 0}, PoolShape{2, 4, 15, 17, 3, 3, 2, 1}, PoolShape{2, 3, 9, 9, 3, 3, 1, 1},
-        PoolShape{2, 16, 15, 17, 3, 3, 2, 1}, PoolShape{3, 8, 12, 12, 2, 2, 2, 0}}) {
+        PoolShape{2, 16, 15, 17, 3, 3, 2, 1}, PoolShape{3, 8, 12, 12, 2, 2, 2, 0}, PoolShape{2, 16, 14, 13, 3, 3, 2, 0},
+        PoolShape{2, 8, 11, 10, 2, 2, 2, 0}, PoolShape{2, 8, 9, 9, 3, 3, 1, 1}}) {
     const int hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
     auto x = round_bf16(randn(s.in_count(), 9)), dy = round_bf16(randn(s.out_count(), 10));
     std::vector<float> y(s.out_count()), dx(s.in_count()), ya(s.out_count()), dxa(s.in_count());

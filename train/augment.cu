@@ -18,10 +18,13 @@ InputLayout nhwc_layout(const InputShape& s) { return s.packed.c_stored ? s.pack
 // The value of sample pixel (y, x), channel c, as Augmenter::normalize makes it (v * scale + shift
 // in float, no fused multiply-add: the CPU rounds the product, then the sum), hence bit-identical
 // float output.
+__device__ __forceinline__ float normalized(uint8_t v, float scale, float shift) {
+  return __fadd_rn(__fmul_rn(float(v), scale), shift);
+}
+
 __device__ __forceinline__ float normalized(const uint8_t* sample, const InputShape& s, int y, int x, int c,
                                             const float* scale_shift) {
-  const float v = float(sample[(size_t(y) * s.w + x) * s.c + c]);
-  return __fadd_rn(__fmul_rn(v, scale_shift[c]), scale_shift[s.c + c]);
+  return normalized(sample[(size_t(y) * s.w + x) * s.c + c], scale_shift[c], scale_shift[s.c + c]);
 }
 
 // NCHW: one thread per output value, in output order, so the writes coalesce.
@@ -69,56 +72,74 @@ __global__ void normalize_pixels(InputShape s, InputLayout l, const uint8_t* __r
   }
 }
 
-// Patches: kPatchPixels consecutive stored pixels per block, which lie in one contiguous run of
-// memory. A thread per (pixel, window row) writes that row's k c values into shared memory, walking
-// them in order with no division per value; then the block copies the run out in 16-byte stores.
+// Patches, for a k x k window over c channels known at compile time: kPatchPixels consecutive
+// stored pixels per block, which lie in one contiguous run of memory. A thread per (pixel, window
+// row) writes that row's K C values into shared memory, unrolled, so its loads are all in flight
+// at once; then the block copies the run out in 16-byte stores. 32-bit indices (the caller checks).
 constexpr int kPatchPixels = 32;
 
-template <typename T>
+template <typename T, int K, int C>
 __global__ void normalize_patches(InputShape s, InputLayout l, const uint8_t* __restrict__ hwc,
                                   const uint8_t* __restrict__ flips, const float* __restrict__ scale_shift,
                                   T* __restrict__ out) {
   extern __shared__ __align__(16) unsigned char patch_smem[];
   T* rows = reinterpret_cast<T*>(patch_smem);
-  const size_t pixels = size_t(l.h_stored) * l.w_stored, total = size_t(s.n) * pixels;
-  const size_t first = size_t(blockIdx.x) * kPatchPixels;
-  const int count = int(min(size_t(kPatchPixels), total - first)), row = l.k * l.c;
-  for (int r = threadIdx.x; r < count * l.k; r += blockDim.x) {
-    const int q = r / l.k, ky = r % l.k;
-    const size_t g = first + q, n = g / pixels;
-    const int p = int(g % pixels), i = p / l.w_stored, j = p % l.w_stored, y = 2 * i + ky - l.pad;
-    const uint8_t* src = hwc + n * size_t(s.h) * s.w * s.c;
+  float scale[C], shift[C];
+#pragma unroll
+  for (int ch = 0; ch < C; ++ch) scale[ch] = scale_shift[ch], shift[ch] = scale_shift[C + ch];
+  const unsigned pixels = unsigned(l.h_stored) * unsigned(l.w_stored), total = unsigned(s.n) * pixels;
+  const unsigned first = blockIdx.x * kPatchPixels;
+  const int count = int(min(unsigned(kPatchPixels), total - first)), tail = l.c_stored - K * K * C;
+  for (int r = threadIdx.x; r < count * K; r += blockDim.x) {
+    const int q = r / K, ky = r % K;
+    const unsigned g = first + q, n = g / pixels, p = g % pixels;
+    const int i = int(p / unsigned(l.w_stored)), j = int(p % unsigned(l.w_stored)), y = 2 * i + ky - l.pad;
     const bool flip = flips[n] != 0, in_row = y >= 0 && y < s.h;
-    T* dst = rows + size_t(q) * l.c_stored + ky * row;
-    for (int kx = 0; kx < l.k; ++kx) {
-      const int x = 2 * j + kx - l.pad;
+    const uint8_t* src = hwc + (size_t(n) * s.h + (in_row ? y : 0)) * s.w * C;
+    T* dst = rows + q * l.c_stored + ky * K * C;
+#pragma unroll
+    for (int kx = 0; kx < K; ++kx) {
+      const int x = 2 * j + kx - l.pad, xs = flip ? s.w - 1 - x : x;
       const bool in = in_row && x >= 0 && x < s.w;
-      for (int ch = 0; ch < l.c; ++ch)
-        *dst++ = store<T>(in ? normalized(src, s, y, flip ? s.w - 1 - x : x, ch, scale_shift) : 0.f);
+#pragma unroll
+      for (int ch = 0; ch < C; ++ch)
+        dst[kx * C + ch] = store<T>(in ? normalized(src[xs * C + ch], scale[ch], shift[ch]) : 0.f);
     }
   }
-  for (int r = threadIdx.x; r < count * (l.c_stored - l.k * row); r += blockDim.x) {
-    const int tail = l.c_stored - l.k * row;
-    rows[size_t(r / tail) * l.c_stored + l.k * row + r % tail] = store<T>(0.f);
-  }
+  for (int r = threadIdx.x; r < count * tail; r += blockDim.x)
+    rows[(r / tail) * l.c_stored + K * K * C + r % tail] = store<T>(0.f);
   __syncthreads();
   using P = Pack<T, kPack<T>>;
   const P* from = reinterpret_cast<const P*>(rows);
-  P* to = reinterpret_cast<P*>(out + first * l.c_stored);
+  P* to = reinterpret_cast<P*>(out + size_t(first) * l.c_stored);
   for (int r = threadIdx.x; r < count * l.c_stored / kPack<T>; r += blockDim.x) to[r] = from[r];
+}
+
+// The patches kernel for the window and channel counts it is built for, or false.
+template <typename T>
+bool normalize_patches_for(Context& ctx, const InputShape& s, const InputLayout& l, const uint8_t* hwc,
+                           const uint8_t* flips, const float* scale_shift, T* out) {
+  const size_t total = size_t(s.n) * l.h_stored * l.w_stored;
+  if (l.fold != InputFold::patches || l.c_stored % kPack<T> != 0 || !pack_aligned<T, kPack<T>>(out) ||
+      total >= (size_t(1) << 31))
+    return false;
+  const unsigned blocks = unsigned((total + kPatchPixels - 1) / kPatchPixels);
+  const size_t smem = kPatchPixels * l.c_stored * sizeof(T);
+  auto launch = [&](auto kernel) { kernel<<<blocks, 256, smem, ctx.stream()>>>(s, l, hwc, flips, scale_shift, out); };
+  if (l.k == 7 && l.c == 3)
+    launch(normalize_patches<T, 7, 3>);
+  else if (l.k == 3 && l.c == 3)
+    launch(normalize_patches<T, 3, 3>);
+  else
+    return false;
+  return true;
 }
 
 template <typename T>
 void normalize_nhwc(Context& ctx, const InputShape& s, const InputLayout& l, const uint8_t* hwc, const uint8_t* flips,
                     const float* scale_shift, T* out) {
   constexpr int V = kPack<T>;
-  if (l.fold == InputFold::patches && l.c_stored % V == 0 && pack_aligned<T, V>(out)) {
-    const size_t total = size_t(s.n) * l.h_stored * l.w_stored;
-    const unsigned blocks = unsigned((total + kPatchPixels - 1) / kPatchPixels);
-    normalize_patches<T><<<blocks, 256, kPatchPixels * l.c_stored * sizeof(T), ctx.stream()>>>(s, l, hwc, flips,
-                                                                                             scale_shift, out);
-    return;
-  }
+  if (normalize_patches_for(ctx, s, l, hwc, flips, scale_shift, out)) return;
   const unsigned pixels = unsigned(l.h_stored) * unsigned(l.w_stored);
   const dim3 grid(std::min((pixels + 255) / 256, 1024u), unsigned(std::min(s.n, 65535)));
   if (l.c_stored % V == 0 && pack_aligned<T, V>(out))

@@ -160,6 +160,67 @@ __global__ void max_bwd_packs(PoolShape s, int ho, int wo, size_t total, const T
   }
 }
 
+// The packed backward pass for windows of at most 3 at stride 2 (ResNet's 3x3/2 max pooling): one
+// thread per 2x2 block of input pixels and pack, whose gradients come from at most 2x2 outputs
+// (a window of k <= s + 1 at stride s spans two outputs at most). It loads those outputs' argmax
+// and gradient once, all at once, for four inputs, where max_bwd_packs loads them per input and
+// the gradient only after its argmax matched: its dependent loads, not its bytes, held it. The
+// same sums in the same order as max_bwd_packs.
+template <typename T, int V>
+__global__ void max_bwd_blocks(PoolShape s, int ho, int wo, unsigned total, const T* __restrict__ dy,
+                               const int32_t* __restrict__ argmax, T* __restrict__ dx) {
+  using P = Pack<T, V>;
+  const int cp = s.c / V, bh = (s.h_in + 1) / 2, bw = (s.w_in + 1) / 2;
+  CONVOY_GRID_STRIDE_AS(unsigned, idx, total) {
+    const int p = int(idx % cp);
+    unsigned r = idx / cp;
+    const int bx = int(r % bw);
+    r /= bw;
+    const int by = int(r % bh);
+    const size_t n = r / bh;
+    int y0, y1, x0, x1, unused;
+    covering(2 * by, s.pad, s.kh, 2, ho, &y0, &unused);
+    covering(min(2 * by + 1, s.h_in - 1), s.pad, s.kh, 2, ho, &unused, &y1);
+    covering(2 * bx, s.pad, s.kw, 2, wo, &x0, &unused);
+    covering(min(2 * bx + 1, s.w_in - 1), s.pad, s.kw, 2, wo, &unused, &x1);
+    P g[2][2];
+    int32_t a[2][2][V];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const bool there = y0 + i <= y1 && x0 + j <= x1;
+        const size_t o = there ? ((n * ho + y0 + i) * wo + x0 + j) * cp + p : 0;
+        const int4* am = reinterpret_cast<const int4*>(argmax + o * V);
+#pragma unroll
+        for (int q = 0; q < V; q += 4) {
+          const int4 m = there ? am[q / 4] : make_int4(-1, -1, -1, -1);
+          a[i][j][q] = m.x, a[i][j][q + 1] = m.y, a[i][j][q + 2] = m.z, a[i][j][q + 3] = m.w;
+        }
+        if (there) g[i][j] = reinterpret_cast<const P*>(dy)[o];
+      }
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        const int iy = 2 * by + u, ix = 2 * bx + v, here = iy * s.w_in + ix;
+        if (iy >= s.h_in || ix >= s.w_in) continue;
+        float sum[V] = {};
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int q = 0; q < V; ++q)
+              if (a[i][j][q] == here) sum[q] += load(g[i][j].v[q]);
+        P out;
+#pragma unroll
+        for (int q = 0; q < V; ++q) out.v[q] = store<T>(sum[q]);
+        reinterpret_cast<P*>(dx)[((n * s.h_in + iy) * s.w_in + ix) * cp + p] = out;
+      }
+  }
+}
+
 // Whether the packed NHWC kernels apply: whole packs per pixel, aligned pointers.
 template <typename T, typename... Ptr>
 bool packed_nhwc(Layout layout, const PoolShape& s, const Ptr*... p) {
@@ -262,6 +323,13 @@ void max_pool_backward(Context& ctx, const PoolShape& s, const T* dy, const int3
   constexpr int V = kPack<T>;
   if (packed_nhwc<T>(layout, s, dy, dx) && reinterpret_cast<uintptr_t>(argmax) % 16 == 0) {
     const size_t packs = s.in_count() / V;
+    const size_t blocks = size_t(s.n) * ((s.h_in + 1) / 2) * ((s.w_in + 1) / 2) * (s.c / V);
+    if (s.stride == 2 && s.kh <= 3 && s.kw <= 3 && blocks < (size_t(1) << 31)) {
+      max_bwd_blocks<T, V><<<grid_for(blocks), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), unsigned(blocks), dy,
+                                                                     argmax, dx);
+      CONVOY_CUDA_CHECK_LAUNCH();
+      return;
+    }
     max_bwd_packs<T, V><<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, dy, argmax, dx);
     CONVOY_CUDA_CHECK_LAUNCH();
     return;
