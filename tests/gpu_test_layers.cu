@@ -355,7 +355,9 @@ TEST_F(GpuBf16, ConvForwardBackward) {
                       ConvShape{3, 8, 9, 9, 8, 1, 1, 1, 0, 1}, ConvShape{2, 8, 10, 10, 8, 3, 3, 1, 1, 4},
                       ConvShape{2, 3, 32, 32, 16, 7, 7, 2, 3, 1}, ConvShape{4, 1, 28, 28, 32, 3, 3, 1, 1, 1},
                       ConvShape{2, 64, 8, 8, 64, 3, 3, 1, 1, 1}, ConvShape{3, 1, 15, 13, 8, 3, 3, 2, 1, 1},
-                      ConvShape{2, 3, 33, 30, 16, 7, 7, 2, 3, 1}, ConvShape{2, 4, 12, 12, 8, 4, 4, 2, 0, 1}}) {
+                      ConvShape{2, 3, 33, 30, 16, 7, 7, 2, 3, 1}, ConvShape{2, 4, 12, 12, 8, 4, 4, 2, 0, 1},
+                      ConvShape{2, 16, 15, 13, 24, 1, 1, 2, 0, 1}, ConvShape{3, 64, 8, 8, 32, 1, 1, 2, 0, 1}}) {
+    // (The last two: 1x1 of stride 2, whose forward pass packs the pixels it reads, odd sizes first.)
     const int c = s.c_in / s.groups, rs = s.kh * s.kw, hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
     auto x = round_bf16(randn(s.in_count(), 1)), dy = round_bf16(randn(s.out_count(), 4));
     auto w = randn(s.weight_count(), 2, 0.2f), b = randn(s.c_out, 3);

@@ -26,6 +26,17 @@ __global__ void widen_filter_grad(unsigned count, unsigned c, unsigned rs, unsig
   CONVOY_GRID_STRIDE(j, count) dw[j] = __bfloat162float(krsc[filter_index(unsigned(j), c, rs, c_pad, fold, k)]);
 }
 
+// x[n, s i, s j, :] to xs[n, i, j, :] in 16-byte packs (cp of them per pixel): the pixels a 1x1
+// stride-s convolution reads, packed for a stride-1 one.
+__global__ void subsample_pixels(unsigned total, int cp, int stride, int h_in, int w_in, int h_out, int w_out,
+                                 const uint4* __restrict__ x, uint4* __restrict__ xs) {
+  CONVOY_GRID_STRIDE(k, total) {
+    const unsigned pix = unsigned(k) / cp, n = pix / (h_out * w_out), r = pix % (h_out * w_out);
+    const unsigned i = r / w_out, j = r % w_out;
+    xs[k] = x[((size_t(n) * h_in + stride * i) * w_in + stride * j) * cp + unsigned(k) % cp];
+  }
+}
+
 // The first deterministic algorithm within the workspace, from cuDNN's heuristic ranking or from
 // timing each candidate (with `any`, the fastest timed one, deterministic or not). Heuristics
 // sometimes rank no deterministic algorithm for a shape; timing reports every one, so it is the
@@ -149,9 +160,44 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, ws, s, "backward-filter")
                     .algo;
   has_dx_ = need_dx;
+  plan_subsample(ctx);
+}
+
+// bf16 1x1 convolutions of stride > 1 (ResNet's downsampling shortcuts): cuDNN's heuristic picks a
+// slow algorithm for some (a layout transform and a non-tensor-core GEMM for ResNet-18's 64 to 128
+// channels, 4x the time of the stride-1 kernels). The forward pass instead packs the pixels it
+// reads into the workspace's end and runs a stride-1 1x1 convolution, a plain GEMM; the backward
+// passes keep the strided descriptors.
+void ConvPlan::plan_subsample(Context& ctx) {
+  const ConvShape& s = shape_;
+  const size_t bytes = size_t(s.n) * s.h_out() * s.w_out() * s.c_in * sizeof(bf16);
+  if (!bf16_ || s.kh != 1 || s.kw != 1 || s.stride == 1 || s.pad != 0 || s.groups != 1 || fold_ != InputFold::none ||
+      s.c_in % 8 != 0 || bytes > ctx.workspace_bytes() / 2 || bytes >= (size_t(16) << 32))
+    return;
+  sub_bytes_ = (bytes + 255) / 256 * 256;
+  CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_sub_));
+  CONVOY_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_sub_));
+  CONVOY_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(x_sub_, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, s.n, s.c_in, s.h_out(), s.w_out()));
+  CONVOY_CUDNN_CHECK(
+      cudnnSetConvolution2dDescriptor(conv_sub_, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_sub_, CUDNN_TENSOR_OP_MATH));
+  cudnnHandle_t hd = ctx.cudnn();
+  fwd_sub_ = choose<cudnnConvolutionFwdAlgoPerf_t>(
+                 ctx.algo_search(),
+                 [&](int n, int* got, auto* out) {
+                   CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, x_sub_, w_, conv_sub_, y_, n, got, out));
+                 },
+                 [&](int n, int* got, auto* out) {
+                   CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_sub_, w_, conv_sub_, y_, n, got, out));
+                 },
+                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, ctx.workspace_bytes() - sub_bytes_, s, "forward")
+                 .algo;
 }
 
 ConvPlan::~ConvPlan() {
+  if (conv_sub_) cudnnDestroyConvolutionDescriptor(conv_sub_);
+  if (x_sub_) cudnnDestroyTensorDescriptor(x_sub_);
   if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
   if (w_) cudnnDestroyFilterDescriptor(w_);
   if (bias_) cudnnDestroyTensorDescriptor(bias_);
@@ -187,8 +233,21 @@ void conv_forward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w,
   if (!p.bf16_) fail("ConvPlan: an fp32 plan run on bf16 tensors");
   const ConvShape& s = p.shape_;
   const float one = 1.f, zero = 0.f;
-  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_, ctx.workspace(),
-                                             ctx.workspace_bytes(), &zero, p.y_, y));
+  if (p.sub_bytes_) {
+    const size_t keep = ctx.workspace_bytes() - p.sub_bytes_;
+    bf16* xs = reinterpret_cast<bf16*>(static_cast<char*>(ctx.workspace()) + keep);
+    const int cp = s.c_in / 8;
+    const size_t total = size_t(s.n) * s.h_out() * s.w_out() * cp;
+    subsample_pixels<<<grid_for(total), 256, 0, ctx.stream()>>>(unsigned(total), cp, s.stride, s.h_in, s.w_in,
+                                                                s.h_out(), s.w_out(), reinterpret_cast<const uint4*>(x),
+                                                                reinterpret_cast<uint4*>(xs));
+    CONVOY_CUDA_CHECK_LAUNCH();
+    CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_sub_, xs, p.w_, w, p.conv_sub_, p.fwd_sub_,
+                                               ctx.workspace(), keep, &zero, p.y_, y));
+  } else {
+    CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_, ctx.workspace(),
+                                               ctx.workspace_bytes(), &zero, p.y_, y));
+  }
   if (b) channels::add_channel_bias(ctx, (long long)s.n * s.h_out() * s.w_out(), s.c_out, b, y);
 }
 

@@ -100,6 +100,15 @@ class ConvPlan {
   bool bf16_ = false;
   int c_stored_ = 0;  // channels per pixel of x and w as stored (shape_.c_in / groups unless padded)
   InputFold fold_ = InputFold::none;  // how x is folded for this stride-2 first convolution
+  // bf16 1x1 of stride > 1: the forward pass packs the pixels it reads (sub_bytes_ at the
+  // workspace's end) and runs a stride-1 convolution (see plan_subsample).
+  size_t sub_bytes_ = 0;
+  cudnnTensorDescriptor_t x_sub_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_sub_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_sub_{};
+
+ private:
+  void plan_subsample(Context& ctx);
 };
 
 // The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
