@@ -15,7 +15,7 @@ import re
 import sys
 
 GROUPS = [
-    ("convolutions and the fc (cuDNN's and cuBLAS's kernels)", r"xmma|cutlass|nvjet|cublas|splitK|gemm|convolve"),
+    ("convolutions and the fc (cuDNN's and cuBLAS's kernels)", r"xmma|cutlass|nvjet|cublas|splitK|gemm|convolve|subsample_pixels|nhwcToNchw"),
     ("batch norm backward, input gradient (`input_grad`)", r"input_grad"),
     ("batch norm backward, sums (`GradTerms`)", r"GradTerms"),
     ("batch norm forward, sums (`MomentTerms`)", r"MomentTerms"),
@@ -25,7 +25,7 @@ GROUPS = [
     ("residual add backward (`relu_grad_pair`)", r"relu_grad_pair"),
     ("residual adds and gradient sums (`elementwise::map`)", r"elementwise::map"),
     ("max pooling", r"max_(fwd|bwd)"),
-    ("input normalisation (`normalize`, `normalize_pixels`)", r"normalize(_pixels|_nchw)?<"),
+    ("input normalisation (`normalize_*`)", r"normalize(_pixels|_nchw|_patches)?<"),
     ("the rest (filter-gradient widening, SGD, loss, metrics, ...)", r"."),
 ]
 
