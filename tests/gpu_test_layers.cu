@@ -755,6 +755,43 @@ TEST_F(GpuBf16, AddOfDeferredBatchNormsEqualsSeparateOps) {
   }
 }
 
+// Max pooling of a batch norm's output left as scale and shift (ResNet's stem: with its ReLU)
+// equals pooling the stored output, forward and, after the ReLU's mask, backward, bit for bit.
+TEST_F(GpuBf16, MaxPoolOfDeferredBatchNormEqualsSeparateOps) {
+  const PoolShape p{4, 16, 15, 14, 3, 3, 2, 1};
+  const BnShape s{p.n, p.c, p.h_in * p.w_in};
+  const size_t count = p.in_count(), out = p.out_count();
+  auto gx = up_bf16(round_bf16(randn(count, 40, 2.f))), gdy = up_bf16(round_bf16(randn(out, 43)));
+  auto gg = up(randn(s.c, 41)), gbeta = up(randn(s.c, 42));
+  auto stats = poisoned(2 * s.c), run = up(std::vector<float>(2 * s.c, 1.f));
+  gpu::DeviceBuffer<float2> ss(s.c);
+  gpu::bn_scale_shift_train(ctx, s, gx.get(), gg.get(), gbeta.get(), stats.get(), stats.get() + s.c, run.get(),
+                            run.get() + s.c, ss.get());
+  const auto nhwc = gpu::Layout::nhwc;
+  for (bool relu : {true, false}) {
+    auto ybn = poisoned_bf16(count), want_y = poisoned_bf16(out), got_y = poisoned_bf16(out);
+    gpu::DeviceBuffer<int32_t> want_am(out), got_am(out);
+    gpu::bn_apply(ctx, s, gx.get(), ss.get(), ybn.get(), relu);
+    gpu::max_pool_forward(ctx, p, ybn.get(), want_y.get(), want_am.get(), nhwc);
+    gpu::max_pool_forward(ctx, p, gpu::ChannelAffine{gx.get(), ss.get(), relu}, got_y.get(), got_am.get());
+    EXPECT_EQ(down_bf16(ctx, got_y), down_bf16(ctx, want_y)) << "relu " << relu;
+    auto want_dx = poisoned_bf16(count), got_dx = poisoned_bf16(count);
+    gpu::max_pool_backward(ctx, p, gdy.get(), want_am.get(), want_dx.get(), nhwc);
+    gpu::max_pool_backward(ctx, p, gdy.get(), got_am.get(), got_dx.get(), nhwc);
+    auto want = down_bf16(ctx, want_dx);
+    const auto y = down_bf16(ctx, ybn);
+    for (size_t k = 0; k < count; ++k)
+      if (relu && !(y[k] > 0.f)) want[k] = 0.f;
+    EXPECT_EQ(down_bf16(ctx, got_dx), want) << "relu " << relu;
+    const auto am = down(ctx, got_am);
+    const auto clipped = std::count(am.begin(), am.end(), -1);
+    if (relu)
+      EXPECT_GT(clipped, 0) << "no window clipped whole: the test checks less than it should";
+    else
+      EXPECT_EQ(clipped, 0);
+  }
+}
+
 // A residual add with its ReLU equals add, ReLU, the ReLU's backward and the gradient's copy or
 // accumulation into each input, bit for bit.
 TEST_F(GpuBf16, AddReluEqualsSeparateOps) {

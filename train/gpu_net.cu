@@ -139,21 +139,27 @@ void GpuNet::fuse_relus() {
   }
 }
 
-// bf16: see deferred_. Only a batch norm with no ReLU of its own can leave its output so; its
-// output is bf16, as its only consumer is not the loss.
+// bf16: see deferred_. A batch norm with no ReLU of its own can leave its output so to a consumer
+// that takes it (the residual add); one with its fused ReLU, to a consumer that takes it with the
+// ReLU (max pooling), and the ReLU node's output is then not stored either. Its output is bf16, as
+// its only consumer is not the loss.
 void GpuNet::defer_affines() {
   const auto& nodes = net_.nodes();
   deferred_.assign(nodes.size(), false);
   affine_in_.assign(nodes.size(), {-1, -1});
   if (!ctx_.bf16()) return;
   for (size_t j = 0; j < nodes.size(); ++j) {
-    if (!nodes[j].op().takes_channel_affine_bf16()) continue;
+    const Op& op = nodes[j].op();
     for (size_t k = 0; k < nodes[j].in.size(); ++k) {
       const int i = nodes[j].in[k];
-      if (i < 0 || nodes[i].consumers != 1 || relu_of_[i] >= 0) continue;
-      if (!nodes[i].op().defers_channel_affine_bf16()) continue;
-      deferred_[i] = true;
-      affine_in_[j][k] = i;
+      if (i < 0 || nodes[i].consumers != 1) continue;
+      // The node that would leave its output: i itself, or the batch norm whose fused ReLU i is.
+      const int m = fused_[i] ? nodes[i].in[0] : i;
+      const bool takes = fused_[i] ? op.takes_channel_affine_relu_bf16(nodes[j])
+                                   : relu_of_[i] < 0 && op.takes_channel_affine_bf16();
+      if (!takes || m < 0 || !nodes[m].op().defers_channel_affine_bf16()) continue;
+      deferred_[m] = deferred_[i] = true;
+      affine_in_[j][k] = m;
     }
   }
 }
@@ -220,7 +226,8 @@ GpuLayer GpuNet::layer(int i) {
     l.x_add[k] = adds_[i][k];
     if (const int m = affine_in_[i][k]; m >= 0) {
       const int src = net_.nodes()[m].in[0];
-      l.affine[k] = {static_cast<const bf16*>(src < 0 ? x_ : buf_[src].y.get()), buf_[m].scale_shift.get()};
+      l.affine[k] = {static_cast<const bf16*>(src < 0 ? x_ : buf_[src].y.get()), buf_[m].scale_shift.get(),
+                     relu_of_[m] >= 0};
     }
   }
   l.defer = deferred_[i];

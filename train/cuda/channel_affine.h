@@ -12,6 +12,7 @@ namespace convoy::gpu {
 struct ChannelAffine {
   const bf16* x = nullptr;
   const float2* scale_shift = nullptr;  // per channel
+  bool relu = false;                    // then max(0, .), as the making node's fused ReLU
 };
 
 #ifdef __CUDACC__

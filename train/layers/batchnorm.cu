@@ -98,17 +98,20 @@ void bn_fwd(const GpuLayer& l) {
   }
 }
 
-// With the ReLU after it (bf16), the gradient is the ReLU's, masked by the ReLU's output.
+// With the ReLU after it (bf16), the gradient is the ReLU's, masked by the ReLU's output; when the
+// output was deferred with its ReLU, the consumer's backward pass already left the clipped
+// elements' gradient zero.
 template <typename T>
 void bn_bwd(const GpuLayer& l) {
   const BnShape s = shape_of(l);
   const float* aux = as<float>(l.buf.aux);
   T* dx = l.grad_to<T>();
   if constexpr (std::is_same_v<T, bf16>) {
-    if (l.relu)
+    if (l.relu && !l.defer)
       gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.relu->dy), l.w32, aux, aux + s.c, dx, l.dw, l.db, as<T>(l.relu->y));
     else
-      gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.buf.dy), l.w32, aux, aux + s.c, dx, l.dw, l.db);
+      gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.relu ? l.relu->dy : l.buf.dy), l.w32, aux, aux + s.c, dx, l.dw,
+                       l.db);
   } else {
     gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.buf.dy), l.w32, aux, aux + s.c, dx, l.dw, l.db);
   }

@@ -113,9 +113,12 @@ class Op {
   virtual bool fuses_relu_bf16() const { return false; }  // GPU, bf16 nets: likewise
   // GPU, bf16 nets: whether it can leave its output as x * scale + shift per channel
   // (gpu::ChannelAffine) for an only consumer that takes inputs so (batch norm), and whether it
-  // takes them (the residual add): the output is then never written nor read back.
+  // takes them (the residual add): the output is then never written nor read back. A node that
+  // takes them with their ReLU (max pooling) also takes a deferring node's fused ReLU, and its
+  // backward pass leaves no gradient where the ReLU clipped.
   virtual bool defers_channel_affine_bf16() const { return false; }
   virtual bool takes_channel_affine_bf16() const { return false; }
+  virtual bool takes_channel_affine_relu_bf16(const Node&) const { return false; }
   // What of the layer asks for the dataset's class count (units = "classes"); empty: nothing.
   virtual std::string wants_classes(const LayerSpec&) const { return ""; }
   // Output dims, parameter and state counts and FLOPs, or fail() with what is wrong.

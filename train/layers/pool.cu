@@ -2,7 +2,9 @@
 // input element sums the outputs whose window holds it) rather than scatter with atomics, so
 // gradients are deterministic. The pooling ops' passes, which call them, come last.
 #include <cfloat>
+#include <type_traits>
 
+#include "train/cuda/channel_affine.h"
 #include "train/cuda/layout.cuh"
 #include "train/cuda/storage.cuh"
 #include "train/gpu_context.h"
@@ -75,9 +77,14 @@ __global__ void max_bwd(PoolShape s, int ho, int wo, Index total, const T* __res
 // NHWC max pooling over packs of V channels (16 bytes): one thread per output pixel and pack
 // forward, per input pixel and pack backward, so the window's index arithmetic is paid once per
 // V channels and every access moves 16 bytes. Same choices and sums as max_fwd/max_bwd.
-template <typename T, int V>
+// Affine (bf16): x is a batch norm's input, whose output the batch norm left as scale_shift
+// (ChannelAffine), applied here, and its ReLU with `relu`, rounded as the batch norm would have
+// stored them; where the ReLU clipped a whole window, the argmax is -1, so that the backward pass
+// leaves the gradient there zero, as the ReLU's backward pass would.
+template <typename T, int V, bool Affine = false>
 __global__ void max_fwd_packs(PoolShape s, int ho, int wo, size_t total, const T* __restrict__ x, T* __restrict__ y,
-                              int32_t* __restrict__ argmax) {
+                              int32_t* __restrict__ argmax, const float2* __restrict__ scale_shift = nullptr,
+                              bool relu = false) {
   using P = Pack<T, V>;
   const int cp = s.c / V;
   CONVOY_GRID_STRIDE_AS(size_t, idx, total) {
@@ -90,8 +97,12 @@ __global__ void max_fwd_packs(PoolShape s, int ho, int wo, size_t total, const T
     const P* in = reinterpret_cast<const P*>(x) + n * s.h_in * s.w_in * cp + p;
     float best[V];
     int32_t where[V];
+    float2 ab[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) best[j] = -INFINITY, where[j] = -1;
+    for (int j = 0; j < V; ++j) {
+      best[j] = -INFINITY, where[j] = -1;
+      if constexpr (Affine) ab[j] = scale_shift[p * V + j];
+    }
     for (int i = 0; i < s.kh; ++i) {
       const int iy = oy * s.stride - s.pad + i;
       if (iy < 0 || iy >= s.h_in) continue;
@@ -102,14 +113,21 @@ __global__ void max_fwd_packs(PoolShape s, int ho, int wo, size_t total, const T
         const P v = in[size_t(here) * cp];
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float f = load(v.v[j]);
+          float f = load(v.v[j]);
+          if constexpr (Affine) {
+            const float a = apply_affine(f, ab[j]);
+            f = load(store<T>(relu ? fmaxf(a, 0.f) : a));
+          }
           if (where[j] < 0 || f > best[j]) best[j] = f, where[j] = here;  // the first maximum wins
         }
       }
     }
     P out;
 #pragma unroll
-    for (int j = 0; j < V; ++j) out.v[j] = store<T>(best[j]);
+    for (int j = 0; j < V; ++j) {
+      out.v[j] = store<T>(best[j]);
+      if (Affine && relu && !(best[j] > 0.f)) where[j] = -1;
+    }
     reinterpret_cast<P*>(y)[idx] = out;
     int4* am = reinterpret_cast<int4*>(argmax + idx * V);
 #pragma unroll
@@ -318,6 +336,16 @@ void max_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, int32_
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
+void max_pool_forward(Context& ctx, const PoolShape& s, const ChannelAffine& x, bf16* y, int32_t* argmax) {
+  constexpr int V = kPack<bf16>;
+  if (!max_pool_takes_affine(s) || !pack_aligned<bf16, V>(x.x, y) || reinterpret_cast<uintptr_t>(argmax) % 16 != 0)
+    fail("max pooling of a deferred batch norm needs whole, aligned 16-byte packs of channels");
+  const size_t packs = s.out_count() / V;
+  max_fwd_packs<bf16, V, true><<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, x.x, y,
+                                                                          argmax, x.scale_shift, x.relu);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
+
 template <typename T>
 void max_pool_backward(Context& ctx, const PoolShape& s, const T* dy, const int32_t* argmax, T* dx, Layout layout) {
   constexpr int V = kPack<T>;
@@ -399,6 +427,12 @@ using gpu::GpuLayer;
 
 template <typename T>
 void max_forward(const GpuLayer& l) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (l.affine[0].scale_shift) {
+      gpu::max_pool_forward(l.ctx, pool_shape(l.node, l.n()), l.affine[0], as<T>(l.buf.y), as<int32_t>(l.buf.aux));
+      return;
+    }
+  }
   gpu::max_pool_forward(l.ctx, pool_shape(l.node, l.n()), l.xs<T>(), as<T>(l.buf.y), as<int32_t>(l.buf.aux),
                         l.layout());
 }
@@ -433,6 +467,10 @@ void global_backward(const GpuLayer& l) {
 }
 
 }  // namespace
+
+bool MaxPoolOp::takes_channel_affine_relu_bf16(const Node& nd) const {
+  return gpu::max_pool_takes_affine(pool_shape(nd, 1));
+}
 
 void MaxPoolOp::gpu_setup(gpu::GpuSetup& s) const { s.arena.request(s.buf.aux, s.count() * sizeof(int32_t)); }
 void MaxPoolOp::gpu_forward(const GpuLayer& l) const { l.half ? max_forward<bf16>(l) : max_forward<float>(l); }

@@ -7,6 +7,7 @@
 #include "train/layers/op.h"
 
 #if CONVOY_HAVE_CUDA
+#include "train/cuda/channel_affine.h"
 #include "train/cuda/storage.h"
 #endif
 
@@ -54,6 +55,7 @@ class MaxPoolOp final : public WindowPoolOp {
   double forward(const CpuLayer& l) const override;
   void backward(const CpuLayer& l, int k) const override;
 #if CONVOY_HAVE_CUDA
+  bool takes_channel_affine_relu_bf16(const Node& nd) const override;
   void gpu_setup(gpu::GpuSetup& s) const override;
   void gpu_forward(const gpu::GpuLayer& l) const override;
   void gpu_backward(const gpu::GpuLayer& l, int k) const override;
@@ -101,6 +103,11 @@ void max_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, int32_
 template <typename T>
 void max_pool_backward(Context& ctx, const PoolShape& s, const T* dy, const int32_t* argmax, T* dx,
                        Layout layout = Layout::nchw);
+// bf16 NHWC, x a batch norm's output left as a ChannelAffine (with its ReLU or not): the same y
+// and, but where a ReLU clipped the whole window (argmax -1, no gradient), the same argmax as
+// pooling the stored output. For shapes of max_pool_takes_affine only.
+void max_pool_forward(Context& ctx, const PoolShape& s, const ChannelAffine& x, bf16* y, int32_t* argmax);
+inline bool max_pool_takes_affine(const PoolShape& s) { return s.c % 8 == 0; }
 template <typename T>
 void avg_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, Layout layout = Layout::nchw);
 template <typename T>
