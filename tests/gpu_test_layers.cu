@@ -440,40 +440,40 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     // match (no input gradient).
     if (s.stride != 2 || s.c_in > 4) continue;
     for (const InputFold fold : {InputFold::blocks, InputFold::patches}) {
-    const bool blocks = fold == InputFold::blocks;
-    const gpu::InputLayout l = blocks ? gpu::space_to_depth_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad)
-                                      : gpu::patches_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad);
-    const int kb = blocks ? (s.kh + 1) / 2 : 1;
-    gpu::ConvPlan splan(ctx, s, false, l.c_stored, fold);
-    const size_t sw = size_t(s.c_out) * kb * kb * l.c_stored, sat = w.size() + 3;
-    std::vector<gpu::WeightSegment> sseg{{0, w.size(), c, rs, sat, l.c_stored, fold, s.kh}};
-    gpu::DeviceBuffer<gpu::WeightSegment> gsseg(1);
-    gsseg.upload(sseg.data(), 1);
-    auto gsw = up_bf16(std::vector<float>(sat + sw, 0.f));
-    gpu::refresh_weight_copy(ctx, w.size(), gw32.get(), {gsw.get(), gsseg.get(), 1});
-    const auto scopy = down_bf16(ctx, gsw);
-    // Every weight once in its block tap and channel, or its window channel, zeros elsewhere.
-    std::vector<float> sexp(sw, 0.f);
-    for (int o = 0; o < s.c_out; ++o)
-      for (int ch = 0; ch < c; ++ch)
-        for (int ky = 0; ky < s.kh; ++ky)
-          for (int kx = 0; kx < s.kw; ++kx)
-            sexp[blocks ? ((size_t(o) * kb + ky / 2) * kb + kx / 2) * l.c_stored + ((ky % 2) * 2 + kx % 2) * c + ch
-                        : size_t(o) * l.c_stored + (ky * s.kw + kx) * c + ch] =
-                wr[((size_t(o) * c + ch) * s.kh + ky) * s.kw + kx];
-    ASSERT_EQ(std::vector<float>(scopy.begin() + sat, scopy.end()), sexp) << "folded weight copy, blocks " << blocks;
-    auto gxs = up_bf16(pack_input(l, s.n, to_nhwc(x, s.n, s.c_in, hw_in)));
-    auto gys = poisoned_bf16(y.size()), gss = poisoned_bf16(sw);
-    auto gdws = poisoned(dw.size() + 16), gdbs = poisoned(db.size());
-    gpu::conv_forward(ctx, splan, gxs.get(), gsw.get() + sat, gb.get(), gys.get());
-    gpu::conv_backward(ctx, splan, gxs.get(), gsw.get() + sat, gdy.get(), static_cast<gpu::bf16*>(nullptr), gdws.get(),
-                       gdbs.get(), gss.get());
-    EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gys), s.n, s.c_out, hw_out), y), kBf16)
-        << "folded input, blocks " << blocks << ", c_in " << s.c_in;
-    const auto dws = down(ctx, gdws);
-    EXPECT_LT(rel_l2(std::vector<float>(dws.begin(), dws.begin() + dw.size()), dw), kBf16) << "blocks " << blocks;
-    for (size_t k = dw.size(); k < dws.size(); ++k) ASSERT_TRUE(std::isnan(dws[k])) << "dw written past its end";
-    EXPECT_LT(rel_l2(down(ctx, gdbs), db), 1e-4);
+      const bool blocks = fold == InputFold::blocks;
+      const gpu::InputLayout l = blocks ? gpu::space_to_depth_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad)
+                                        : gpu::patches_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad);
+      const int kb = blocks ? (s.kh + 1) / 2 : 1;
+      gpu::ConvPlan splan(ctx, s, false, l.c_stored, fold);
+      const size_t sw = size_t(s.c_out) * kb * kb * l.c_stored, sat = w.size() + 3;
+      std::vector<gpu::WeightSegment> sseg{{0, w.size(), c, rs, sat, l.c_stored, fold, s.kh}};
+      gpu::DeviceBuffer<gpu::WeightSegment> gsseg(1);
+      gsseg.upload(sseg.data(), 1);
+      auto gsw = up_bf16(std::vector<float>(sat + sw, 0.f));
+      gpu::refresh_weight_copy(ctx, w.size(), gw32.get(), {gsw.get(), gsseg.get(), 1});
+      const auto scopy = down_bf16(ctx, gsw);
+      // Every weight once in its block tap and channel, or its window channel, zeros elsewhere.
+      std::vector<float> sexp(sw, 0.f);
+      for (int o = 0; o < s.c_out; ++o)
+        for (int ch = 0; ch < c; ++ch)
+          for (int ky = 0; ky < s.kh; ++ky)
+            for (int kx = 0; kx < s.kw; ++kx)
+              sexp[blocks ? ((size_t(o) * kb + ky / 2) * kb + kx / 2) * l.c_stored + ((ky % 2) * 2 + kx % 2) * c + ch
+                          : size_t(o) * l.c_stored + (ky * s.kw + kx) * c + ch] =
+                  wr[((size_t(o) * c + ch) * s.kh + ky) * s.kw + kx];
+      ASSERT_EQ(std::vector<float>(scopy.begin() + sat, scopy.end()), sexp) << "folded weight copy, blocks " << blocks;
+      auto gxs = up_bf16(pack_input(l, s.n, to_nhwc(x, s.n, s.c_in, hw_in)));
+      auto gys = poisoned_bf16(y.size()), gss = poisoned_bf16(sw);
+      auto gdws = poisoned(dw.size() + 16), gdbs = poisoned(db.size());
+      gpu::conv_forward(ctx, splan, gxs.get(), gsw.get() + sat, gb.get(), gys.get());
+      gpu::conv_backward(ctx, splan, gxs.get(), gsw.get() + sat, gdy.get(), static_cast<gpu::bf16*>(nullptr),
+                         gdws.get(), gdbs.get(), gss.get());
+      EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gys), s.n, s.c_out, hw_out), y), kBf16)
+          << "folded input, blocks " << blocks << ", c_in " << s.c_in;
+      const auto dws = down(ctx, gdws);
+      EXPECT_LT(rel_l2(std::vector<float>(dws.begin(), dws.begin() + dw.size()), dw), kBf16) << "blocks " << blocks;
+      for (size_t k = dw.size(); k < dws.size(); ++k) ASSERT_TRUE(std::isnan(dws[k])) << "dw written past its end";
+      EXPECT_LT(rel_l2(down(ctx, gdbs), db), 1e-4);
     }
   }
 }

@@ -67,7 +67,8 @@ gpu::DeviceBuffer<uint64_t> step_key(uint64_t key) {
 
 // `config` names the net in messages.
 void steps_match(const NetConfig& cfg, const std::string& config, Dims input, int n, int steps,
-                 gpu::MathMode math = gpu::MathMode::fp32, const Bounds& bound = kFp32, InputFold fold = InputFold::patches) {
+                 gpu::MathMode math = gpu::MathMode::fp32, const Bounds& bound = kFp32,
+                 InputFold fold = InputFold::patches) {
   Net cpu(cfg, input, 10);
   cpu.init_weights(7);
   cpu.reserve(n);

@@ -48,7 +48,7 @@ struct GpuStepOptions {
   size_t bucket_bytes = size_t(8) << 20;  // all-reduce bucket size
   bool profile = false;                   // time every node (waits for each step)
   AlgoSearch algos = AlgoSearch::heuristic;
-  size_t workspace_bytes = size_t(1) << 30;  // cuDNN workspace (bounds the algorithms it may use)
+  size_t workspace_bytes = size_t(1) << 30;   // cuDNN workspace (bounds the algorithms it may use)
   InputFold input_fold = InputFold::patches;  // bf16: how a stride-2 first convolution reads its input
   // A step whose loss is not finite never updates the weights or the optimiser state; with this,
   // batch norm's running statistics are kept as they were before it too (a copy per step).

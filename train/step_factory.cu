@@ -99,8 +99,7 @@ std::unique_ptr<Step> make_gpu_step(const StepSetup& s) {
       "algorithms%s, %s%s",
       step->device_name(), setup_s, double(step->arena_bytes()) / (1 << 20),
       name_of(precision_names(), s.backend.precision).c_str(),
-      name_of(conv_algos_names(), s.backend.conv_algos).c_str(),
-      input_fold_note(step->input_fold()),
+      name_of(conv_algos_names(), s.backend.conv_algos).c_str(), input_fold_note(step->input_fold()),
       s.backend.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
       s.ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
   return std::make_unique<GpuBackendStep>(std::move(step), setup_s);

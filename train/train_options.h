@@ -33,7 +33,7 @@ const std::string& name_of(const Names<E>& names, E value) {
 struct BackendOptions {
   Device device = Device::automatic;
   Precision precision = Precision::tf32;
-  bool cuda_graph = true;      // replay the step as a captured CUDA graph
+  bool cuda_graph = true;                     // replay the step as a captured CUDA graph
   InputFold input_fold = InputFold::patches;  // bf16: how a stride-2 first convolution reads its input
   ConvAlgos conv_algos = ConvAlgos::heuristic;
   int cudnn_workspace_mb = 1024;

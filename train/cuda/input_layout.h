@@ -47,9 +47,7 @@ inline InputLayout patches_input(int c, int h, int w, int k, int pad) {
 // or false where the stored value is zero.
 __host__ __device__ inline bool input_source(const InputLayout& l, int i, int j, int t, int& y, int& x, int& ch) {
   switch (l.fold) {
-    case InputFold::none:
-      y = i, x = j, ch = t;
-      return t < l.c;
+    case InputFold::none: y = i, x = j, ch = t; return t < l.c;
     case InputFold::blocks: {
       if (t >= 4 * l.c) return false;
       const int b = t / l.c;

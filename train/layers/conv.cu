@@ -82,9 +82,8 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
   if (s.relu) fail("the CUDA convolution runs its ReLU as a separate node (ConvShape::relu must be off)");
   if (c_stored > 0 && c_stored != s.c_in && (!bf16_ || s.groups != 1 || c_stored < s.c_in))
     fail("ConvPlan: padded input channels need a bf16 plan, one group and at least c_in channels");
-  if (fold != InputFold::none &&
-      (!bf16_ || s.groups != 1 || s.stride != 2 || s.kh != s.kw || need_dx ||
-       c_stored < (fold == InputFold::blocks ? 4 : s.kh * s.kw) * s.c_in))
+  if (fold != InputFold::none && (!bf16_ || s.groups != 1 || s.stride != 2 || s.kh != s.kw || need_dx ||
+                                  c_stored < (fold == InputFold::blocks ? 4 : s.kh * s.kw) * s.c_in))
     fail(
         "ConvPlan: a folded input needs a bf16 plan of one group, stride 2, a square kernel, no input "
         "gradient and all the fold's channels stored");
@@ -186,7 +185,8 @@ void ConvPlan::plan_subsample(Context& ctx) {
   fwd_sub_ = choose<cudnnConvolutionFwdAlgoPerf_t>(
                  ctx.algo_search(),
                  [&](int n, int* got, auto* out) {
-                   CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, x_sub_, w_, conv_sub_, y_, n, got, out));
+                   CONVOY_CUDNN_CHECK(
+                       cudnnGetConvolutionForwardAlgorithm_v7(hd, x_sub_, w_, conv_sub_, y_, n, got, out));
                  },
                  [&](int n, int* got, auto* out) {
                    CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_sub_, w_, conv_sub_, y_, n, got, out));
@@ -261,8 +261,8 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
                                                     ctx.workspace(), ctx.workspace_bytes(), &zero, p.w_, dw_scratch));
   const size_t count = s.weight_count();
   widen_filter_grad<<<grid_for(count), 256, 0, ctx.stream()>>>(unsigned(count), unsigned(s.c_in / s.groups),
-                                                               unsigned(s.kh * s.kw), unsigned(p.c_stored_),
-                                                               p.fold_, unsigned(s.kh), dw_scratch, dw);
+                                                               unsigned(s.kh * s.kw), unsigned(p.c_stored_), p.fold_,
+                                                               unsigned(s.kh), dw_scratch, dw);
   CONVOY_CUDA_CHECK_LAUNCH();
   if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)

@@ -98,7 +98,7 @@ class ConvPlan {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
   bool has_dx_ = true;
   bool bf16_ = false;
-  int c_stored_ = 0;  // channels per pixel of x and w as stored (shape_.c_in / groups unless padded)
+  int c_stored_ = 0;                  // channels per pixel of x and w as stored (shape_.c_in / groups unless padded)
   InputFold fold_ = InputFold::none;  // how x is folded for this stride-2 first convolution
   // bf16 1x1 of stride > 1: the forward pass packs the pixels it reads (sub_bytes_ at the
   // workspace's end) and runs a stride-1 convolution (see plan_subsample).

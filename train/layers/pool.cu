@@ -353,8 +353,8 @@ void max_pool_backward(Context& ctx, const PoolShape& s, const T* dy, const int3
     const size_t packs = s.in_count() / V;
     const size_t blocks = size_t(s.n) * ((s.h_in + 1) / 2) * ((s.w_in + 1) / 2) * (s.c / V);
     if (s.stride == 2 && s.kh <= 3 && s.kw <= 3 && blocks < (size_t(1) << 31)) {
-      max_bwd_blocks<T, V><<<grid_for(blocks), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), unsigned(blocks), dy,
-                                                                     argmax, dx);
+      max_bwd_blocks<T, V>
+          <<<grid_for(blocks), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), unsigned(blocks), dy, argmax, dx);
       CONVOY_CUDA_CHECK_LAUNCH();
       return;
     }
