@@ -10,7 +10,6 @@
 
 #include "shared/error.h"
 #include "shared/timer.h"
-#include "train/layers/conv.h"
 #include "train/layers/elementwise.h"
 
 namespace convoy {
@@ -130,14 +129,8 @@ void Net::init_weights(uint64_t seed) {
     const double fan_in = double(nd.w_count) / nd.out.c;
     const float bound = float(1 / std::sqrt(fan_in));
     std::uniform_real_distribution<float> u(-bound, bound);
-    const bool conv = &nd.op() == &conv_op();
-    if (cfg_.init == InitRule::kaiming || (cfg_.init == InitRule::torchvision && conv)) {
-      double fan = fan_in;
-      if (cfg_.init == InitRule::torchvision) {
-        const ConvParams& p = params_of<ConvParams>(nd.spec);
-        fan = double(p.filters) * p.kernel * p.kernel;
-      }
-      std::normal_distribution<float> g(0.f, float(std::sqrt(2 / fan)));
+    if (cfg_.init == InitRule::kaiming) {
+      std::normal_distribution<float> g(0.f, float(std::sqrt(2 / fan_in)));
       for (size_t i = 0; i < nd.w_count; ++i) weights_[nd.w_off + i] = g(rng);
       std::fill(weights_.begin() + nd.b_off, weights_.begin() + nd.b_off + nd.b_count, 0.f);
       continue;

@@ -125,9 +125,8 @@ void read_net_table(const Reader& r, const toml::table& net, NetConfig& cfg) {
   cfg.fuse = r.get_bool(net, "fuse", cfg.fuse);
   cfg.classes = r.get_int(net, "classes", 0, 1, 1 << 24);
   cfg.name = r.get_str(net, "name", "", {});
-  cfg.init = r.get_enum<InitRule>(
-      net, "init", cfg.init,
-      {{"default", InitRule::fan_in_uniform}, {"kaiming", InitRule::kaiming}, {"torchvision", InitRule::torchvision}});
+  cfg.init = r.get_enum<InitRule>(net, "init", cfg.init,
+                                  {{"default", InitRule::fan_in_uniform}, {"kaiming", InitRule::kaiming}});
   if (const toml::node* in = net.get("input")) {
     // Bounded as [data] crop is: a negative or wrapped side would reach the net as a huge size.
     const toml::array* a = in->as_array();

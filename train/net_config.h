@@ -22,11 +22,7 @@ struct LayerSpec {
 // The recipe's and the net's named choices, read from the config once.
 enum class OptimizerKind { sgd, adam, adamw };
 enum class ScheduleKind { constant, step, cosine, onecycle };
-// "default": PyTorch's uniform +-1/sqrt(fan_in) for every weight and bias; "kaiming": normal,
-// sqrt(2/fan_in), zero biases; "torchvision": as torchvision's ResNets, convolutions normal with
-// sqrt(2/fan_out) (fan_out = filters x kernel^2) and no bias, every other weight and bias PyTorch's
-// default.
-enum class InitRule { fan_in_uniform, kaiming, torchvision };
+enum class InitRule { fan_in_uniform, kaiming };  // "default": PyTorch's uniform +-1/sqrt(fan_in)
 
 struct TrainRecipe {
   int epochs = 15, batch = 128;
@@ -58,7 +54,7 @@ struct AugmentSpec {
 
 struct NetConfig {
   std::string path, name;
-  InitRule init = InitRule::fan_in_uniform;
+  InitRule init = InitRule::fan_in_uniform;   // kaiming: normal, sqrt(2/fan_in), zero bias
   int input_c = 0, input_h = 0, input_w = 0;  // [net] input = [c, h, w]: for --print-net without data
   bool fuse = true;                           // [net] fuse: run a conv's only-consumer ReLU inside the conv
   int classes = 0;                            // [net] classes: for units = "classes" under --print-net without data
