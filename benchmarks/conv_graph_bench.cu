@@ -311,7 +311,8 @@ void bench_case(gpu::Context& ctx, const ConvCase& c, Budget& budget, Totals& fw
   std::map<ConvPass, PassResult> results;
   for (gpu::AlgoSearch mode : {gpu::AlgoSearch::heuristic, gpu::AlgoSearch::measure}) {
     ctx.set_algo_search(mode);
-    gpu::ConvPlan plan(ctx, c.net, !c.stem, c.stem ? c.input.c_stored : 0, c.stem);
+    gpu::ConvPlan plan(ctx, c.net, !c.stem, c.stem ? c.input.c_stored : 0,
+                       c.stem ? InputFold::blocks : InputFold::none);
     const Legacy legacy{plan};
     for (ConvPass p : passes) {
       const double ms = time_ms(ctx, [&] { legacy.run(ctx, t, p); });
