@@ -814,6 +814,14 @@ TEST_F(GpuBf16, AddReluEqualsSeparateOps) {
     auto d2 = poisoned_bf16(n);
     gpu::add_relu_backward(ctx, n, gy.get(), gdy.get(), static_cast<gpu::bf16*>(nullptr), false, d2.get(), false);
     EXPECT_EQ(down_bf16(ctx, d2), down_bf16(ctx, gg));
+    // The ReLU's gradient in two parts (two consumers, each written apart): their sum, rounded
+    // once, is the gradient, as if the second had been added to the first.
+    auto part = up_bf16(old), summed = up_bf16(dy), gg2 = poisoned_bf16(n), d3 = poisoned_bf16(n);
+    gpu::accumulate(ctx, n, part.get(), summed.get());
+    gpu::relu_backward(ctx, n, gy.get(), summed.get(), gg2.get());
+    gpu::add_relu_backward(ctx, n, gy.get(), gdy.get(), d3.get(), false, static_cast<gpu::bf16*>(nullptr), false,
+                           part.get());
+    EXPECT_EQ(down_bf16(ctx, d3), down_bf16(ctx, gg2));
   }
   // Unaligned pointers take the element-by-element kernel.
   const size_t n = 1001;

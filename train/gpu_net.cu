@@ -54,6 +54,7 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputF
   sizes.copy = params;  // padded first-layer weights go after the flat ones
   order_gradient_sums();
   fuse_relus();
+  const size_t part = split_gradient_sums();
   defer_affines();
   for (size_t i = 0; i < nodes; ++i) set_up_node(a, int(i), sizes);
   if (half) {
@@ -63,6 +64,7 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputF
     a.request(segments_, std::max<size_t>(1, host_segments_.size()));
   }
   a.request(scratch_, std::max<size_t>(sizes.scratch, 1));
+  if (part) a.request(part_, part);
   if (!arena) own_arena_.commit();
 }
 
@@ -137,6 +139,31 @@ void GpuNet::fuse_relus() {
     relu_of_[i] = int(j);
     fused_[j] = true;
   }
+}
+
+// bf16: see split_. Only a ReLU with two consumers, run by an op that sums its gradient's parts,
+// whose second consumer in backward order would add inside its own pass (a convolution); and only
+// where the part written last has been read (in a ResNet, each block's first convolution writes
+// the part the previous block's add reads next). Returns part_'s size.
+size_t GpuNet::split_gradient_sums() {
+  const auto& nodes = net_.nodes();
+  split_.assign(nodes.size(), {false, false});
+  split_reader_.assign(nodes.size(), false);
+  size_t bytes = 0;
+  int unread = int(nodes.size());  // the reader of the last part written, by backward order
+  for (int idx = int(nodes.size()) - 1; idx >= 0; --idx)
+    for (size_t k = 0; k < nodes[idx].in.size(); ++k) {
+      const int from = nodes[idx].in[k];
+      if (from < 0 || !adds_[idx][k] || !fused_[from] || nodes[from].consumers != 2 || idx >= unread) continue;
+      const int reader = nodes[from].in[0];
+      if (!nodes[idx].op().gpu_adds_to_dx() || !nodes[reader].op().sums_relu_gradient_parts_bf16()) continue;
+      split_[idx][k] = true;
+      adds_[idx][k] = false;
+      split_reader_[reader] = true;
+      unread = reader;
+      bytes = std::max(bytes, size_t(max_batch_) * nodes[from].out.size() * sizeof(bf16));
+    }
+  return bytes;
 }
 
 // bf16: see deferred_. A batch norm with no ReLU of its own can leave its output so to a consumer
@@ -240,6 +267,7 @@ GpuLayer GpuNet::layer(int i) {
   l.db = nd.b_count ? grads_.get() + nd.b_off : nullptr;
   l.state = state_.get() + nd.s_off;
   l.relu = relu_of_[i] >= 0 ? &buf_[relu_of_[i]] : nullptr;
+  l.relu_dy2 = split_reader_[i] ? part_.get() : nullptr;
   l.dw16 = dw16_.get();
   l.dy16 = dy16_.get();
   return l;
@@ -284,7 +312,7 @@ void GpuNet::backward_node(int idx) {
   for (size_t k = 0; k < nd.in.size(); ++k) {
     const int from = nd.in[k];
     const bool add = adds_[idx][k], in_pass = add && nd.op().gpu_adds_to_dx();
-    l.dx = from < 0 ? nullptr : add && !in_pass ? scratch_.get() : buf_[from].dy.get();
+    l.dx = from < 0 ? nullptr : add && !in_pass ? scratch_.get() : (split_[idx][k] ? part_ : buf_[from].dy).get();
     l.dx_add = in_pass;
     nd.op().gpu_backward(l, int(k));
     if (!l.dx || !add || in_pass) continue;

@@ -81,6 +81,7 @@ class GpuNet {
   static InputLayout choose_input_layout(const Net& net, bool half, InputFold fold);
   void set_up_node(Arena& a, int i, Sizes& sizes);
   void fuse_relus();
+  size_t split_gradient_sums();
   void defer_affines();
   void order_gradient_sums();
   // One node's pass as its op gets it (GpuLayer).
@@ -117,6 +118,13 @@ class GpuNet {
   // this node's backward pass comes (it is added to), or this node is the first to give it one (it
   // is written: no zeroing pass, no scratch).
   std::vector<std::array<bool, 2>> adds_;
+  // bf16 nets: per node and input, whether its gradient part goes to part_ instead of being added
+  // to the input's dy, for a ReLU run by an op that sums the two parts as it reads them
+  // (Op::sums_relu_gradient_parts_bf16); split_reader_[j] marks that op. part_ is shared: between
+  // a part's writer and its reader no other part is written.
+  std::vector<std::array<bool, 2>> split_;
+  std::vector<bool> split_reader_;
+  DeviceBuffer<unsigned char> part_;
   InputLayout input_;
   std::vector<size_t> copy_at_;          // per node: where its weights start in weights16_ (w_off unless padded)
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end

@@ -30,10 +30,10 @@ struct SumRelu {
 
 // The gradient below a ReLU (y its output), g = y > 0 ? dy : 0, sent to two places at once (an
 // add's two inputs): each d is written, or with acc added to (d += g, as accumulate()); a null d
-// takes nothing.
+// takes nothing. With dy2, the ReLU's gradient came in two parts, dy + dy2, rounded once.
 template <typename T, int V>
-__global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __restrict__ dy, T* d0, bool acc0, T* d1,
-                               bool acc1) {
+__global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __restrict__ dy, const T* __restrict__ dy2,
+                               T* d0, bool acc0, T* d1, bool acc1) {
   using P = Pack<T, V>;
   const size_t packs = n / V;
   auto put = [](T* d, bool acc, size_t k, const P& g) {
@@ -49,6 +49,11 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __res
   CONVOY_GRID_STRIDE(k, packs) {
     const P py = reinterpret_cast<const P*>(y)[k];
     P g = reinterpret_cast<const P*>(dy)[k];
+    if (dy2) {
+      const P h = reinterpret_cast<const P*>(dy2)[k];
+#pragma unroll
+      for (int j = 0; j < V; ++j) g.v[j] = store<T>(load(g.v[j]) + load(h.v[j]));
+    }
 #pragma unroll
     for (int j = 0; j < V; ++j)
       if (!(load(py.v[j]) > 0.f)) g.v[j] = store<T>(0.f);
@@ -57,7 +62,7 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __res
   }
   const size_t t = packs * V + blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (t < n) {
-    const float g = load(y[t]) > 0.f ? load(dy[t]) : 0.f;
+    const float g = load(y[t]) > 0.f ? load(store<T>(load(dy[t]) + (dy2 ? load(dy2[t]) : 0.f))) : 0.f;
     if (d0) d0[t] = store<T>(acc0 ? load(d0[t]) + g : g);
     if (d1) d1[t] = store<T>(acc1 ? load(d1[t]) + g : g);
   }
@@ -148,14 +153,15 @@ void add_relu_forward(Context& ctx, size_t count, const T* a, const T* b, T* y) 
   launch(ctx, count, SumRelu{}, a, b, y);
 }
 template <typename T>
-void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b) {
+void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b,
+                       const T* dy2) {
   constexpr int V = kPack<T>;
-  const T* d0 = da ? da : y;  // a null destination does not affect the alignment
+  const T* d0 = da ? da : y;  // a null destination or second part does not affect the alignment
   const T* d1 = db ? db : y;
-  if (pack_aligned<T, V>(y, dy, d0, d1))
-    relu_grad_pair<T, V><<<grid_for(count / V), 256, 0, ctx.stream()>>>(count, y, dy, da, acc_a, db, acc_b);
+  if (pack_aligned<T, V>(y, dy, d0, d1, dy2 ? dy2 : y))
+    relu_grad_pair<T, V><<<grid_for(count / V), 256, 0, ctx.stream()>>>(count, y, dy, dy2, da, acc_a, db, acc_b);
   else
-    relu_grad_pair<T, 1><<<grid_for(count), 256, 0, ctx.stream()>>>(count, y, dy, da, acc_a, db, acc_b);
+    relu_grad_pair<T, 1><<<grid_for(count), 256, 0, ctx.stream()>>>(count, y, dy, dy2, da, acc_a, db, acc_b);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
@@ -165,7 +171,7 @@ void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* d
   template void add_forward<T>(Context&, size_t, const T*, const T*, T*);      \
   template void accumulate<T>(Context&, size_t, const T*, T*);                 \
   template void add_relu_forward<T>(Context&, size_t, const T*, const T*, T*); \
-  template void add_relu_backward<T>(Context&, size_t, const T*, const T*, T*, bool, T*, bool);
+  template void add_relu_backward<T>(Context&, size_t, const T*, const T*, T*, bool, T*, bool, const T*);
 CONVOY_ELEMENTWISE_INSTANTIATE(float)
 CONVOY_ELEMENTWISE_INSTANTIATE(bf16)
 
@@ -225,7 +231,7 @@ void AddOp::gpu_backward(const GpuLayer& l, int) const { l.half ? add_bwd<bf16>(
 bool AddOp::gpu_backward_all(const GpuLayer& l) const {
   if (!l.relu) return false;
   gpu::add_relu_backward(l.ctx, l.count(), as<bf16>(l.relu->y), as<bf16>(l.relu->dy), static_cast<bf16*>(l.x_grad[0]),
-                         l.x_add[0], static_cast<bf16*>(l.x_grad[1]), l.x_add[1]);
+                         l.x_add[0], static_cast<bf16*>(l.x_grad[1]), l.x_add[1], static_cast<const bf16*>(l.relu_dy2));
   return true;
 }
 

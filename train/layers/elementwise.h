@@ -51,6 +51,7 @@ class AddOp final : public Op {
   void gpu_forward(const gpu::GpuLayer& l) const override;
   void gpu_backward(const gpu::GpuLayer& l, int k) const override;
   bool gpu_backward_all(const gpu::GpuLayer& l) const override;
+  bool sums_relu_gradient_parts_bf16() const override { return true; }
 #endif
 };
 
@@ -81,8 +82,11 @@ void add_relu_forward(Context& ctx, size_t count, const T* a, const T* b, T* y);
 // ChannelAffine: the same bits as their own pass and then add_forward or add_relu_forward.
 void add_affine_forward(Context& ctx, size_t count, int c, const ChannelAffine& a, const ChannelAffine& b, bf16* y,
                         bool relu);
+// With dy2, the ReLU's output gradient came in two parts (two consumers, each written apart):
+// dy + dy2, rounded once, is taken as it.
 template <typename T>
-void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b);
+void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b,
+                       const T* dy2 = nullptr);
 
 }  // namespace convoy::gpu
 #endif

@@ -96,6 +96,7 @@ struct GpuLayer {
   float *dw = nullptr, *db = nullptr;        // their gradients (db null without a bias)
   float* state = nullptr;                    // running statistics
   NodeBuffers* relu = nullptr;               // bf16: the ReLU node this one runs itself (null: none)
+  const void* relu_dy2 = nullptr;            // ...and the second part of its gradient (GpuNet::split_; null: none)
   bool defer = false;                        // bf16: leave the output as a ChannelAffine in buf.scale_shift
   ChannelAffine affine[2];                   // bf16: inputs left so by their nodes (x[k] then unwritten)
   bf16 *dw16 = nullptr, *dy16 = nullptr;     // bf16: shared scratch (see GpuSetup)

@@ -153,6 +153,11 @@ class Op {
   // Whether gpu_backward honours GpuLayer::dx_add, adding the input's gradient to dx in its own
   // pass (a convolution, through cuDNN's beta); else GpuNet adds it on from scratch.
   virtual bool gpu_adds_to_dx() const { return false; }
+  // bf16: whether, running its ReLU, its backward pass can take the ReLU's output gradient in two
+  // parts (NodeBuffers::dy and GpuLayer::relu_dy2) and sum them as it reads (the residual add): a
+  // second consumer that would add its part inside its own pass (a convolution, cuDNN's beta = 1,
+  // which runs slower kernels) then writes it apart instead.
+  virtual bool sums_relu_gradient_parts_bf16() const { return false; }
 #endif
 };
 
