@@ -41,8 +41,8 @@ __global__ void normalize_nchw(InputShape s, const uint8_t* __restrict__ hwc, co
   }
 }
 
-// NHWC, through the stored layout (padding channels and, space to depth, the convolution's padding
-// pixels are zero): one thread per stored pixel, its c_stored values in V-wide stores (16 bytes
+// NHWC, through the stored layout (padding channels and, folded, the convolution's padding pixels
+// are zero): one thread per stored pixel, its c_stored values in V-wide stores (16 bytes
 // where c_stored allows). One thread per value, with 64-bit index arithmetic for each, moved a
 // tenth of the memory's bandwidth on a ResNet's space-to-depth input.
 template <typename T, int V>

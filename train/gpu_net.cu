@@ -69,8 +69,8 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputF
 }
 
 // bf16: pad the input's channels when only ops that take padded input read it (ungrouped
-// convolutions), or fold 2x2 pixel blocks into its channels when its one reader can take them (a
-// stride-2 convolution); fp32 nets read the CPU's plain NCHW.
+// convolutions), or fold it (its windows, or 2x2 pixel blocks, into the channels) when its one
+// reader can take that (a stride-2 convolution); fp32 nets read the CPU's plain NCHW.
 InputLayout GpuNet::choose_input_layout(const Net& net, bool half, InputFold fold) {
   const Dims id = net.input_dims();
   const InputLayout plain = plain_input(id.c, id.h, id.w, id.c);

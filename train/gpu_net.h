@@ -47,7 +47,7 @@ class GpuNet {
   bool stores_bf16() const { return ctx_.bf16(); }
   // How forward()'s input is stored for a bf16 net: its channels as they are, or for a net whose
   // input only convolutions read, 3 (or 2..7) padded with zeros to 8, the width cuDNN's NHWC kernels
-  // run fast, or 2x2 blocks of pixels (space to depth) for a stride-2 first convolution. fp32
+  // run fast, or folded for a stride-2 first convolution (its windows, or 2x2 pixel blocks). fp32
   // nets read plain NCHW (c_stored = c).
   const InputLayout& input_layout() const { return input_; }
   // A bf16 net multiplies with a bf16 copy of the weights. Pass weight_copy() to the fused

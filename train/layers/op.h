@@ -18,11 +18,11 @@ struct GpuSetup;  // gpu_layer.h
 struct GpuLayer;  // likewise
 
 // How a node would read the net's input, were it its reader: GpuNet stores a bf16 net's input as
-// its readers can take it (InputLayout), padded with zero channels when every reader can, as 2x2
-// pixel blocks when the only one can.
+// its readers can take it (InputLayout), padded with zero channels when every reader can, folded
+// (InputFold) when the only one can.
 struct InputUse {
   bool padded = false;   // takes zero channels after the real ones
-  int block_kernel = 0;  // > 0: a stride-2 convolution of this kernel size, which can take 2x2 blocks
+  int block_kernel = 0;  // > 0: a stride-2 convolution of this kernel size, which can take folded input
   int block_pad = 0;     // its zero padding
 };
 }  // namespace gpu
