@@ -11,12 +11,14 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bf16_host.h"
 #include "rel_l2.h"
 #include "train/augment.h"
 #include "train/cuda/batch_metrics.h"
+#include "train/cuda/channels.cuh"
 #include "train/cuda/layout_convert.h"
 #include "train/cuda/weight_copy.h"
 #include "train/gpu_augment.h"
@@ -752,6 +754,59 @@ TEST_F(GpuBf16, AddOfDeferredBatchNormsEqualsSeparateOps) {
         EXPECT_EQ(down_bf16(ctx, got_ab), down_bf16(ctx, want_ab)) << "train " << train << " relu " << relu;
       }
     }
+  }
+}
+
+// An add with its ReLU that writes its input gradient once and takes the gradient sums of the
+// deferred batch norms it feeds (one or both inputs; with and without a second gradient part)
+// gives the same gradient and, after each batch norm's backward pass, the same parameter and input
+// gradients as writing both gradients and summing them in batch norm's own pass, bit for bit.
+TEST_F(GpuBf16, AddTakingBatchNormGradientSumsEqualsSeparateOps) {
+  for (BnShape s : {BnShape{16, 64, 49}, BnShape{3, 256, 7}}) {
+    const size_t count = size_t(s.n) * s.c * s.hw;
+    const long long rows = (long long)s.n * s.hw;
+    auto gxa = up_bf16(round_bf16(randn(count, 50, 2.f))), gxb = up_bf16(round_bf16(randn(count, 51)));
+    auto gy = up_bf16(round_bf16(randn(count, 52))), gdy = up_bf16(round_bf16(randn(count, 53)));
+    auto gdy2 = up_bf16(round_bf16(randn(count, 54)));
+    auto gg = up(randn(s.c, 55)), gbeta = up(randn(s.c, 56));
+    auto stats = poisoned(4 * s.c), run = up(std::vector<float>(4 * s.c, 1.f));
+    gpu::DeviceBuffer<float2> ss(s.c);
+    gpu::bn_scale_shift_train(ctx, s, gxa.get(), gg.get(), gbeta.get(), stats.get(), stats.get() + s.c, run.get(),
+                              run.get() + s.c, ss.get());
+    gpu::bn_scale_shift_train(ctx, s, gxb.get(), gg.get(), gbeta.get(), stats.get() + 2 * s.c, stats.get() + 3 * s.c,
+                              run.get() + 2 * s.c, run.get() + 3 * s.c, ss.get());
+    const float* mean_a = stats.get();
+    const float* mean_b = stats.get() + 2 * s.c;
+    const gpu::bf16* xs[2] = {gxa.get(), gxb.get()};
+    const float* means[2] = {mean_a, mean_b};
+    for (int sets : {1, 2})
+      for (bool second_part : {false, true}) {
+        const gpu::bf16* dy2 = second_part ? gdy2.get() : nullptr;
+        auto da = poisoned_bf16(count), db = poisoned_bf16(count);
+        gpu::add_relu_backward(ctx, count, gy.get(), gdy.get(), da.get(), false, db.get(), false, dy2);
+        auto d = poisoned_bf16(count);
+        const size_t part_count = size_t(gpu::channels::parts(rows)) * s.c;
+        gpu::DeviceBuffer<float2> part_a(part_count), part_b(part_count);
+        const gpu::BnGradSums a{gxa.get(), mean_a, mean_a + s.c, part_a.get()};
+        const gpu::BnGradSums b = sets == 2 ? gpu::BnGradSums{gxb.get(), mean_b, mean_b + s.c, part_b.get()}
+                                            : gpu::BnGradSums{};
+        gpu::add_relu_backward_sums(ctx, rows, s.c, gy.get(), gdy.get(), dy2, d.get(), a, b);
+        const std::string what = "c " + std::to_string(s.c) + " sets " + std::to_string(sets) + " dy2 " +
+                                 std::to_string(second_part);
+        EXPECT_EQ(down_bf16(ctx, d), down_bf16(ctx, da)) << what;
+        float2* parts[2] = {part_a.get(), part_b.get()};
+        for (int k = 0; k < sets; ++k) {
+          auto want_dx = poisoned_bf16(count), got_dx = poisoned_bf16(count);
+          auto want_p = poisoned(2 * s.c), got_p = poisoned(2 * s.c);
+          const gpu::bf16* want_dy = k == 0 ? da.get() : db.get();
+          gpu::bn_backward(ctx, s, xs[k], want_dy, gg.get(), means[k], means[k] + s.c, want_dx.get(), want_p.get(),
+                           want_p.get() + s.c);
+          gpu::bn_backward(ctx, s, xs[k], d.get(), gg.get(), means[k], means[k] + s.c, got_dx.get(), got_p.get(),
+                           got_p.get() + s.c, nullptr, parts[k]);
+          EXPECT_EQ(down(ctx, got_p), down(ctx, want_p)) << what << " input " << k;
+          EXPECT_EQ(down_bf16(ctx, got_dx), down_bf16(ctx, want_dx)) << what << " input " << k;
+        }
+      }
   }
 }
 

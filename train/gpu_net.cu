@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "train/cuda/channels.cuh"
 #include "train/layers/elementwise.h"
 
 namespace convoy::gpu {
@@ -56,6 +57,7 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputF
   fuse_relus();
   const size_t part = split_gradient_sums();
   defer_affines();
+  take_deferred_gradient_sums();
   for (size_t i = 0; i < nodes; ++i) set_up_node(a, int(i), sizes);
   if (half) {
     a.request(weights16_, std::max<size_t>(1, sizes.copy));
@@ -99,8 +101,10 @@ void GpuNet::set_up_node(Arena& a, int i, Sizes& sizes) {
   NodeBuffers& b = buf_[i];
   b.fp32 = !half || (nd.op().fp32_logits() && feeds_only_loss(net_, i));
   const size_t count = size_t(max_batch_) * nd.out.size(), elem = b.fp32 ? sizeof(float) : sizeof(bf16);
-  if (!deferred_[i]) a.request(b.y, count * elem);  // a deferred output is never stored
-  a.request(b.dy, count * elem);
+  if (!deferred_[i]) a.request(b.y, count * elem);       // a deferred output is never stored
+  if (grad_from_[i] < 0) a.request(b.dy, count * elem);  // nor a gradient another node's dy holds
+  if (sums_taken_[i])
+    a.request(b.grad_sums, size_t(channels::parts((long long)max_batch_ * nd.out.h * nd.out.w)) * nd.out.c);
   copy_at_[i] = nd.w_off;
   GpuSetup s{a, nd, b, half, max_batch_, input_, copy_at_[i], sizes.copy, host_segments_, sizes.dw16, sizes.dy16};
   nd.op().gpu_setup(s);
@@ -191,6 +195,43 @@ void GpuNet::defer_affines() {
   }
 }
 
+// bf16: see skip_grad_. The add must write both input gradients whole (neither is added to nor
+// split), and the input whose dy keeps the gradient (the one that is not such a batch norm, else
+// the second) must not be written by another node before each such batch norm has read it.
+void GpuNet::take_deferred_gradient_sums() {
+  const auto& nodes = net_.nodes();
+  skip_grad_.assign(nodes.size(), {false, false});
+  grad_from_.assign(nodes.size(), -1);
+  sums_taken_.assign(nodes.size(), false);
+  if (!ctx_.bf16()) return;
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    const Node& nd = nodes[j];
+    if (!nd.op().takes_deferred_gradient_sums_bf16() || relu_of_[j] < 0 || nd.in.size() != 2 ||
+        nd.out.c % kPack<bf16> != 0 || adds_[j][0] || adds_[j][1] || split_[j][0] || split_[j][1])
+      continue;
+    std::array<int, 2> bn{};
+    for (int k = 0; k < 2; ++k) bn[k] = affine_in_[j][k] >= 0 && relu_of_[affine_in_[j][k]] < 0 ? affine_in_[j][k] : -1;
+    if (bn[0] < 0 && bn[1] < 0) continue;
+    const int keep = bn[1] >= 0 || bn[0] < 0 ? 1 : 0, other = 1 - keep, b = nd.in[keep];
+    if (b < 0 || !gradient_kept_until(b, int(j), bn[other])) continue;
+    skip_grad_[j][other] = true;
+    grad_from_[bn[other]] = b;
+    for (int m : bn)
+      if (m >= 0) sums_taken_[m] = true;
+  }
+}
+
+// Whether node b's dy, written by node j's backward pass, is left as it is until node m's backward
+// pass has read it: no other consumer of b whose backward pass comes between (a later node) writes
+// into it (one whose part goes apart, split_, does not).
+bool GpuNet::gradient_kept_until(int b, int j, int m) const {
+  const auto& nodes = net_.nodes();
+  for (int q = m + 1; q < int(nodes.size()); ++q)
+    for (size_t k = 0; k < nodes[q].in.size(); ++k)
+      if (q != j && nodes[q].in[k] == b && !split_[q][k]) return false;
+  return true;
+}
+
 void GpuNet::set_profiling(bool on) {
   events_.reset(on ? new CudaEvent[4 * net_.nodes().size()] : nullptr);
   times_.assign(on ? net_.nodes().size() : 0, {0.0, 0.0});
@@ -251,13 +292,20 @@ GpuLayer GpuNet::layer(int i) {
     l.x_fp32[k] = buf_[from].fp32;
     l.x_grad[k] = buf_[from].dy.get();
     l.x_add[k] = adds_[i][k];
+    if (skip_grad_[i][k]) l.x_grad[k] = nullptr;
     if (const int m = affine_in_[i][k]; m >= 0) {
       const int src = net_.nodes()[m].in[0];
       l.affine[k] = {static_cast<const bf16*>(src < 0 ? x_ : buf_[src].y.get()), buf_[m].scale_shift.get(),
                      relu_of_[m] >= 0};
+      if (sums_taken_[m]) {
+        const float* stats = as<float>(buf_[m].aux);  // batch norm keeps its mean and 1 / std there
+        l.grad_sums[k] = {l.affine[k].x, stats, stats + net_.nodes()[m].out.c, buf_[m].grad_sums.get()};
+      }
     }
   }
   l.defer = deferred_[i];
+  l.dy_from = grad_from_[i] >= 0 ? buf_[grad_from_[i]].dy.get() : nullptr;
+  l.sums_taken = sums_taken_[i] ? buf_[i].grad_sums.get() : nullptr;
   // T is the activations' element type: float (NCHW, the fp32 master weights) or bf16 (NHWC, the
   // weight copy). Batch norm's parameters and every bias are read from the fp32 master weights.
   l.w = half ? static_cast<const void*>(weights16_.get() + copy_at_[i]) : weights_.get() + copy_at_[i];

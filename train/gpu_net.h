@@ -83,6 +83,8 @@ class GpuNet {
   void fuse_relus();
   size_t split_gradient_sums();
   void defer_affines();
+  void take_deferred_gradient_sums();
+  bool gradient_kept_until(int b, int j, int m) const;
   void order_gradient_sums();
   // One node's pass as its op gets it (GpuLayer).
   GpuLayer layer(int i);
@@ -114,6 +116,14 @@ class GpuNet {
   // marks it, and affine_in_[j][k] is the node whose output node j's input k is so (-1: none).
   std::vector<bool> deferred_;
   std::vector<std::array<int, 2>> affine_in_;
+  // bf16 nets: an add running its ReLU whose inputs include deferred batch norms without ReLUs
+  // (Op::takes_deferred_gradient_sums_bf16) writes its input gradient once, into one input's dy,
+  // and takes those batch norms' gradient sums: skip_grad_[j][k] marks the input gradient node j
+  // leaves unwritten, grad_from_[m] the node whose dy holds batch norm m's gradient (-1: its own,
+  // and only then is its dy stored), and sums_taken_[m] a batch norm whose sums are so taken.
+  std::vector<std::array<bool, 2>> skip_grad_;
+  std::vector<int> grad_from_;
+  std::vector<bool> sums_taken_;
   // Per node and input: whether the input's gradient already holds another consumer's part when
   // this node's backward pass comes (it is added to), or this node is the first to give it one (it
   // is written: no zeroing pass, no scratch).

@@ -1,5 +1,6 @@
 // A tensor left as x * scale + shift per channel by the node that made it (batch norm), for its
-// only consumer to apply as it reads x, so that the tensor never crosses memory on its own.
+// only consumer to apply as it reads x, so that the tensor never crosses memory on its own; and,
+// backward, that node's gradient sums, taken by the consumer as it writes the gradient.
 #pragma once
 #include <vector_types.h>
 
@@ -13,6 +14,16 @@ struct ChannelAffine {
   const bf16* x = nullptr;
   const float2* scale_shift = nullptr;  // per channel
   bool relu = false;                    // then max(0, .), as the making node's fused ReLU
+};
+
+// Where a consumer that writes a deferred batch norm's output gradient g also sums, per channel, g
+// and g * (x - mean) * invstd (batch norm's GradTerms, in the same order, so the same bits) into
+// part ([parts(rows), c] float2, channels.cuh's pack-wise partials): the batch norm's backward
+// pass then reads neither g nor x for them.
+struct BnGradSums {
+  const bf16* x = nullptr;  // the batch norm's input
+  const float *mean = nullptr, *invstd = nullptr;
+  float2* part = nullptr;  // null: no sums taken
 };
 
 #ifdef __CUDACC__

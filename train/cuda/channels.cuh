@@ -85,36 +85,64 @@ __global__ void partial_sums(long long rows, int c, Terms terms, float2* __restr
 
 constexpr int kTilePacks = 8, kPackLanes = 32;
 
+// The rows [first, end) a block of a pack-wise partial sum covers (its grid's y index), and a
+// thread's first row in it: a thread steps kPackLanes rows at a time.
+struct PackRows {
+  long long first, end;
+};
+__device__ __forceinline__ PackRows pack_rows(long long rows) {
+  const long long per = (rows + gridDim.y - 1) / gridDim.y, r0 = blockIdx.y * per;
+  return {r0 + threadIdx.y, min(rows, r0 + per)};
+}
+
+// Ends a pack-wise partial sum: each thread's S sets of V channel sums s (zero for a thread past
+// the last pack) are added over the block's row lanes in lane order and stored, set k into
+// part[k] at the block's row range ([gridDim.y, c] float2 each). Every kernel that sums packs
+// ends here, so their sums are the same bits for the same terms.
+template <int V, int S = 1>
+__device__ __forceinline__ void store_pack_partials(const float2 (&s)[S][V], int cp, float2* const* part) {
+  __shared__ float2 acc[kPackLanes][kTilePacks * V];
+  const int col = threadIdx.y * kTilePacks + threadIdx.x, c = cp * V, ch = blockIdx.x * kTilePacks * V + col;
+#pragma unroll
+  for (int k = 0; k < S; ++k) {
+    if (k > 0) __syncthreads();  // the previous set's lanes are read
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[threadIdx.y][threadIdx.x * V + j] = s[k][j];
+    __syncthreads();
+    if (col < kTilePacks * V && ch < c) {
+      float2 tot = acc[0][col];
+      for (int l = 1; l < kPackLanes; ++l) tot.x += acc[l][col].x, tot.y += acc[l][col].y;
+      part[k][size_t(blockIdx.y) * c + ch] = tot;
+    }
+  }
+}
+
+// The grid and block of a pack-wise partial sum over rows x cp packs (parts(rows) row ranges).
+inline dim3 pack_grid(long long rows, int cp) { return dim3((cp + kTilePacks - 1) / kTilePacks, parts(rows)); }
+inline dim3 pack_block() { return dim3(kTilePacks, kPackLanes); }
+
 // As partial_sums, over packs of V channels: Terms::begin_pack<V>(p) once per thread, then
 // pack<V>(row, p, out) -> the two terms of each of the pack's V elements. One 16-byte load per
 // element group instead of V two-byte ones keeps the memory system busy.
 template <int V, typename Terms>
 __global__ void partial_sums_packs(long long rows, int cp, Terms terms, float2* __restrict__ part) {
-  __shared__ float2 acc[kPackLanes][kTilePacks * V];
   const int p = blockIdx.x * kTilePacks + threadIdx.x;
-  const long long per = (rows + gridDim.y - 1) / gridDim.y, r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
-  float2 s[V];
+  const PackRows rr = pack_rows(rows);
+  float2 s[1][V];
 #pragma unroll
-  for (int j = 0; j < V; ++j) s[j] = make_float2(0.f, 0.f);
+  for (int j = 0; j < V; ++j) s[0][j] = make_float2(0.f, 0.f);
   if (p < cp) {
     Terms t = terms;
     t.template begin_pack<V>(p);
-    for (long long r = r0 + threadIdx.y; r < r1; r += kPackLanes) {
+    for (long long r = rr.first; r < rr.end; r += kPackLanes) {
       float2 v[V];
       t.template pack<V>(r, p, v);
 #pragma unroll
-      for (int j = 0; j < V; ++j) s[j].x += v[j].x, s[j].y += v[j].y;
+      for (int j = 0; j < V; ++j) s[0][j].x += v[j].x, s[0][j].y += v[j].y;
     }
   }
-#pragma unroll
-  for (int j = 0; j < V; ++j) acc[threadIdx.y][threadIdx.x * V + j] = s[j];
-  __syncthreads();
-  const int col = threadIdx.y * kTilePacks + threadIdx.x, c = cp * V, ch = blockIdx.x * kTilePacks * V + col;
-  if (col < kTilePacks * V && ch < c) {
-    float2 tot = acc[0][col];
-    for (int l = 1; l < kPackLanes; ++l) tot.x += acc[l][col].x, tot.y += acc[l][col].y;
-    part[size_t(blockIdx.y) * c + ch] = tot;
-  }
+  float2* const out[1] = {part};
+  store_pack_partials<V>(s, cp, out);
 }
 
 // Finish: operator()(ch, sum of first terms, sum of second terms).
@@ -141,6 +169,13 @@ __global__ void finish_sums(int c, int parts, const float2* __restrict__ part, F
   if (threadIdx.x == 0) finish(ch, a[0], b[0]);
 }
 
+// The finishing kernel alone, over partials another kernel left in `part` (parts(rows) * c float2).
+template <typename Finish>
+void finish_parts(Context& ctx, long long rows, int c, const Finish& finish, const float2* part) {
+  finish_sums<<<c, kFinishThreads, 0, ctx.stream()>>>(c, parts(rows), part, finish);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
+
 // Queues both kernels; `part` holds parts(rows) * c float2. With V > 1 the terms are read in packs
 // of V channels (c % V == 0, Terms' pointers aligned to packs).
 template <int V = 1, typename Terms, typename Finish>
@@ -149,14 +184,10 @@ void sums(Context& ctx, long long rows, int c, const Terms& terms, const Finish&
   if constexpr (V == 1) {
     partial_sums<<<dim3((c + kTile - 1) / kTile, p), dim3(kTile, kLanes), 0, ctx.stream()>>>(rows, c, terms, part);
   } else {
-    const int cp = c / V;
-    partial_sums_packs<V>
-        <<<dim3((cp + kTilePacks - 1) / kTilePacks, p), dim3(kTilePacks, kPackLanes), 0, ctx.stream()>>>(rows, cp,
-                                                                                                         terms, part);
+    partial_sums_packs<V><<<pack_grid(rows, c / V), pack_block(), 0, ctx.stream()>>>(rows, c / V, terms, part);
   }
   CONVOY_CUDA_CHECK_LAUNCH();
-  finish_sums<<<c, kFinishThreads, 0, ctx.stream()>>>(c, p, part, finish);
-  CONVOY_CUDA_CHECK_LAUNCH();
+  finish_parts(ctx, rows, c, finish, part);
 }
 
 // Grid-stride over the `total` elements of a [rows, c] tensor, calling f(i, ch); the channel is

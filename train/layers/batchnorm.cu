@@ -100,18 +100,20 @@ void bn_fwd(const GpuLayer& l) {
 
 // With the ReLU after it (bf16), the gradient is the ReLU's, masked by the ReLU's output; when the
 // output was deferred with its ReLU, the consumer's backward pass already left the clipped
-// elements' gradient zero.
+// elements' gradient zero. A deferred output's gradient may sit in another node's dy, its sums
+// already taken by the consumer (GpuLayer::dy_from, sums_taken).
 template <typename T>
 void bn_bwd(const GpuLayer& l) {
   const BnShape s = shape_of(l);
   const float* aux = as<float>(l.buf.aux);
   T* dx = l.grad_to<T>();
   if constexpr (std::is_same_v<T, bf16>) {
-    if (l.relu && !l.defer)
+    if (l.relu && !l.defer) {
       gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.relu->dy), l.w32, aux, aux + s.c, dx, l.dw, l.db, as<T>(l.relu->y));
-    else
-      gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.relu ? l.relu->dy : l.buf.dy), l.w32, aux, aux + s.c, dx, l.dw,
-                       l.db);
+    } else {
+      const T* dy = l.dy_from ? static_cast<const T*>(l.dy_from) : as<T>(l.relu ? l.relu->dy : l.buf.dy);
+      gpu::bn_backward(l.ctx, s, l.xs<T>(), dy, l.w32, aux, aux + s.c, dx, l.dw, l.db, nullptr, l.sums_taken);
+    }
   } else {
     gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.buf.dy), l.w32, aux, aux + s.c, dx, l.dw, l.db);
   }

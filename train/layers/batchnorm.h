@@ -71,14 +71,16 @@ void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy
 // bf16 NHWC ([n, hw, c]) with own kernels: statistics, scale, shift and the parameter gradients in
 // fp32, every sum in a fixed order; the same saved and running statistics as the fp32 overloads.
 // With `relu` the forward pass stores max(0, y): batch norm and the ReLU after it in one pass. The
-// backward pass of that pair takes the ReLU's output as relu_y and its gradient as dy.
+// backward pass of that pair takes the ReLU's output as relu_y and its gradient as dy. With
+// sums_taken, the consumer that wrote dy also took its gradient sums there (BnGradSums): they are
+// only finished.
 void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
                       float* save_mean, float* save_invstd, float* running_mean, float* running_var, bool relu = false);
 void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
                      const float* running_mean, const float* running_var, bf16* y, bool relu = false);
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
-                 const bf16* relu_y = nullptr);
+                 const bf16* relu_y = nullptr, const float2* sums_taken = nullptr);
 // The forward passes in two parts: per channel, y = x * scale + shift, with (scale, shift) from
 // the batch (keeping the statistics as bn_forward_train does) or from the running statistics; then
 // the pass that applies them, which a consumer taking a ChannelAffine input runs in its own instead.

@@ -246,20 +246,25 @@ void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float*
 
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
-                 const bf16* relu_y) {
+                 const bf16* relu_y, const float2* sums_taken) {
   const long long rows = (long long)s.n * s.hw;
   channels::Workspace ws(ctx);
-  float2* part = ws.take<float2>(size_t(channels::parts(rows)) * s.c, "batch norm backward");
   float4* factors = ws.take<float4>(s.c, "batch norm backward");
+  const FinishGrad finish{rows, gamma, save_mean, save_invstd, dgamma, dbeta, factors};
   const bf16* ry = relu_y ? relu_y : x;  // any pack-aligned pointer for the check when there is no ReLU
-  channels::with_pack<bf16>(
-      s.c,
-      [&](auto v) {
-        channels::sums<decltype(v)::value>(ctx, rows, s.c, GradTerms{x, dy, relu_y, save_mean, save_invstd, s.c},
-                                           FinishGrad{rows, gamma, save_mean, save_invstd, dgamma, dbeta, factors},
-                                           part);
-      },
-      x, dy, ry);
+  if (sums_taken) {
+    if (relu_y) fail("bn_backward: gradient sums taken by the consumer of a batch norm with its own ReLU");
+    channels::finish_parts(ctx, rows, s.c, finish, sums_taken);
+  } else {
+    float2* part = ws.take<float2>(size_t(channels::parts(rows)) * s.c, "batch norm backward");
+    channels::with_pack<bf16>(
+        s.c,
+        [&](auto v) {
+          channels::sums<decltype(v)::value>(ctx, rows, s.c, GradTerms{x, dy, relu_y, save_mean, save_invstd, s.c},
+                                             finish, part);
+        },
+        x, dy, ry);
+  }
   if (!dx) return;  // the first layer: only the parameter gradients
   const size_t total = size_t(rows) * s.c;
   channels::with_pack<bf16>(

@@ -68,6 +68,57 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __res
   }
 }
 
+// add_relu_backward_sums' pass: g as relu_grad_pair makes it, written once, to d; and the gradient
+// sums of S deferred batch norms that g reaches, taken as g is made, in channels.cuh's pack-wise
+// partials (a thread keeps to one channel pack across rows), the same bits as batch norm's
+// GradTerms summing g afterwards.
+template <int V, int S>
+__global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ y, const bf16* __restrict__ dy,
+                               const bf16* __restrict__ dy2, bf16* __restrict__ d, BnGradSums b0, BnGradSums b1) {
+  using P = Pack<bf16, V>;
+  const BnGradSums bn[2] = {b0, b1};
+  const int p = blockIdx.x * channels::kTilePacks + threadIdx.x;
+  const channels::PackRows rows_of = channels::pack_rows(rows);
+  float2 s[S][V];
+  float mean[S][V], invstd[S][V];
+#pragma unroll
+  for (int k = 0; k < S; ++k)
+#pragma unroll
+    for (int j = 0; j < V; ++j) s[k][j] = make_float2(0.f, 0.f);
+  if (p < cp) {
+#pragma unroll
+    for (int k = 0; k < S; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j) mean[k][j] = bn[k].mean[p * V + j], invstd[k][j] = bn[k].invstd[p * V + j];
+    for (long long r = rows_of.first; r < rows_of.end; r += channels::kPackLanes) {
+      const size_t at = size_t(r) * cp + p;
+      const P py = reinterpret_cast<const P*>(y)[at];
+      P g = reinterpret_cast<const P*>(dy)[at];
+      if (dy2) {
+        const P h = reinterpret_cast<const P*>(dy2)[at];
+#pragma unroll
+        for (int j = 0; j < V; ++j) g.v[j] = store<bf16>(load(g.v[j]) + load(h.v[j]));
+      }
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (!(load(py.v[j]) > 0.f)) g.v[j] = store<bf16>(0.f);
+      reinterpret_cast<P*>(d)[at] = g;
+#pragma unroll
+      for (int k = 0; k < S; ++k) {
+        const P px = reinterpret_cast<const P*>(bn[k].x)[at];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float gj = load(g.v[j]);
+          s[k][j].x += gj;
+          s[k][j].y += gj * (load(px.v[j]) - mean[k][j]) * invstd[k][j];
+        }
+      }
+    }
+  }
+  float2* const out[2] = {b0.part, b1.part};
+  channels::store_pack_partials<V, S>(s, cp, out);
+}
+
 // An input's value as its maker would have stored it: x, or x * scale + shift rounded to bf16.
 template <bool Affine>
 __device__ __forceinline__ float affine_value(bf16 x, float2 ab) {
@@ -165,6 +216,21 @@ void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* d
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
+void add_relu_backward_sums(Context& ctx, long long rows, int c, const bf16* y, const bf16* dy, const bf16* dy2,
+                            bf16* d, const BnGradSums& a, const BnGradSums& b) {
+  constexpr int V = kPack<bf16>;
+  const BnGradSums& first = a.part ? a : b;
+  const int sets = (a.part ? 1 : 0) + (b.part ? 1 : 0);
+  if (sets == 0 || c % V != 0 || !pack_aligned<bf16, V>(y, dy, dy2 ? dy2 : y, d, first.x, b.part ? b.x : first.x))
+    fail("add_relu_backward_sums: needs a batch norm's sums to take, whole 16-byte channel packs and aligned tensors");
+  const dim3 grid = channels::pack_grid(rows, c / V), block = channels::pack_block();
+  if (sets == 2)
+    relu_grad_sums<V, 2><<<grid, block, 0, ctx.stream()>>>(rows, c / V, y, dy, dy2, d, a, b);
+  else
+    relu_grad_sums<V, 1><<<grid, block, 0, ctx.stream()>>>(rows, c / V, y, dy, dy2, d, first, BnGradSums{});
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
+
 #define CONVOY_ELEMENTWISE_INSTANTIATE(T)                                      \
   template void relu_forward<T>(Context&, size_t, const T*, T*);               \
   template void relu_backward<T>(Context&, size_t, const T*, const T*, T*);    \
@@ -230,6 +296,16 @@ void AddOp::gpu_backward(const GpuLayer& l, int) const { l.half ? add_bwd<bf16>(
 // gradients (added where they have other consumers too), instead of a ReLU pass and two copies.
 bool AddOp::gpu_backward_all(const GpuLayer& l) const {
   if (!l.relu) return false;
+  if (l.grad_sums[0].part || l.grad_sums[1].part) {  // one gradient for both inputs, written once
+    if ((l.x_grad[0] != nullptr) == (l.x_grad[1] != nullptr) || l.x_add[0] || l.x_add[1])
+      fail("AddOp: taking batch norms' gradient sums needs exactly one input gradient to write whole");
+    const int c = l.node.out.c;
+    gpu::add_relu_backward_sums(l.ctx, (long long)(l.count() / c), c, as<bf16>(l.relu->y), as<bf16>(l.relu->dy),
+                                static_cast<const bf16*>(l.relu_dy2),
+                                static_cast<bf16*>(l.x_grad[0] ? l.x_grad[0] : l.x_grad[1]), l.grad_sums[0],
+                                l.grad_sums[1]);
+    return true;
+  }
   gpu::add_relu_backward(l.ctx, l.count(), as<bf16>(l.relu->y), as<bf16>(l.relu->dy), static_cast<bf16*>(l.x_grad[0]),
                          l.x_add[0], static_cast<bf16*>(l.x_grad[1]), l.x_add[1], static_cast<const bf16*>(l.relu_dy2));
   return true;

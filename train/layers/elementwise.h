@@ -52,6 +52,7 @@ class AddOp final : public Op {
   void gpu_backward(const gpu::GpuLayer& l, int k) const override;
   bool gpu_backward_all(const gpu::GpuLayer& l) const override;
   bool sums_relu_gradient_parts_bf16() const override { return true; }
+  bool takes_deferred_gradient_sums_bf16() const override { return true; }
 #endif
 };
 
@@ -87,6 +88,12 @@ void add_affine_forward(Context& ctx, size_t count, int c, const ChannelAffine& 
 template <typename T>
 void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b,
                        const T* dy2 = nullptr);
+
+// The same pass for an add that writes the gradient once, to d (rows x c NHWC, c a whole number
+// of 16-byte packs), while a and b (a null part: not taken) collect the gradient sums of the
+// deferred batch norms it reaches (BnGradSums), which their backward passes then only finish.
+void add_relu_backward_sums(Context& ctx, long long rows, int c, const bf16* y, const bf16* dy, const bf16* dy2,
+                            bf16* d, const BnGradSums& a, const BnGradSums& b);
 
 }  // namespace convoy::gpu
 #endif

@@ -23,6 +23,7 @@ namespace convoy::gpu {
 struct NodeBuffers {
   DeviceBuffer<unsigned char> y, dy, aux, aux2;
   DeviceBuffer<float2> scale_shift;  // bf16, a node that can defer its output (Op::defers_channel_affine_bf16)
+  DeviceBuffer<float2> grad_sums;    // bf16, a deferred batch norm whose consumer takes its gradient sums
   bool fp32 = true;                  // y and dy hold fp32: every node of an fp32 net, the logits of a bf16 one
 };
 
@@ -99,6 +100,9 @@ struct GpuLayer {
   const void* relu_dy2 = nullptr;            // ...and the second part of its gradient (GpuNet::split_; null: none)
   bool defer = false;                        // bf16: leave the output as a ChannelAffine in buf.scale_shift
   ChannelAffine affine[2];                   // bf16: inputs left so by their nodes (x[k] then unwritten)
+  BnGradSums grad_sums[2];                   // bf16: ...whose gradient sums this node takes (part null: none)
+  const void* dy_from = nullptr;             // bf16: the output's gradient, where another node's dy holds it
+  const float2* sums_taken = nullptr;        // bf16: this batch norm's gradient sums, taken by its consumer
   bf16 *dw16 = nullptr, *dy16 = nullptr;     // bf16: shared scratch (see GpuSetup)
   void* dx = nullptr;                        // backward: where the input's gradient goes (null: none)
   bool dx_add = false;                       // ...added to what dx holds rather than written (Op::gpu_adds_to_dx)

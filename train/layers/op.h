@@ -158,6 +158,10 @@ class Op {
   // second consumer that would add its part inside its own pass (a convolution, cuDNN's beta = 1,
   // which runs slower kernels) then writes it apart instead.
   virtual bool sums_relu_gradient_parts_bf16() const { return false; }
+  // bf16: whether, running its ReLU, it can write its input gradient once for both inputs and take
+  // the gradient sums of the deferred batch norms among them as it writes (the residual add): the
+  // batch norms then read their gradient from the other input's and only finish their sums.
+  virtual bool takes_deferred_gradient_sums_bf16() const { return false; }
 #endif
 };
 
