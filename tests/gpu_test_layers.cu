@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -802,12 +803,84 @@ TEST_F(GpuBf16, AddTakingBatchNormGradientSumsEqualsSeparateOps) {
           gpu::bn_backward(ctx, s, xs[k], want_dy, gg.get(), means[k], means[k] + s.c, want_dx.get(), want_p.get(),
                            want_p.get() + s.c);
           gpu::bn_backward(ctx, s, xs[k], d.get(), gg.get(), means[k], means[k] + s.c, got_dx.get(), got_p.get(),
-                           got_p.get() + s.c, nullptr, parts[k]);
+                           got_p.get() + s.c, nullptr, nullptr, parts[k]);
           EXPECT_EQ(down(ctx, got_p), down(ctx, want_p)) << what << " input " << k;
           EXPECT_EQ(down_bf16(ctx, got_dx), down_bf16(ctx, want_dx)) << what << " input " << k;
         }
       }
   }
+}
+
+// A fused ReLU's output signs kept as bits (a byte per 16-byte pack): batch norm's and the residual
+// add's forward passes write the same outputs and the bits of their signs, and every backward pass
+// that reads the bits gives the same gradients as reading the output, bit for bit.
+TEST_F(GpuBf16, ReluSignsAsBitsEqualReadingTheOutput) {
+  const BnShape s{8, 32, 25};
+  const size_t count = size_t(s.n) * s.c * s.hw, packs = count / 8;
+  const long long rows = (long long)s.n * s.hw;
+  auto gx = up_bf16(round_bf16(randn(count, 60, 2.f))), gz = up_bf16(round_bf16(randn(count, 61)));
+  auto gdy = up_bf16(round_bf16(randn(count, 62))), gdy2 = up_bf16(round_bf16(randn(count, 63)));
+  auto gg = up(randn(s.c, 64)), gbeta = up(randn(s.c, 65));
+  auto stats = poisoned(2 * s.c), run = up(std::vector<float>(2 * s.c, 1.f));
+  gpu::DeviceBuffer<float2> ss(s.c);
+  gpu::bn_scale_shift_train(ctx, s, gx.get(), gg.get(), gbeta.get(), stats.get(), stats.get() + s.c, run.get(),
+                            run.get() + s.c, ss.get());
+  auto check_bits = [&](const gpu::DeviceBuffer<uint8_t>& bits, const std::vector<float>& y, const char* what) {
+    const std::vector<uint8_t> b = down(ctx, bits);
+    size_t wrong = 0, set = 0;
+    for (size_t k = 0; k < packs; ++k)
+      for (int j = 0; j < 8; ++j) {
+        const bool bit = b[k] >> j & 1, pos = y[8 * k + j] > 0.f;
+        wrong += bit != pos, set += bit;
+      }
+    EXPECT_EQ(wrong, 0u) << what;
+    EXPECT_GT(set, 0u) << what;
+    EXPECT_LT(set, count) << what;
+  };
+  // Batch norm with its ReLU.
+  auto y0 = poisoned_bf16(count), y1 = poisoned_bf16(count);
+  gpu::DeviceBuffer<uint8_t> bn_bits(packs);
+  gpu::bn_apply(ctx, s, gx.get(), ss.get(), y0.get(), true);
+  gpu::bn_apply(ctx, s, gx.get(), ss.get(), y1.get(), true, bn_bits.get());
+  const std::vector<float> y = down_bf16(ctx, y0);
+  EXPECT_EQ(down_bf16(ctx, y1), y);
+  check_bits(bn_bits, y, "batch norm");
+  auto dx0 = poisoned_bf16(count), dx1 = poisoned_bf16(count);
+  auto p0 = poisoned(2 * s.c), p1 = poisoned(2 * s.c);
+  gpu::bn_backward(ctx, s, gx.get(), gdy.get(), gg.get(), stats.get(), stats.get() + s.c, dx0.get(), p0.get(),
+                   p0.get() + s.c, y0.get());
+  gpu::bn_backward(ctx, s, gx.get(), gdy.get(), gg.get(), stats.get(), stats.get() + s.c, dx1.get(), p1.get(),
+                   p1.get() + s.c, y0.get(), bn_bits.get());
+  EXPECT_EQ(down_bf16(ctx, dx1), down_bf16(ctx, dx0));
+  EXPECT_EQ(down(ctx, p1), down(ctx, p0));
+  // The residual add with its ReLU, both inputs plain.
+  auto a0 = poisoned_bf16(count), a1 = poisoned_bf16(count);
+  gpu::DeviceBuffer<uint8_t> add_bits(packs);
+  gpu::add_relu_forward(ctx, count, gx.get(), gz.get(), a0.get());
+  gpu::add_affine_forward(ctx, count, s.c, gpu::ChannelAffine{gx.get()}, gpu::ChannelAffine{gz.get()}, a1.get(), true,
+                          add_bits.get());
+  const std::vector<float> a = down_bf16(ctx, a0);
+  EXPECT_EQ(down_bf16(ctx, a1), a);
+  check_bits(add_bits, a, "add");
+  auto da0 = poisoned_bf16(count), db0 = poisoned_bf16(count), da1 = poisoned_bf16(count), db1 = poisoned_bf16(count);
+  gpu::add_relu_backward(ctx, count, a0.get(), gdy.get(), da0.get(), false, db0.get(), false, gdy2.get());
+  gpu::add_relu_backward(ctx, count, a0.get(), gdy.get(), da1.get(), false, db1.get(), false, gdy2.get(),
+                         add_bits.get());
+  EXPECT_EQ(down_bf16(ctx, da1), down_bf16(ctx, da0));
+  EXPECT_EQ(down_bf16(ctx, db1), down_bf16(ctx, db0));
+  const size_t part_count = size_t(gpu::channels::parts(rows)) * s.c;
+  gpu::DeviceBuffer<float2> q0(part_count), q1(part_count);
+  auto d0 = poisoned_bf16(count), d1 = poisoned_bf16(count);
+  const float* mean = stats.get();
+  gpu::add_relu_backward_sums(ctx, rows, s.c, a0.get(), gdy.get(), gdy2.get(), d0.get(),
+                              gpu::BnGradSums{gx.get(), mean, mean + s.c, q0.get()}, gpu::BnGradSums{});
+  gpu::add_relu_backward_sums(ctx, rows, s.c, a0.get(), gdy.get(), gdy2.get(), d1.get(),
+                              gpu::BnGradSums{gx.get(), mean, mean + s.c, q1.get()}, gpu::BnGradSums{},
+                              add_bits.get());
+  EXPECT_EQ(down_bf16(ctx, d1), down_bf16(ctx, d0));
+  const auto sums0 = down(ctx, q0), sums1 = down(ctx, q1);
+  ASSERT_EQ(sums0.size(), sums1.size());
+  EXPECT_EQ(0, std::memcmp(sums0.data(), sums1.data(), sums0.size() * sizeof(float2)));
 }
 
 // Max pooling of a batch norm's output left as scale and shift (ResNet's stem: with its ReLU)

@@ -103,6 +103,8 @@ void GpuNet::set_up_node(Arena& a, int i, Sizes& sizes) {
   const size_t count = size_t(max_batch_) * nd.out.size(), elem = b.fp32 ? sizeof(float) : sizeof(bf16);
   if (!deferred_[i]) a.request(b.y, count * elem);       // a deferred output is never stored
   if (grad_from_[i] < 0) a.request(b.dy, count * elem);  // nor a gradient another node's dy holds
+  // A ReLU run by its input (bf16, whole packs) leaves its signs as bits for the backward pass.
+  if (relu_of_[i] >= 0 && !deferred_[i] && nd.out.c % kPack<bf16> == 0) a.request(b.relu_bits, count / kPack<bf16>);
   if (sums_taken_[i])
     a.request(b.grad_sums, size_t(channels::parts((long long)max_batch_ * nd.out.h * nd.out.w)) * nd.out.c);
   copy_at_[i] = nd.w_off;
@@ -212,7 +214,7 @@ void GpuNet::take_deferred_gradient_sums() {
     std::array<int, 2> bn{};
     for (int k = 0; k < 2; ++k) bn[k] = affine_in_[j][k] >= 0 && relu_of_[affine_in_[j][k]] < 0 ? affine_in_[j][k] : -1;
     if (bn[0] < 0 && bn[1] < 0) continue;
-    const int keep = bn[1] >= 0 || bn[0] < 0 ? 1 : 0, other = 1 - keep, b = nd.in[keep];
+    const int keep = bn[0] >= 0 ? 1 : 0, other = 1 - keep, b = nd.in[keep];  // bn[other] >= 0
     if (b < 0 || !gradient_kept_until(b, int(j), bn[other])) continue;
     skip_grad_[j][other] = true;
     grad_from_[bn[other]] = b;
@@ -315,6 +317,7 @@ GpuLayer GpuNet::layer(int i) {
   l.db = nd.b_count ? grads_.get() + nd.b_off : nullptr;
   l.state = state_.get() + nd.s_off;
   l.relu = relu_of_[i] >= 0 ? &buf_[relu_of_[i]] : nullptr;
+  l.relu_bits = buf_[i].relu_bits.get();
   l.relu_dy2 = split_reader_[i] ? part_.get() : nullptr;
   l.dw16 = dw16_.get();
   l.dy16 = dy16_.get();

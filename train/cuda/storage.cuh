@@ -32,6 +32,16 @@ struct alignas(sizeof(T) * V) Pack {
 template <typename T>
 constexpr int kPack = int(16 / sizeof(T));
 
+// A fused ReLU's output as its backward passes read it: one bit per element of a pack (bit j set:
+// element j > 0), a byte for a 16-byte pack of bf16 instead of the pack itself.
+template <typename T, int V>
+__device__ __forceinline__ unsigned positive_bits(const Pack<T, V>& p) {
+  unsigned b = 0;
+#pragma unroll
+  for (int j = 0; j < V; ++j) b |= (load(p.v[j]) > 0.f ? 1u : 0u) << j;
+  return b;
+}
+
 // Whether every pointer may be read or written in packs of V elements of T.
 template <typename T, int V, typename... P>
 bool pack_aligned(const P*... p) {

@@ -90,7 +90,8 @@ void bn_fwd(const GpuLayer& l) {
     else
       gpu::bn_scale_shift_eval(l.ctx, s, l.w32, l.b, run, run + s.c, scale_shift);
     if (l.defer) return;  // the consumer applies scale_shift as it reads x
-    gpu::bn_apply(l.ctx, s, l.xs<T>(), scale_shift, l.relu ? as<T>(l.relu->y) : as<T>(l.buf.y), l.relu != nullptr);
+    gpu::bn_apply(l.ctx, s, l.xs<T>(), scale_shift, l.relu ? as<T>(l.relu->y) : as<T>(l.buf.y), l.relu != nullptr,
+                  l.relu ? l.relu_bits : nullptr);
   } else if (l.batch.train) {
     gpu::bn_forward_train(l.ctx, s, l.xs<T>(), l.w32, l.b, as<T>(l.buf.y), aux, aux + s.c, run, run + s.c);
   } else {
@@ -109,10 +110,11 @@ void bn_bwd(const GpuLayer& l) {
   T* dx = l.grad_to<T>();
   if constexpr (std::is_same_v<T, bf16>) {
     if (l.relu && !l.defer) {
-      gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.relu->dy), l.w32, aux, aux + s.c, dx, l.dw, l.db, as<T>(l.relu->y));
+      gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.relu->dy), l.w32, aux, aux + s.c, dx, l.dw, l.db, as<T>(l.relu->y),
+                       l.relu_bits);
     } else {
       const T* dy = l.dy_from ? static_cast<const T*>(l.dy_from) : as<T>(l.relu ? l.relu->dy : l.buf.dy);
-      gpu::bn_backward(l.ctx, s, l.xs<T>(), dy, l.w32, aux, aux + s.c, dx, l.dw, l.db, nullptr, l.sums_taken);
+      gpu::bn_backward(l.ctx, s, l.xs<T>(), dy, l.w32, aux, aux + s.c, dx, l.dw, l.db, nullptr, nullptr, l.sums_taken);
     }
   } else {
     gpu::bn_backward(l.ctx, s, l.xs<T>(), as<T>(l.buf.dy), l.w32, aux, aux + s.c, dx, l.dw, l.db);

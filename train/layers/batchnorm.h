@@ -3,6 +3,7 @@
 // its CUDA twins, fp32 NCHW through cuDNN (batchnorm.cu) and bf16 NHWC with own kernels (batchnorm_nhwc.cu).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "train/layers/op.h"
 
@@ -73,14 +74,16 @@ void bn_backward(Context& ctx, const BnShape& s, const float* x, const float* dy
 // With `relu` the forward pass stores max(0, y): batch norm and the ReLU after it in one pass. The
 // backward pass of that pair takes the ReLU's output as relu_y and its gradient as dy. With
 // sums_taken, the consumer that wrote dy also took its gradient sums there (BnGradSums): they are
-// only finished.
+// only finished. relu_bits: the ReLU's output signs (storage.cuh's positive_bits, a byte per
+// 16-byte pack), written by bn_apply where given and read instead of relu_y's values.
 void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
                       float* save_mean, float* save_invstd, float* running_mean, float* running_var, bool relu = false);
 void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta,
                      const float* running_mean, const float* running_var, bf16* y, bool relu = false);
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
-                 const bf16* relu_y = nullptr, const float2* sums_taken = nullptr);
+                 const bf16* relu_y = nullptr, const uint8_t* relu_bits = nullptr,
+                 const float2* sums_taken = nullptr);
 // The forward passes in two parts: per channel, y = x * scale + shift, with (scale, shift) from
 // the batch (keeping the statistics as bn_forward_train does) or from the running statistics; then
 // the pass that applies them, which a consumer taking a ChannelAffine input runs in its own instead.
@@ -89,7 +92,8 @@ void bn_scale_shift_train(Context& ctx, const BnShape& s, const bf16* x, const f
                           float2* scale_shift);
 void bn_scale_shift_eval(Context& ctx, const BnShape& s, const float* gamma, const float* beta,
                          const float* running_mean, const float* running_var, float2* scale_shift);
-void bn_apply(Context& ctx, const BnShape& s, const bf16* x, const float2* scale_shift, bf16* y, bool relu);
+void bn_apply(Context& ctx, const BnShape& s, const bf16* x, const float2* scale_shift, bf16* y, bool relu,
+              uint8_t* relu_bits = nullptr);
 
 }  // namespace convoy::gpu
 #endif

@@ -66,6 +66,7 @@ struct GradTerms {
   const bf16 *x, *dy, *ry;
   const float *mean, *invstd;
   int c;
+  const uint8_t* bits;  // with ry: the ReLU's output signs, read instead of ry (packs only)
   float m = 0, k = 0;
   float mp[kPack<bf16>] = {}, kp[kPack<bf16>] = {};
   __device__ void begin(int ch) {
@@ -89,10 +90,10 @@ struct GradTerms {
     const P px = reinterpret_cast<const P*>(x)[k];
     P pg = reinterpret_cast<const P*>(dy)[k];
     if (ry) {
-      const P pr = reinterpret_cast<const P*>(ry)[k];
+      const unsigned keep = bits ? bits[k] : positive_bits(reinterpret_cast<const P*>(ry)[k]);
 #pragma unroll
       for (int j = 0; j < V; ++j)
-        if (!(load(pr.v[j]) > 0.f)) pg.v[j] = store<bf16>(0.f);
+        if (!(keep >> j & 1u)) pg.v[j] = store<bf16>(0.f);
     }
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -118,10 +119,11 @@ struct FinishGrad {
   }
 };
 
-// V channels per access (channels.cuh's with_pack); with `relu`, max(0, y).
+// V channels per access (channels.cuh's with_pack); with `relu`, max(0, y), and its signs in bits
+// where given.
 template <int V, bool Relu>
 __global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const float2* __restrict__ scale_shift,
-                          bf16* __restrict__ y) {
+                          bf16* __restrict__ y, uint8_t* __restrict__ bits) {
   using P = Pack<bf16, V>;
   float2 ab[V];
   channels::for_each_in_channel_pack(
@@ -139,6 +141,7 @@ __global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const
           out.v[j] = store<bf16>(Relu ? fmaxf(v, 0.f) : v);
         }
         reinterpret_cast<P*>(y)[k] = out;
+        if (Relu && bits) bits[k] = uint8_t(positive_bits(out));
       });
 }
 
@@ -153,7 +156,8 @@ __global__ void eval_scale_shift(int c, float eps, const float* __restrict__ gam
 
 template <int V>
 __global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, const bf16* __restrict__ dy,
-                           const bf16* __restrict__ ry, const float4* __restrict__ factors, bf16* __restrict__ dx) {
+                           const bf16* __restrict__ ry, const uint8_t* __restrict__ bits,
+                           const float4* __restrict__ factors, bf16* __restrict__ dx) {
   using P = Pack<bf16, V>;
   float4 f[V];
   channels::for_each_in_channel_pack(
@@ -164,28 +168,30 @@ __global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, cons
       },
       [&](size_t k) {
         const P px = reinterpret_cast<const P*>(x)[k], pg = reinterpret_cast<const P*>(dy)[k];
-        P pr;
-        if (ry) pr = reinterpret_cast<const P*>(ry)[k];
+        unsigned keep = ~0u;
+        if (ry) keep = bits ? bits[k] : positive_bits(reinterpret_cast<const P*>(ry)[k]);
         P out;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float g = !ry || load(pr.v[j]) > 0.f ? load(pg.v[j]) : 0.f;
+          const float g = keep >> j & 1u ? load(pg.v[j]) : 0.f;
           out.v[j] = store<bf16>(f[j].x * (g - f[j].y - (load(px.v[j]) - f[j].z) * f[j].w));
         }
         reinterpret_cast<P*>(dx)[k] = out;
       });
 }
 
-void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float2* scale_shift, bf16* y, bool relu) {
+void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float2* scale_shift, bf16* y, bool relu,
+                   uint8_t* bits) {
   channels::with_pack<bf16>(
       c,
       [&](auto v) {
         constexpr int V = decltype(v)::value;
+        if (bits && V == 1) fail("batch norm: a ReLU's signs as bits need whole 16-byte packs of channels");
         const unsigned grid = channels::grid_for_rows(total / V, c / V);
         if (relu)
-          normalise<V, true><<<grid, 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
+          normalise<V, true><<<grid, 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y, bits);
         else
-          normalise<V, false><<<grid, 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y);
+          normalise<V, false><<<grid, 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y, nullptr);
       },
       x, y);
   CONVOY_CUDA_CHECK_LAUNCH();
@@ -224,8 +230,9 @@ void bn_scale_shift_eval(Context& ctx, const BnShape& s, const float* gamma, con
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
-void bn_apply(Context& ctx, const BnShape& s, const bf16* x, const float2* scale_shift, bf16* y, bool relu) {
-  normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y, relu);
+void bn_apply(Context& ctx, const BnShape& s, const bf16* x, const float2* scale_shift, bf16* y, bool relu,
+              uint8_t* relu_bits) {
+  normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y, relu, relu_bits);
 }
 
 void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,
@@ -246,7 +253,7 @@ void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float*
 
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
-                 const bf16* relu_y, const float2* sums_taken) {
+                 const bf16* relu_y, const uint8_t* relu_bits, const float2* sums_taken) {
   const long long rows = (long long)s.n * s.hw;
   channels::Workspace ws(ctx);
   float4* factors = ws.take<float4>(s.c, "batch norm backward");
@@ -260,8 +267,10 @@ void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, 
     channels::with_pack<bf16>(
         s.c,
         [&](auto v) {
-          channels::sums<decltype(v)::value>(ctx, rows, s.c, GradTerms{x, dy, relu_y, save_mean, save_invstd, s.c},
-                                             finish, part);
+          constexpr int V = decltype(v)::value;
+          if (relu_bits && V == 1) fail("batch norm: a ReLU's signs as bits need whole 16-byte packs of channels");
+          channels::sums<V>(ctx, rows, s.c, GradTerms{x, dy, relu_y, save_mean, save_invstd, s.c, relu_bits}, finish,
+                            part);
         },
         x, dy, ry);
   }
@@ -271,8 +280,8 @@ void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, 
       s.c,
       [&](auto v) {
         constexpr int V = decltype(v)::value;
-        input_grad<V><<<channels::grid_for_rows(total / V, s.c / V), 256, 0, ctx.stream()>>>(total / V, s.c, x, dy,
-                                                                                             relu_y, factors, dx);
+        input_grad<V><<<channels::grid_for_rows(total / V, s.c / V), 256, 0, ctx.stream()>>>(
+            total / V, s.c, x, dy, relu_y, relu_bits, factors, dx);
       },
       x, dy, ry, dx);
   CONVOY_CUDA_CHECK_LAUNCH();

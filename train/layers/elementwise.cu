@@ -30,10 +30,11 @@ struct SumRelu {
 
 // The gradient below a ReLU (y its output), g = y > 0 ? dy : 0, sent to two places at once (an
 // add's two inputs): each d is written, or with acc added to (d += g, as accumulate()); a null d
-// takes nothing. With dy2, the ReLU's gradient came in two parts, dy + dy2, rounded once.
+// takes nothing. With dy2, the ReLU's gradient came in two parts, dy + dy2, rounded once. With
+// bits (whole packs only), the ReLU's output signs are read there instead of from y.
 template <typename T, int V>
-__global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __restrict__ dy, const T* __restrict__ dy2,
-                               T* d0, bool acc0, T* d1, bool acc1) {
+__global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const uint8_t* __restrict__ bits,
+                               const T* __restrict__ dy, const T* __restrict__ dy2, T* d0, bool acc0, T* d1, bool acc1) {
   using P = Pack<T, V>;
   const size_t packs = n / V;
   auto put = [](T* d, bool acc, size_t k, const P& g) {
@@ -47,7 +48,7 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __res
     reinterpret_cast<P*>(d)[k] = out;
   };
   CONVOY_GRID_STRIDE(k, packs) {
-    const P py = reinterpret_cast<const P*>(y)[k];
+    const unsigned keep = bits ? bits[k] : positive_bits(reinterpret_cast<const P*>(y)[k]);
     P g = reinterpret_cast<const P*>(dy)[k];
     if (dy2) {
       const P h = reinterpret_cast<const P*>(dy2)[k];
@@ -56,7 +57,7 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __res
     }
 #pragma unroll
     for (int j = 0; j < V; ++j)
-      if (!(load(py.v[j]) > 0.f)) g.v[j] = store<T>(0.f);
+      if (!(keep >> j & 1u)) g.v[j] = store<T>(0.f);
     put(d0, acc0, k, g);
     put(d1, acc1, k, g);
   }
@@ -73,8 +74,9 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const T* __res
 // partials (a thread keeps to one channel pack across rows), the same bits as batch norm's
 // GradTerms summing g afterwards.
 template <int V, int S>
-__global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ y, const bf16* __restrict__ dy,
-                               const bf16* __restrict__ dy2, bf16* __restrict__ d, BnGradSums b0, BnGradSums b1) {
+__global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ y, const uint8_t* __restrict__ bits,
+                               const bf16* __restrict__ dy, const bf16* __restrict__ dy2, bf16* __restrict__ d,
+                               BnGradSums b0, BnGradSums b1) {
   using P = Pack<bf16, V>;
   const BnGradSums bn[2] = {b0, b1};
   const int p = blockIdx.x * channels::kTilePacks + threadIdx.x;
@@ -92,7 +94,7 @@ __global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ 
       for (int j = 0; j < V; ++j) mean[k][j] = bn[k].mean[p * V + j], invstd[k][j] = bn[k].invstd[p * V + j];
     for (long long r = rows_of.first; r < rows_of.end; r += channels::kPackLanes) {
       const size_t at = size_t(r) * cp + p;
-      const P py = reinterpret_cast<const P*>(y)[at];
+      const unsigned keep = bits ? bits[at] : positive_bits(reinterpret_cast<const P*>(y)[at]);
       P g = reinterpret_cast<const P*>(dy)[at];
       if (dy2) {
         const P h = reinterpret_cast<const P*>(dy2)[at];
@@ -101,7 +103,7 @@ __global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ 
       }
 #pragma unroll
       for (int j = 0; j < V; ++j)
-        if (!(load(py.v[j]) > 0.f)) g.v[j] = store<bf16>(0.f);
+        if (!(keep >> j & 1u)) g.v[j] = store<bf16>(0.f);
       reinterpret_cast<P*>(d)[at] = g;
 #pragma unroll
       for (int k = 0; k < S; ++k) {
@@ -126,10 +128,11 @@ __device__ __forceinline__ float affine_value(bf16 x, float2 ab) {
   return load(x);
 }
 
-// y = a + b (Relu: max(0, a + b)), A and B saying which inputs are left as a ChannelAffine; a thread
-// keeps to one channel pack, its scales and shifts loaded once.
+// y = a + b (Relu: max(0, a + b), its signs in bits where given), A and B saying which inputs are
+// left as a ChannelAffine; a thread keeps to one channel pack, its scales and shifts loaded once.
 template <int V, bool A, bool B, bool Relu>
-__global__ void add_affine(size_t packs, int c, ChannelAffine a, ChannelAffine b, bf16* __restrict__ y) {
+__global__ void add_affine(size_t packs, int c, ChannelAffine a, ChannelAffine b, bf16* __restrict__ y,
+                           uint8_t* __restrict__ bits) {
   using P = Pack<bf16, V>;
   float2 sa[V], sb[V];
   channels::for_each_in_channel_pack(
@@ -150,34 +153,37 @@ __global__ void add_affine(size_t packs, int c, ChannelAffine a, ChannelAffine b
           out.v[j] = store<bf16>(Relu ? fmaxf(v, 0.f) : v);
         }
         reinterpret_cast<P*>(y)[k] = out;
+        if (Relu && bits) bits[k] = uint8_t(positive_bits(out));
       });
 }
 
 template <int V, bool A, bool B>
 void launch_add_affine(Context& ctx, size_t count, int c, const ChannelAffine& a, const ChannelAffine& b, bf16* y,
-                       bool relu) {
+                       bool relu, uint8_t* bits) {
   const unsigned grid = channels::grid_for_rows(count / V, c / V);
   if (relu)
-    add_affine<V, A, B, true><<<grid, 256, 0, ctx.stream()>>>(count / V, c, a, b, y);
+    add_affine<V, A, B, true><<<grid, 256, 0, ctx.stream()>>>(count / V, c, a, b, y, bits);
   else
-    add_affine<V, A, B, false><<<grid, 256, 0, ctx.stream()>>>(count / V, c, a, b, y);
+    add_affine<V, A, B, false><<<grid, 256, 0, ctx.stream()>>>(count / V, c, a, b, y, nullptr);
 }
 
 }  // namespace
 
 void add_affine_forward(Context& ctx, size_t count, int c, const ChannelAffine& a, const ChannelAffine& b, bf16* y,
-                        bool relu) {
-  if (!a.scale_shift && !b.scale_shift) fail("add_affine_forward: neither input is left as scale and shift");
+                        bool relu, uint8_t* relu_bits) {
   channels::with_pack<bf16>(
       c,
       [&](auto v) {
         constexpr int V = decltype(v)::value;
-        if (!b.scale_shift)
-          launch_add_affine<V, true, false>(ctx, count, c, a, b, y, relu);
+        if (relu_bits && V == 1) fail("add_affine_forward: a ReLU's signs as bits need whole 16-byte channel packs");
+        if (!a.scale_shift && !b.scale_shift)
+          launch_add_affine<V, false, false>(ctx, count, c, a, b, y, relu, relu_bits);
+        else if (!b.scale_shift)
+          launch_add_affine<V, true, false>(ctx, count, c, a, b, y, relu, relu_bits);
         else if (!a.scale_shift)
-          launch_add_affine<V, false, true>(ctx, count, c, a, b, y, relu);
+          launch_add_affine<V, false, true>(ctx, count, c, a, b, y, relu, relu_bits);
         else
-          launch_add_affine<V, true, true>(ctx, count, c, a, b, y, relu);
+          launch_add_affine<V, true, true>(ctx, count, c, a, b, y, relu, relu_bits);
       },
       a.x, b.x, y);
   CONVOY_CUDA_CHECK_LAUNCH();
@@ -205,19 +211,23 @@ void add_relu_forward(Context& ctx, size_t count, const T* a, const T* b, T* y) 
 }
 template <typename T>
 void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b,
-                       const T* dy2) {
+                       const T* dy2, const uint8_t* relu_bits) {
   constexpr int V = kPack<T>;
   const T* d0 = da ? da : y;  // a null destination or second part does not affect the alignment
   const T* d1 = db ? db : y;
-  if (pack_aligned<T, V>(y, dy, d0, d1, dy2 ? dy2 : y))
-    relu_grad_pair<T, V><<<grid_for(count / V), 256, 0, ctx.stream()>>>(count, y, dy, dy2, da, acc_a, db, acc_b);
+  const bool packs = pack_aligned<T, V>(y, dy, d0, d1, dy2 ? dy2 : y);
+  if (relu_bits && (!packs || count % V != 0))
+    fail("add_relu_backward: a ReLU's signs as bits need whole 16-byte packs");
+  if (packs)
+    relu_grad_pair<T, V>
+        <<<grid_for(count / V), 256, 0, ctx.stream()>>>(count, y, relu_bits, dy, dy2, da, acc_a, db, acc_b);
   else
-    relu_grad_pair<T, 1><<<grid_for(count), 256, 0, ctx.stream()>>>(count, y, dy, dy2, da, acc_a, db, acc_b);
+    relu_grad_pair<T, 1><<<grid_for(count), 256, 0, ctx.stream()>>>(count, y, nullptr, dy, dy2, da, acc_a, db, acc_b);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
 void add_relu_backward_sums(Context& ctx, long long rows, int c, const bf16* y, const bf16* dy, const bf16* dy2,
-                            bf16* d, const BnGradSums& a, const BnGradSums& b) {
+                            bf16* d, const BnGradSums& a, const BnGradSums& b, const uint8_t* relu_bits) {
   constexpr int V = kPack<bf16>;
   const BnGradSums& first = a.part ? a : b;
   const int sets = (a.part ? 1 : 0) + (b.part ? 1 : 0);
@@ -225,9 +235,9 @@ void add_relu_backward_sums(Context& ctx, long long rows, int c, const bf16* y, 
     fail("add_relu_backward_sums: needs a batch norm's sums to take, whole 16-byte channel packs and aligned tensors");
   const dim3 grid = channels::pack_grid(rows, c / V), block = channels::pack_block();
   if (sets == 2)
-    relu_grad_sums<V, 2><<<grid, block, 0, ctx.stream()>>>(rows, c / V, y, dy, dy2, d, a, b);
+    relu_grad_sums<V, 2><<<grid, block, 0, ctx.stream()>>>(rows, c / V, y, relu_bits, dy, dy2, d, a, b);
   else
-    relu_grad_sums<V, 1><<<grid, block, 0, ctx.stream()>>>(rows, c / V, y, dy, dy2, d, first, BnGradSums{});
+    relu_grad_sums<V, 1><<<grid, block, 0, ctx.stream()>>>(rows, c / V, y, relu_bits, dy, dy2, d, first, BnGradSums{});
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
@@ -237,7 +247,8 @@ void add_relu_backward_sums(Context& ctx, long long rows, int c, const bf16* y, 
   template void add_forward<T>(Context&, size_t, const T*, const T*, T*);      \
   template void accumulate<T>(Context&, size_t, const T*, T*);                 \
   template void add_relu_forward<T>(Context&, size_t, const T*, const T*, T*); \
-  template void add_relu_backward<T>(Context&, size_t, const T*, const T*, T*, bool, T*, bool, const T*);
+  template void add_relu_backward<T>(Context&, size_t, const T*, const T*, T*, bool, T*, bool, const T*, \
+                                     const uint8_t*);
 CONVOY_ELEMENTWISE_INSTANTIATE(float)
 CONVOY_ELEMENTWISE_INSTANTIATE(bf16)
 
@@ -260,16 +271,17 @@ void relu_bwd(const GpuLayer& l) {
   if (l.dx) gpu::relu_backward(l.ctx, l.count(), as<T>(l.buf.y), as<T>(l.buf.dy), l.grad_to<T>());
 }
 
-// With the ReLU after it (bf16), its output is the ReLU's; inputs left as scale and shift (bf16)
-// are applied as they are read.
+// With the ReLU after it (bf16), its output is the ReLU's (and its signs, where GpuNet keeps them);
+// inputs left as scale and shift (bf16) are applied as they are read.
 template <typename T>
 void add_fwd(const GpuLayer& l) {
   if constexpr (std::is_same_v<T, bf16>) {
-    if (l.affine[0].scale_shift || l.affine[1].scale_shift) {
+    uint8_t* bits = l.relu ? l.relu_bits : nullptr;
+    if (l.affine[0].scale_shift || l.affine[1].scale_shift || bits) {
       const gpu::ChannelAffine a = l.affine[0].scale_shift ? l.affine[0] : gpu::ChannelAffine{l.xs<T>(0)};
       const gpu::ChannelAffine b = l.affine[1].scale_shift ? l.affine[1] : gpu::ChannelAffine{l.xs<T>(1)};
       gpu::add_affine_forward(l.ctx, l.count(), l.node.out.c, a, b, l.relu ? as<T>(l.relu->y) : as<T>(l.buf.y),
-                              l.relu != nullptr);
+                              l.relu != nullptr, bits);
       return;
     }
   }
@@ -303,11 +315,12 @@ bool AddOp::gpu_backward_all(const GpuLayer& l) const {
     gpu::add_relu_backward_sums(l.ctx, (long long)(l.count() / c), c, as<bf16>(l.relu->y), as<bf16>(l.relu->dy),
                                 static_cast<const bf16*>(l.relu_dy2),
                                 static_cast<bf16*>(l.x_grad[0] ? l.x_grad[0] : l.x_grad[1]), l.grad_sums[0],
-                                l.grad_sums[1]);
+                                l.grad_sums[1], l.relu_bits);
     return true;
   }
   gpu::add_relu_backward(l.ctx, l.count(), as<bf16>(l.relu->y), as<bf16>(l.relu->dy), static_cast<bf16*>(l.x_grad[0]),
-                         l.x_add[0], static_cast<bf16*>(l.x_grad[1]), l.x_add[1], static_cast<const bf16*>(l.relu_dy2));
+                         l.x_add[0], static_cast<bf16*>(l.x_grad[1]), l.x_add[1], static_cast<const bf16*>(l.relu_dy2),
+                         l.relu_bits);
   return true;
 }
 

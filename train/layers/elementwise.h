@@ -3,6 +3,7 @@
 // or bf16 elements (elementwise.cu).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "train/layers/op.h"
 
@@ -79,21 +80,23 @@ void accumulate(Context& ctx, size_t count, const T* src, T* dst);
 // acc_*, added to (as accumulate); a null one is left out. Bit for bit the separate ops' results.
 template <typename T>
 void add_relu_forward(Context& ctx, size_t count, const T* a, const T* b, T* y);
-// y = a + b over [rows, c] NHWC (with relu, max(0, a + b)) where a or b, or both, are left as a
-// ChannelAffine: the same bits as their own pass and then add_forward or add_relu_forward.
+// y = a + b over [rows, c] NHWC (with relu, max(0, a + b)) where a or b, or both, may be left as
+// a ChannelAffine: the same bits as their own pass and then add_forward or add_relu_forward.
+// relu_bits (whole 16-byte packs): where the ReLU's output signs go, a byte per pack (storage.cuh's
+// positive_bits), for the backward passes to read instead of y.
 void add_affine_forward(Context& ctx, size_t count, int c, const ChannelAffine& a, const ChannelAffine& b, bf16* y,
-                        bool relu);
+                        bool relu, uint8_t* relu_bits = nullptr);
 // With dy2, the ReLU's output gradient came in two parts (two consumers, each written apart):
 // dy + dy2, rounded once, is taken as it.
 template <typename T>
 void add_relu_backward(Context& ctx, size_t count, const T* y, const T* dy, T* da, bool acc_a, T* db, bool acc_b,
-                       const T* dy2 = nullptr);
+                       const T* dy2 = nullptr, const uint8_t* relu_bits = nullptr);
 
 // The same pass for an add that writes the gradient once, to d (rows x c NHWC, c a whole number
 // of 16-byte packs), while a and b (a null part: not taken) collect the gradient sums of the
 // deferred batch norms it reaches (BnGradSums), which their backward passes then only finish.
 void add_relu_backward_sums(Context& ctx, long long rows, int c, const bf16* y, const bf16* dy, const bf16* dy2,
-                            bf16* d, const BnGradSums& a, const BnGradSums& b);
+                            bf16* d, const BnGradSums& a, const BnGradSums& b, const uint8_t* relu_bits = nullptr);
 
 }  // namespace convoy::gpu
 #endif

@@ -24,6 +24,7 @@ struct NodeBuffers {
   DeviceBuffer<unsigned char> y, dy, aux, aux2;
   DeviceBuffer<float2> scale_shift;  // bf16, a node that can defer its output (Op::defers_channel_affine_bf16)
   DeviceBuffer<float2> grad_sums;    // bf16, a deferred batch norm whose consumer takes its gradient sums
+  DeviceBuffer<uint8_t> relu_bits;   // bf16, a node running its ReLU: the output's signs (GpuLayer::relu_bits)
   bool fp32 = true;                  // y and dy hold fp32: every node of an fp32 net, the logits of a bf16 one
 };
 
@@ -97,6 +98,8 @@ struct GpuLayer {
   float *dw = nullptr, *db = nullptr;        // their gradients (db null without a bias)
   float* state = nullptr;                    // running statistics
   NodeBuffers* relu = nullptr;               // bf16: the ReLU node this one runs itself (null: none)
+  uint8_t* relu_bits = nullptr;              // ...whose output's signs it writes there, a byte per 16-byte pack,
+                                             // for its backward pass to read instead of the output (null: none)
   const void* relu_dy2 = nullptr;            // ...and the second part of its gradient (GpuNet::split_; null: none)
   bool defer = false;                        // bf16: leave the output as a ChannelAffine in buf.scale_shift
   ChannelAffine affine[2];                   // bf16: inputs left so by their nodes (x[k] then unwritten)
