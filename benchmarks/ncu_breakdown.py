@@ -22,7 +22,7 @@ GROUPS = [
     ("batch norm, finishing the sums (`finish_sums`)", r"finish_sums"),
     ("batch norm forward, normalise (+ReLU) (`normalise`)", r"normalise<"),
     ("residual add (+ReLU), batch norm applied as it reads (`add_affine`)", r"add_affine"),
-    ("residual add backward (`relu_grad_pair`)", r"relu_grad_pair"),
+    ("residual add backward, with the deferred batch norms' gradient sums (`relu_grad_pair`, `relu_grad_sums`)", r"relu_grad_(pair|sums)"),
     ("residual adds and gradient sums (`elementwise::map`)", r"elementwise::map"),
     ("max pooling", r"max_(fwd|bwd)"),
     ("input normalisation (`normalize_*`)", r"normalize(_pixels|_nchw|_patches)?<"),

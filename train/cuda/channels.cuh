@@ -134,6 +134,7 @@ __global__ void partial_sums_packs(long long rows, int cp, Terms terms, float2* 
   if (p < cp) {
     Terms t = terms;
     t.template begin_pack<V>(p);
+#pragma unroll 2  // two rows' loads in flight; the terms are still added in row order
     for (long long r = rr.first; r < rr.end; r += kPackLanes) {
       float2 v[V];
       t.template pack<V>(r, p, v);

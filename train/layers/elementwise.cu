@@ -34,7 +34,8 @@ struct SumRelu {
 // bits (whole packs only), the ReLU's output signs are read there instead of from y.
 template <typename T, int V>
 __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const uint8_t* __restrict__ bits,
-                               const T* __restrict__ dy, const T* __restrict__ dy2, T* d0, bool acc0, T* d1, bool acc1) {
+                               const T* __restrict__ dy, const T* __restrict__ dy2, T* d0, bool acc0, T* d1,
+                               bool acc1) {
   using P = Pack<T, V>;
   const size_t packs = n / V;
   auto put = [](T* d, bool acc, size_t k, const P& g) {
@@ -92,28 +93,42 @@ __global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ 
     for (int k = 0; k < S; ++k)
 #pragma unroll
       for (int j = 0; j < V; ++j) mean[k][j] = bn[k].mean[p * V + j], invstd[k][j] = bn[k].invstd[p * V + j];
-    for (long long r = rows_of.first; r < rows_of.end; r += channels::kPackLanes) {
-      const size_t at = size_t(r) * cp + p;
-      const unsigned keep = bits ? bits[at] : positive_bits(reinterpret_cast<const P*>(y)[at]);
-      P g = reinterpret_cast<const P*>(dy)[at];
-      if (dy2) {
-        const P h = reinterpret_cast<const P*>(dy2)[at];
+    // U rows' loads are issued before any of them is used (the store to d would otherwise keep the
+    // next row's loads of x behind it); the rows are still summed in order. Two rows moved ResNet-50's
+    // passes from 2.8 to 3.3 TB/s on the H200; four, with the registers they hold, to 2.2.
+    constexpr int U = 2;
+    for (long long r = rows_of.first; r < rows_of.end; r += U * channels::kPackLanes) {
+      unsigned keep[U];
+      P g[U], h[U], px[S][U];
 #pragma unroll
-        for (int j = 0; j < V; ++j) g.v[j] = store<bf16>(load(g.v[j]) + load(h.v[j]));
+      for (int u = 0; u < U; ++u) {
+        const long long ru = r + u * channels::kPackLanes;
+        if (ru >= rows_of.end) continue;
+        const size_t at = size_t(ru) * cp + p;
+        keep[u] = bits ? bits[at] : positive_bits(reinterpret_cast<const P*>(y)[at]);
+        g[u] = reinterpret_cast<const P*>(dy)[at];
+        if (dy2) h[u] = reinterpret_cast<const P*>(dy2)[at];
+#pragma unroll
+        for (int k = 0; k < S; ++k) px[k][u] = reinterpret_cast<const P*>(bn[k].x)[at];
       }
 #pragma unroll
-      for (int j = 0; j < V; ++j)
-        if (!(keep >> j & 1u)) g.v[j] = store<bf16>(0.f);
-      reinterpret_cast<P*>(d)[at] = g;
-#pragma unroll
-      for (int k = 0; k < S; ++k) {
-        const P px = reinterpret_cast<const P*>(bn[k].x)[at];
+      for (int u = 0; u < U; ++u) {
+        const long long ru = r + u * channels::kPackLanes;
+        if (ru >= rows_of.end) continue;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float gj = load(g.v[j]);
-          s[k][j].x += gj;
-          s[k][j].y += gj * (load(px.v[j]) - mean[k][j]) * invstd[k][j];
+          if (dy2) g[u].v[j] = store<bf16>(load(g[u].v[j]) + load(h[u].v[j]));
+          if (!(keep[u] >> j & 1u)) g[u].v[j] = store<bf16>(0.f);
         }
+        reinterpret_cast<P*>(d)[size_t(ru) * cp + p] = g[u];
+#pragma unroll
+        for (int k = 0; k < S; ++k)
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float gj = load(g[u].v[j]);
+            s[k][j].x += gj;
+            s[k][j].y += gj * (load(px[k][u].v[j]) - mean[k][j]) * invstd[k][j];
+          }
       }
     }
   }
@@ -241,12 +256,12 @@ void add_relu_backward_sums(Context& ctx, long long rows, int c, const bf16* y, 
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
-#define CONVOY_ELEMENTWISE_INSTANTIATE(T)                                      \
-  template void relu_forward<T>(Context&, size_t, const T*, T*);               \
-  template void relu_backward<T>(Context&, size_t, const T*, const T*, T*);    \
-  template void add_forward<T>(Context&, size_t, const T*, const T*, T*);      \
-  template void accumulate<T>(Context&, size_t, const T*, T*);                 \
-  template void add_relu_forward<T>(Context&, size_t, const T*, const T*, T*); \
+#define CONVOY_ELEMENTWISE_INSTANTIATE(T)                                                                \
+  template void relu_forward<T>(Context&, size_t, const T*, T*);                                         \
+  template void relu_backward<T>(Context&, size_t, const T*, const T*, T*);                              \
+  template void add_forward<T>(Context&, size_t, const T*, const T*, T*);                                \
+  template void accumulate<T>(Context&, size_t, const T*, T*);                                           \
+  template void add_relu_forward<T>(Context&, size_t, const T*, const T*, T*);                           \
   template void add_relu_backward<T>(Context&, size_t, const T*, const T*, T*, bool, T*, bool, const T*, \
                                      const uint8_t*);
 CONVOY_ELEMENTWISE_INSTANTIATE(float)
