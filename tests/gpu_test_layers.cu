@@ -875,8 +875,7 @@ TEST_F(GpuBf16, ReluSignsAsBitsEqualReadingTheOutput) {
   gpu::add_relu_backward_sums(ctx, rows, s.c, a0.get(), gdy.get(), gdy2.get(), d0.get(),
                               gpu::BnGradSums{gx.get(), mean, mean + s.c, q0.get()}, gpu::BnGradSums{});
   gpu::add_relu_backward_sums(ctx, rows, s.c, a0.get(), gdy.get(), gdy2.get(), d1.get(),
-                              gpu::BnGradSums{gx.get(), mean, mean + s.c, q1.get()}, gpu::BnGradSums{},
-                              add_bits.get());
+                              gpu::BnGradSums{gx.get(), mean, mean + s.c, q1.get()}, gpu::BnGradSums{}, add_bits.get());
   EXPECT_EQ(down_bf16(ctx, d1), down_bf16(ctx, d0));
   const auto sums0 = down(ctx, q0), sums1 = down(ctx, q1);
   ASSERT_EQ(sums0.size(), sums1.size());

@@ -82,8 +82,7 @@ void bn_forward_eval(Context& ctx, const BnShape& s, const bf16* x, const float*
                      const float* running_mean, const float* running_var, bf16* y, bool relu = false);
 void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, const float* gamma,
                  const float* save_mean, const float* save_invstd, bf16* dx, float* dgamma, float* dbeta,
-                 const bf16* relu_y = nullptr, const uint8_t* relu_bits = nullptr,
-                 const float2* sums_taken = nullptr);
+                 const bf16* relu_y = nullptr, const uint8_t* relu_bits = nullptr, const float2* sums_taken = nullptr);
 // The forward passes in two parts: per channel, y = x * scale + shift, with (scale, shift) from
 // the batch (keeping the statistics as bn_forward_train does) or from the running statistics; then
 // the pass that applies them, which a consumer taking a ChannelAffine input runs in its own instead.
