@@ -28,6 +28,18 @@ struct SumRelu {
   __device__ float operator()(float a, float b) const { return fmaxf(a + b, 0.f); }
 };
 
+// The gradient below a ReLU from the gradient of its output, g (and h, where it came in two parts:
+// g + h, rounded once), and the output's signs, keep (bit j: element j > 0).
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> relu_input_grad(Pack<T, V> g, const Pack<T, V>* h, unsigned keep) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if (h) g.v[j] = store<T>(load(g.v[j]) + load(h->v[j]));
+    if (!(keep >> j & 1u)) g.v[j] = store<T>(0.f);
+  }
+  return g;
+}
+
 // The gradient below a ReLU (y its output), g = y > 0 ? dy : 0, sent to two places at once (an
 // add's two inputs): each d is written, or with acc added to (d += g, as accumulate()); a null d
 // takes nothing. With dy2, the ReLU's gradient came in two parts, dy + dy2, rounded once. With
@@ -50,15 +62,9 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const uint8_t*
   };
   CONVOY_GRID_STRIDE(k, packs) {
     const unsigned keep = bits ? bits[k] : positive_bits(reinterpret_cast<const P*>(y)[k]);
-    P g = reinterpret_cast<const P*>(dy)[k];
-    if (dy2) {
-      const P h = reinterpret_cast<const P*>(dy2)[k];
-#pragma unroll
-      for (int j = 0; j < V; ++j) g.v[j] = store<T>(load(g.v[j]) + load(h.v[j]));
-    }
-#pragma unroll
-    for (int j = 0; j < V; ++j)
-      if (!(keep >> j & 1u)) g.v[j] = store<T>(0.f);
+    P h;
+    if (dy2) h = reinterpret_cast<const P*>(dy2)[k];
+    const P g = relu_input_grad(reinterpret_cast<const P*>(dy)[k], dy2 ? &h : nullptr, keep);
     put(d0, acc0, k, g);
     put(d1, acc1, k, g);
   }
@@ -115,11 +121,7 @@ __global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ 
       for (int u = 0; u < U; ++u) {
         const long long ru = r + u * channels::kPackLanes;
         if (ru >= rows_of.end) continue;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          if (dy2) g[u].v[j] = store<bf16>(load(g[u].v[j]) + load(h[u].v[j]));
-          if (!(keep[u] >> j & 1u)) g[u].v[j] = store<bf16>(0.f);
-        }
+        g[u] = relu_input_grad(g[u], dy2 ? &h[u] : nullptr, keep[u]);
         reinterpret_cast<P*>(d)[size_t(ru) * cp + p] = g[u];
 #pragma unroll
         for (int k = 0; k < S; ++k)
