@@ -30,6 +30,12 @@ struct BnGradSums {
 // x * scale + shift: batch norm's own pass and a consumer applying a ChannelAffine both call this
 // one expression, so that both compile it alike and store the same bits.
 __device__ __forceinline__ float apply_affine(float x, float2 scale_shift) { return x * scale_shift.x + scale_shift.y; }
+
+// Batch norm's second gradient term, g * (x - mean) * invstd: its own sums and a consumer taking
+// them (BnGradSums) both call this one expression, for the same reason.
+__device__ __forceinline__ float bn_grad_term(float g, float x, float mean, float invstd) {
+  return g * (x - mean) * invstd;
+}
 #endif
 
 }  // namespace convoy::gpu

@@ -42,6 +42,12 @@ __device__ __forceinline__ unsigned positive_bits(const Pack<T, V>& p) {
   return b;
 }
 
+// The signs of pack k of a fused ReLU's output y: from its bits where they are kept, else from y.
+template <typename T, int V>
+__device__ __forceinline__ unsigned relu_signs(const uint8_t* bits, const T* y, size_t k) {
+  return bits ? bits[k] : positive_bits(reinterpret_cast<const Pack<T, V>*>(y)[k]);
+}
+
 // Whether every pointer may be read or written in packs of V elements of T.
 template <typename T, int V, typename... P>
 bool pack_aligned(const P*... p) {

@@ -76,7 +76,7 @@ struct GradTerms {
   __device__ float2 operator()(long long r, int ch) const {
     const size_t i = size_t(r) * c + ch;
     const float g = grad_in(ry, i, load(dy[i]));
-    return make_float2(g, g * (load(x[i]) - m) * k);
+    return make_float2(g, bn_grad_term(g, load(x[i]), m, k));
   }
   template <int V>
   __device__ void begin_pack(int p) {
@@ -90,7 +90,7 @@ struct GradTerms {
     const P px = reinterpret_cast<const P*>(x)[k];
     P pg = reinterpret_cast<const P*>(dy)[k];
     if (ry) {
-      const unsigned keep = bits ? bits[k] : positive_bits(reinterpret_cast<const P*>(ry)[k]);
+      const unsigned keep = relu_signs<bf16, V>(bits, ry, k);
 #pragma unroll
       for (int j = 0; j < V; ++j)
         if (!(keep >> j & 1u)) pg.v[j] = store<bf16>(0.f);
@@ -98,7 +98,7 @@ struct GradTerms {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float g = load(pg.v[j]);
-      out[j] = make_float2(g, g * (load(px.v[j]) - mp[j]) * kp[j]);
+      out[j] = make_float2(g, bn_grad_term(g, load(px.v[j]), mp[j], kp[j]));
     }
   }
 };
@@ -169,7 +169,7 @@ __global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, cons
       [&](size_t k) {
         const P px = reinterpret_cast<const P*>(x)[k], pg = reinterpret_cast<const P*>(dy)[k];
         unsigned keep = ~0u;
-        if (ry) keep = bits ? bits[k] : positive_bits(reinterpret_cast<const P*>(ry)[k]);
+        if (ry) keep = relu_signs<bf16, V>(bits, ry, k);
         P out;
 #pragma unroll
         for (int j = 0; j < V; ++j) {

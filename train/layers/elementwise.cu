@@ -61,7 +61,7 @@ __global__ void relu_grad_pair(size_t n, const T* __restrict__ y, const uint8_t*
     reinterpret_cast<P*>(d)[k] = out;
   };
   CONVOY_GRID_STRIDE(k, packs) {
-    const unsigned keep = bits ? bits[k] : positive_bits(reinterpret_cast<const P*>(y)[k]);
+    const unsigned keep = relu_signs<T, V>(bits, y, k);
     P h;
     if (dy2) h = reinterpret_cast<const P*>(dy2)[k];
     const P g = relu_input_grad(reinterpret_cast<const P*>(dy)[k], dy2 ? &h : nullptr, keep);
@@ -111,7 +111,7 @@ __global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ 
         const long long ru = r + u * channels::kPackLanes;
         if (ru >= rows_of.end) continue;
         const size_t at = size_t(ru) * cp + p;
-        keep[u] = bits ? bits[at] : positive_bits(reinterpret_cast<const P*>(y)[at]);
+        keep[u] = relu_signs<bf16, V>(bits, y, at);
         g[u] = reinterpret_cast<const P*>(dy)[at];
         if (dy2) h[u] = reinterpret_cast<const P*>(dy2)[at];
 #pragma unroll
@@ -129,7 +129,7 @@ __global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ 
           for (int j = 0; j < V; ++j) {
             const float gj = load(g[u].v[j]);
             s[k][j].x += gj;
-            s[k][j].y += gj * (load(px[k][u].v[j]) - mean[k][j]) * invstd[k][j];
+            s[k][j].y += bn_grad_term(gj, load(px[k][u].v[j]), mean[k][j], invstd[k][j]);
           }
       }
     }
