@@ -187,11 +187,12 @@ void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float
       [&](auto v) {
         constexpr int V = decltype(v)::value;
         if (bits && V == 1) fail("batch norm: a ReLU's signs as bits need whole 16-byte packs of channels");
-        const unsigned grid = channels::grid_for_rows(total / V, c / V);
         if (relu)
-          normalise<V, true><<<grid, 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y, bits);
+          normalise<V, true><<<channels::grid_for_rows<normalise<V, true>>(total / V, c / V), 256, 0, ctx.stream()>>>(
+              total / V, c, x, scale_shift, y, bits);
         else
-          normalise<V, false><<<grid, 256, 0, ctx.stream()>>>(total / V, c, x, scale_shift, y, nullptr);
+          normalise<V, false><<<channels::grid_for_rows<normalise<V, false>>(total / V, c / V), 256, 0, ctx.stream()>>>(
+              total / V, c, x, scale_shift, y, nullptr);
       },
       x, y);
   CONVOY_CUDA_CHECK_LAUNCH();
@@ -280,7 +281,7 @@ void bn_backward(Context& ctx, const BnShape& s, const bf16* x, const bf16* dy, 
       s.c,
       [&](auto v) {
         constexpr int V = decltype(v)::value;
-        input_grad<V><<<channels::grid_for_rows(total / V, s.c / V), 256, 0, ctx.stream()>>>(
+        input_grad<V><<<channels::grid_for_rows<input_grad<V>>(total / V, s.c / V), 256, 0, ctx.stream()>>>(
             total / V, s.c, x, dy, relu_y, relu_bits, factors, dx);
       },
       x, dy, ry, dx);
