@@ -3,6 +3,7 @@
 // accumulation on the tensor cores. Then the conv op's GPU passes: a plan per batch size, and the
 // bf16 weight copy's filters in cuDNN's order (padded for a first layer that reads stored channels).
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <type_traits>
@@ -35,6 +36,24 @@ __global__ void subsample_pixels(unsigned total, int cp, int stride, int h_in, i
     const unsigned i = r / w_out, j = r % w_out;
     xs[k] = x[((size_t(n) * h_in + stride * i) * w_in + stride * j) * cp + unsigned(k) % cp];
   }
+}
+
+// Output pixels of a convolution: the rows of its matrix product form.
+int pixels_out(const ConvShape& s) {
+  const long long rows = (long long)s.n * s.h_out() * s.w_out();
+  if (rows > INT32_MAX) fail("a 1x1 convolution of 2^31 output pixels or more");
+  return int(rows);
+}
+
+// Column-major c [m, n] = beta c + op(a) op(b), bf16 inputs summed in fp32 on the tensor cores,
+// c bf16 or fp32. cuBLAS's kernels for these shapes moved the bytes of ResNet-50's 1x1
+// convolutions up to a third faster than cuDNN's implicit-GEMM ones on the H200; with a fixed
+// workspace and stream they sum in the same order on every run.
+void gemm(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const bf16* a, int lda,
+          const bf16* b, int ldb, void* c, cudaDataType_t c_type, int ldc, float beta) {
+  const float alpha = 1.f;
+  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), ta, tb, m, n, k, &alpha, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb,
+                                   &beta, c, c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 // The first deterministic algorithm within the workspace, from cuDNN's heuristic ranking or from
@@ -120,20 +139,28 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
   CONVOY_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_, x_, w_, &n, &c, &h, &w));
   if (n != s.n || c != s.c_out || h != s.h_out() || w != s.w_out())
     fail("cuDNN disagrees with the convolution's output shape");
-
+  has_dx_ = need_dx;
+  gemm_ = bf16_ && s.kh == 1 && s.kw == 1 && s.pad == 0 && s.groups == 1 && fold == InputFold::none &&
+          c_stored_ == s.c_in && s.c_in % 8 == 0 && s.c_out % 8 == 0;
+  if (gemm_ && s.stride > 1) {
+    plan_subsample(ctx);
+    gemm_ = sub_bytes_ > 0;  // else cuDNN's strided kernels: the packed pixels would not fit the workspace
+  }
+  if (gemm_ && s.stride == 1) return;
   const AlgoSearch search = ctx.algo_search();
   cudnnHandle_t hd = ctx.cudnn();
   const size_t ws = ctx.workspace_bytes();
-  fwd_ = choose<cudnnConvolutionFwdAlgoPerf_t>(
-             search,
-             [&](int n, int* got, auto* out) {
-               CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, x_, w_, conv_, y_, n, got, out));
-             },
-             [&](int n, int* got, auto* out) {
-               CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_, w_, conv_, y_, n, got, out));
-             },
-             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, ws, s, "forward")
-             .algo;
+  if (!gemm_)
+    fwd_ = choose<cudnnConvolutionFwdAlgoPerf_t>(
+               search,
+               [&](int n, int* got, auto* out) {
+                 CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, x_, w_, conv_, y_, n, got, out));
+               },
+               [&](int n, int* got, auto* out) {
+                 CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_, w_, conv_, y_, n, got, out));
+               },
+               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, ws, s, "forward")
+               .algo;
   if (need_dx)
     bwd_data_ = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
                     search,
@@ -159,45 +186,22 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, ws, s, "backward-filter")
                     .algo;
   has_dx_ = need_dx;
-  plan_subsample(ctx);
 }
 
-// bf16 1x1 convolutions of stride > 1 (ResNet's downsampling shortcuts): cuDNN's heuristic picks a
-// slow algorithm for some (a layout transform and a non-tensor-core GEMM for ResNet-18's 64 to 128
-// channels, 4x the time of the stride-1 kernels). The forward pass instead packs the pixels it
-// reads into the workspace's end and runs a stride-1 1x1 convolution, a plain GEMM; the backward
-// passes keep the strided descriptors.
+// The workspace's end for a strided 1x1 convolution's packed pixels (ResNet's downsampling
+// shortcuts): the forward pass packs the pixels it reads there and multiplies them as a stride-1
+// one would, a plain product; the backward passes keep cuDNN's strided kernels. cuDNN's own
+// strided forward was slow for some (a layout transform and a non-tensor-core GEMM for
+// ResNet-18's 64 to 128 channels, 4x the time of the stride-1 kernels).
 void ConvPlan::plan_subsample(Context& ctx) {
   const ConvShape& s = shape_;
+  if (s.stride == 1) return;
   const size_t bytes = size_t(s.n) * s.h_out() * s.w_out() * s.c_in * sizeof(bf16);
-  if (!bf16_ || s.kh != 1 || s.kw != 1 || s.stride == 1 || s.pad != 0 || s.groups != 1 || fold_ != InputFold::none ||
-      s.c_in % 8 != 0 || bytes > ctx.workspace_bytes() / 2 || bytes >= (size_t(16) << 32))
-    return;
+  if (bytes > ctx.workspace_bytes() / 2 || bytes >= (size_t(16) << 32)) return;
   sub_bytes_ = (bytes + 255) / 256 * 256;
-  CONVOY_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_sub_));
-  CONVOY_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_sub_));
-  CONVOY_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(x_sub_, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, s.n, s.c_in, s.h_out(), s.w_out()));
-  CONVOY_CUDNN_CHECK(
-      cudnnSetConvolution2dDescriptor(conv_sub_, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_sub_, CUDNN_TENSOR_OP_MATH));
-  cudnnHandle_t hd = ctx.cudnn();
-  fwd_sub_ = choose<cudnnConvolutionFwdAlgoPerf_t>(
-                 ctx.algo_search(),
-                 [&](int n, int* got, auto* out) {
-                   CONVOY_CUDNN_CHECK(
-                       cudnnGetConvolutionForwardAlgorithm_v7(hd, x_sub_, w_, conv_sub_, y_, n, got, out));
-                 },
-                 [&](int n, int* got, auto* out) {
-                   CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_sub_, w_, conv_sub_, y_, n, got, out));
-                 },
-                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, ctx.workspace_bytes() - sub_bytes_, s, "forward")
-                 .algo;
 }
 
 ConvPlan::~ConvPlan() {
-  if (conv_sub_) cudnnDestroyConvolutionDescriptor(conv_sub_);
-  if (x_sub_) cudnnDestroyTensorDescriptor(x_sub_);
   if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
   if (w_) cudnnDestroyFilterDescriptor(w_);
   if (bias_) cudnnDestroyTensorDescriptor(bias_);
@@ -233,17 +237,22 @@ void conv_forward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w,
   if (!p.bf16_) fail("ConvPlan: an fp32 plan run on bf16 tensors");
   const ConvShape& s = p.shape_;
   const float one = 1.f, zero = 0.f;
-  if (p.sub_bytes_) {
-    const size_t keep = ctx.workspace_bytes() - p.sub_bytes_;
-    bf16* xs = reinterpret_cast<bf16*>(static_cast<char*>(ctx.workspace()) + keep);
-    const int cp = s.c_in / 8;
-    const size_t total = size_t(s.n) * s.h_out() * s.w_out() * cp;
-    subsample_pixels<<<grid_for(total), 256, 0, ctx.stream()>>>(unsigned(total), cp, s.stride, s.h_in, s.w_in,
-                                                                s.h_out(), s.w_out(), reinterpret_cast<const uint4*>(x),
-                                                                reinterpret_cast<uint4*>(xs));
-    CONVOY_CUDA_CHECK_LAUNCH();
-    CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_sub_, xs, p.w_, w, p.conv_sub_, p.fwd_sub_,
-                                               ctx.workspace(), keep, &zero, p.y_, y));
+  if (p.gemm_) {
+    const bf16* xs = x;
+    if (p.sub_bytes_) {
+      bf16* packed = reinterpret_cast<bf16*>(static_cast<char*>(ctx.workspace()) + ctx.workspace_bytes() -
+                                             p.sub_bytes_);
+      const int cp = s.c_in / 8;
+      const size_t total = size_t(s.n) * s.h_out() * s.w_out() * cp;
+      subsample_pixels<<<grid_for(total), 256, 0, ctx.stream()>>>(
+          unsigned(total), cp, s.stride, s.h_in, s.w_in, s.h_out(), s.w_out(), reinterpret_cast<const uint4*>(x),
+          reinterpret_cast<uint4*>(packed));
+      CONVOY_CUDA_CHECK_LAUNCH();
+      xs = packed;
+    }
+    // y [pixels, c_out] = x [pixels, c_in] w^T, row-major: column-major y^T = w^T(as stored) x^T.
+    gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, s.c_out, pixels_out(s), s.c_in, w, s.c_in, xs, s.c_in, y, CUDA_R_16BF, s.c_out,
+         0.f);
   } else {
     CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_, ctx.workspace(),
                                                ctx.workspace_bytes(), &zero, p.y_, y));
@@ -257,6 +266,17 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
   const ConvShape& s = p.shape_;
   const float one = 1.f, zero = 0.f;
   if (db) channels::channel_bias_grad(ctx, (long long)s.n * s.h_out() * s.w_out(), s.c_out, dy, db);
+  if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
+  if (p.gemm_ && s.stride == 1) {
+    // dw [c_out, c_in] = dy^T x, in fp32 straight from the product: column-major dw^T = x^T dy.
+    gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, s.c_in, s.c_out, pixels_out(s), x, s.c_in, dy, s.c_out, dw, CUDA_R_32F, s.c_in,
+         0.f);
+    // dx [pixels, c_in] = dy w: column-major dx^T = w^T(as stored) dy^T.
+    if (dx)
+      gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, s.c_in, pixels_out(s), s.c_out, w, s.c_in, dy, s.c_out, dx, CUDA_R_16BF,
+           s.c_in, dx_add ? 1.f : 0.f);
+    return;
+  }
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, p.x_, x, p.y_, dy, p.conv_, p.bwd_filter_,
                                                     ctx.workspace(), ctx.workspace_bytes(), &zero, p.w_, dw_scratch));
   const size_t count = s.weight_count();
@@ -264,7 +284,6 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
                                                                unsigned(s.kh * s.kw), unsigned(p.c_stored_), p.fold_,
                                                                unsigned(s.kh), dw_scratch, dw);
   CONVOY_CUDA_CHECK_LAUNCH();
-  if (dx && !p.has_dx_) fail("ConvPlan: built without the input gradient, which is now asked for");
   if (dx)
     CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,
                                                     ctx.workspace(), ctx.workspace_bytes(), dx_add ? &one : &zero, p.x_,

@@ -100,12 +100,11 @@ class ConvPlan {
   bool bf16_ = false;
   int c_stored_ = 0;                  // channels per pixel of x and w as stored (shape_.c_in / groups unless padded)
   InputFold fold_ = InputFold::none;  // how x is folded for this stride-2 first convolution
-  // bf16 1x1 of stride > 1: the forward pass packs the pixels it reads (sub_bytes_ at the
-  // workspace's end) and runs a stride-1 convolution (see plan_subsample).
+  // bf16 1x1 convolutions of one group on unpadded input are matrix products over the pixels,
+  // [pixels, c_in] x [c_in, c_out], run through cuBLAS (see conv.cu); of stride > 1, the forward
+  // pass first packs the pixels it reads (sub_bytes_ at the workspace's end).
+  bool gemm_ = false;
   size_t sub_bytes_ = 0;
-  cudnnTensorDescriptor_t x_sub_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_sub_ = nullptr;
-  cudnnConvolutionFwdAlgo_t fwd_sub_{};
 
  private:
   void plan_subsample(Context& ctx);
@@ -118,7 +117,8 @@ void conv_backward(Context& ctx, const ConvPlan& plan, const float* x, const flo
                    float* dw, float* db, bool dx_add = false);
 // bf16 plans: x, y, dx, dy bf16 NHWC; w the bf16 weight copy (see WeightCopy); the bias b and the
 // gradients dw (in the CPU's [c_out, c_in / groups, kh, kw] order) and db fp32. dw_scratch holds
-// weight_count() bf16 values (cuDNN's filter gradient, before it is widened and reordered into dw).
+// weight_count() bf16 values (cuDNN's filter gradient, before it is widened and reordered into dw;
+// a product through cuBLAS writes dw in fp32 directly).
 void conv_forward(Context& ctx, const ConvPlan& plan, const bf16* x, const bf16* w, const float* b, bf16* y);
 void conv_backward(Context& ctx, const ConvPlan& plan, const bf16* x, const bf16* w, const bf16* dy, bf16* dx,
                    float* dw, float* db, bf16* dw_scratch, bool dx_add = false);
