@@ -1,25 +1,37 @@
-// The step's metrics kernel: one block sums the batch's losses and top-1 hits in a fixed order and
-// marks a NaN or infinite loss in the step's device scalars.
+// The step's metrics kernels: a warp per sample finds its top-1 hit, then one block sums the batch's
+// losses and hits in a fixed order and marks a NaN or infinite loss in the step's device scalars.
 #include "train/cuda/batch_metrics.h"
+#include "train/cuda/channels.cuh"
 #include "train/gpu_context.h"
 
 namespace convoy::gpu {
 namespace {
 
+// hit[i] = 1 where no class is above sample i's label in probability (ties to the lower index),
+// else 0; the warp's lanes read its classes side by side. (One thread a sample, reading a row of
+// classes alone, took 83 us of ResNet-50's step on the H200.)
+__global__ void top1_hits(int n, int classes, const float* __restrict__ probs, const int* __restrict__ labels,
+                          float* __restrict__ hit) {
+  const int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const float* p = probs + size_t(row) * classes;
+  const int label = labels[row];
+  const float mine = p[label];
+  bool above = false;
+  for (int k = lane; k < classes; k += 32) above |= p[k] > mine || (p[k] == mine && k < label);
+  above = __any_sync(0xffffffffu, above);
+  if (lane == 0) hit[row] = above ? 0.f : 1.f;
+}
+
 // One block of 256 threads: each thread walks a fixed stride of samples and the block reduces in
 // a fixed tree, so the sums are the same on every run.
-__global__ void metrics(int n, int classes, const float* __restrict__ probs, const int* __restrict__ labels,
-                        const float* __restrict__ losses, double* __restrict__ acc, StepScalars* __restrict__ step) {
+__global__ void metrics(int n, const float* __restrict__ hit, const float* __restrict__ losses,
+                        double* __restrict__ acc, StepScalars* __restrict__ step) {
   __shared__ double loss_sum[256], hits[256];
   double l = 0, h = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float* p = probs + size_t(i) * classes;
-    const int label = labels[i];
-    const float mine = p[label];
-    int above = 0;
-    for (int k = 0; k < classes && above == 0; ++k) above += p[k] > mine || (p[k] == mine && k < label);
     l += losses[i];
-    h += above == 0;
+    h += hit[i];
   }
   loss_sum[threadIdx.x] = l;
   hits[threadIdx.x] = h;
@@ -50,7 +62,10 @@ __global__ void metrics(int n, int classes, const float* __restrict__ probs, con
 
 void batch_metrics(Context& ctx, int n, int classes, const float* probs, const int* labels, const float* losses,
                    double* acc, StepScalars* step) {
-  metrics<<<1, 256, 0, ctx.stream()>>>(n, classes, probs, labels, losses, acc, step);
+  float* hit = channels::Workspace(ctx).take<float>(size_t(n), "batch metrics");
+  top1_hits<<<(n * 32 + 255) / 256, 256, 0, ctx.stream()>>>(n, classes, probs, labels, hit);
+  CONVOY_CUDA_CHECK_LAUNCH();
+  metrics<<<1, 256, 0, ctx.stream()>>>(n, hit, losses, acc, step);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

@@ -121,21 +121,35 @@ __device__ __forceinline__ void store_pack_partials(const float2 (&s)[S][V], int
 inline dim3 pack_grid(long long rows, int cp) { return dim3((cp + kTilePacks - 1) / kTilePacks, parts(rows)); }
 inline dim3 pack_block() { return dim3(kTilePacks, kPackLanes); }
 
-// As partial_sums, over packs of V channels: Terms::begin_pack<V>(p) once per thread, then
-// pack<V>(row, p, out) -> the two terms of each of the pack's V elements. One 16-byte load per
-// element group instead of V two-byte ones keeps the memory system busy. Four blocks per SM at
-// least: batch norm's gradient terms otherwise take registers for three only (2.9 TB/s against 3.2
-// for ResNet-50's passes on the H200, a few bytes spilled).
+// Per-channel pairs (a[ch], b[ch]) of a pack-wise block's channels into shared memory, by all its
+// threads, for a pass to read at each use after a __syncthreads: held in registers for a thread's
+// whole pack they crowd out the blocks an SM could hold. A row of V + 1 keeps a warp's threads,
+// on neighbouring packs, on different banks; pairs past the last channel are zero.
+template <int V>
+__device__ __forceinline__ void stage_channel_pairs(float2 (&to)[kTilePacks][V + 1], int cp, const float* a,
+                                                    const float* b) {
+  const int col = threadIdx.y * kTilePacks + threadIdx.x, ch = blockIdx.x * kTilePacks * V + col;
+  if (col < kTilePacks * V) to[col / V][col % V] = ch < cp * V ? make_float2(a[ch], b[ch]) : float2{};
+}
+
+// As partial_sums, over packs of V channels: Terms::stage_pack<V>(consts, cp) by every thread,
+// then begin_pack<V>(p) once per thread, then pack<V>(row, p, out) -> the two terms of each of the
+// pack's V elements. One 16-byte load per element group instead of V two-byte ones keeps the
+// memory system busy. Four blocks per SM at least (batch norm's gradient terms took registers for
+// three: 2.9 TB/s against 3.2 on the H200 for ResNet-50's passes).
 template <int V, typename Terms>
 __global__ void __launch_bounds__(256, 4)
     partial_sums_packs(long long rows, int cp, Terms terms, float2* __restrict__ part) {
   const int p = blockIdx.x * kTilePacks + threadIdx.x;
   const PackRows rr = pack_rows(rows);
+  __shared__ float2 consts[kTilePacks][V + 1];
+  Terms t = terms;
+  t.template stage_pack<V>(consts, cp);
+  __syncthreads();
   float2 s[1][V];
 #pragma unroll
   for (int j = 0; j < V; ++j) s[0][j] = make_float2(0.f, 0.f);
   if (p < cp) {
-    Terms t = terms;
     t.template begin_pack<V>(p);
 #pragma unroll 2  // two rows' loads in flight; the terms are still added in row order
     for (long long r = rr.first; r < rr.end; r += kPackLanes) {

@@ -24,6 +24,8 @@ struct MomentTerms {
     return make_float2(v, v * v);
   }
   template <int V>
+  __device__ void stage_pack(float2 (&)[channels::kTilePacks][V + 1], int) {}
+  template <int V>
   __device__ void begin_pack(int) {}
   template <int V>
   __device__ void pack(long long r, int p, float2 (&out)[V]) const {
@@ -68,7 +70,7 @@ struct GradTerms {
   int c;
   const uint8_t* bits;  // with ry: the ReLU's output signs, read instead of ry (packs only)
   float m = 0, k = 0;
-  float mp[kPack<bf16>] = {}, kp[kPack<bf16>] = {};
+  const volatile float2* stats = nullptr;  // packs: this thread's channels' (mean, invstd), in shared memory
   __device__ void begin(int ch) {
     m = mean[ch];
     k = invstd[ch];
@@ -79,10 +81,12 @@ struct GradTerms {
     return make_float2(g, bn_grad_term(g, load(x[i]), m, k));
   }
   template <int V>
-  __device__ void begin_pack(int p) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) mp[j] = mean[p * V + j], kp[j] = invstd[p * V + j];
+  __device__ void stage_pack(float2 (&consts)[channels::kTilePacks][V + 1], int cp) {
+    channels::stage_channel_pairs<V>(consts, cp, mean, invstd);
+    stats = consts[threadIdx.x];
   }
+  template <int V>
+  __device__ void begin_pack(int) {}
   template <int V>
   __device__ void pack(long long r, int p, float2 (&out)[V]) const {
     using P = Pack<bf16, V>;
@@ -98,7 +102,7 @@ struct GradTerms {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float g = load(pg.v[j]);
-      out[j] = make_float2(g, bn_grad_term(g, load(px.v[j]), mp[j], kp[j]));
+      out[j] = make_float2(g, bn_grad_term(g, load(px.v[j]), stats[j].x, stats[j].y));
     }
   }
 };

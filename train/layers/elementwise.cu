@@ -88,21 +88,14 @@ __global__ void relu_grad_sums(long long rows, int cp, const bf16* __restrict__ 
   const BnGradSums bn[2] = {b0, b1};
   const int p = blockIdx.x * channels::kTilePacks + threadIdx.x;
   const channels::PackRows rows_of = channels::pack_rows(rows);
-  // The block's channels' means and inverse deviations are read from shared memory at each use
+  // The batch norms' means and inverse deviations are read from shared memory at each use
   // (volatile, so that they are not hoisted back into registers): held in registers, with two rows'
   // loads in flight, they left room for two blocks per SM, one with two batch norms, and the pass
-  // moved 2.2-3.3 TB/s on the H200. A row of V + 1 keeps a warp's threads on different banks.
+  // moved 2.2-3.3 TB/s on the H200.
   __shared__ float2 stats[S][channels::kTilePacks][V + 1];
-  {
-    const int col = threadIdx.y * channels::kTilePacks + threadIdx.x;
-    if (col < channels::kTilePacks * V) {
-      const int ch = blockIdx.x * channels::kTilePacks * V + col;
 #pragma unroll
-      for (int k = 0; k < S; ++k)
-        stats[k][col / V][col % V] = ch < cp * V ? make_float2(bn[k].mean[ch], bn[k].invstd[ch]) : float2{};
-    }
-    __syncthreads();
-  }
+  for (int k = 0; k < S; ++k) channels::stage_channel_pairs<V>(stats[k], cp, bn[k].mean, bn[k].invstd);
+  __syncthreads();
   const volatile float2(&mi)[S][channels::kTilePacks][V + 1] = stats;
   float2 s[S][V];
 #pragma unroll

@@ -310,6 +310,21 @@ __global__ void gap_fwd_pixels(int n, int c, int hw, const T* __restrict__ x, T*
   y[k] = store<T>(sum / float(hw));
 }
 
+// NHWC in 16-byte packs of V channels (cp per pixel): dx[n, pixel, :] = dy[n, :] / hw. One element
+// a thread, with a division for its channel, took ResNet-50's pass 78 us on the H200 for 51 MB.
+template <typename T, int V>
+__global__ void gap_bwd_packs(int cp, int hw, size_t packs, const T* __restrict__ dy, T* __restrict__ dx) {
+  using P = Pack<T, V>;
+  CONVOY_GRID_STRIDE(k, packs) {
+    const size_t sample = k / (size_t(hw) * cp);
+    const P g = reinterpret_cast<const P*>(dy)[sample * cp + k % cp];
+    P out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.v[j] = store<T>(load(g.v[j]) / float(hw));
+    reinterpret_cast<P*>(dx)[k] = out;
+  }
+}
+
 template <typename T, Layout L, typename Index>
 __global__ void gap_bwd(int c, int hw, Index total, const T* __restrict__ dy, T* __restrict__ dx) {
   CONVOY_GRID_STRIDE_AS(Index, idx, total) {
@@ -400,6 +415,12 @@ void global_avg_pool_forward(Context& ctx, int n, int c, int hw, const T* x, T* 
 template <typename T>
 void global_avg_pool_backward(Context& ctx, int n, int c, int hw, const T* dy, T* dx, Layout layout) {
   const size_t total = size_t(n) * c * hw;
+  constexpr int V = kPack<T>;
+  if (layout == Layout::nhwc && c % V == 0 && pack_aligned<T, V>(dy, dx)) {
+    gap_bwd_packs<T, V><<<grid_for(total / V), 256, 0, ctx.stream()>>>(c / V, hw, total / V, dy, dx);
+    CONVOY_CUDA_CHECK_LAUNCH();
+    return;
+  }
   with_layout(layout, total, [&](auto l, auto index) {
     gap_bwd<T, decltype(l)::value><<<grid_for(total), 256, 0, ctx.stream()>>>(c, hw, decltype(index)(total), dy, dx);
   });
