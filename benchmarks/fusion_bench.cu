@@ -62,6 +62,8 @@ struct MomentTerms {
     return make_float2(v, v * v);
   }
   template <int V>
+  __device__ void stage_pack(float2 (&)[gpu::channels::kTilePacks][V + 1], int) {}
+  template <int V>
   __device__ void begin_pack(int) {}
   template <int V>
   __device__ void pack(long long r, int p, float2 (&out)[V]) const {
