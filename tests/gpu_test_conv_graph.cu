@@ -48,7 +48,7 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
   return std::isfinite(d) ? std::sqrt(d / std::max(w, 1e-30)) : INFINITY;
 }
 
-// One shape's inputs and ConvPlan's three results (the filter gradient as cuDNN's bf16 KRSC).
+// One shape's inputs and ConvPlan's three results (the filter gradient in the graph's KRSC order).
 struct Reference {
   gpu::DeviceBuffer<bf16> x, w, dy;
   std::vector<float> y, dx, dw;
@@ -64,7 +64,17 @@ struct Reference {
     gpu::DeviceBuffer<float> dw32(w.size());
     gpu::conv_forward(ctx, plan, x.get(), w.get(), nullptr, yb.get());
     gpu::conv_backward(ctx, plan, x.get(), w.get(), dy.get(), dxb.get(), dw32.get(), nullptr, dw16.get());
-    y = test::down_bf16(ctx, yb), dx = test::down_bf16(ctx, dxb), dw = test::down_bf16(ctx, dw16);
+    y = test::down_bf16(ctx, yb), dx = test::down_bf16(ctx, dxb);
+    // ConvPlan's dw is in the CPU's [k, c, r, s] order (cuDNN's bf16 KRSC widened, or a 1x1's fp32
+    // product).
+    ctx.synchronize();
+    std::vector<float> kcrs(w.size());
+    dw32.download(kcrs.data(), kcrs.size());
+    dw.resize(kcrs.size());
+    for (int k = 0; k < s.k; ++k)
+      for (int c = 0; c < s.c; ++c)
+        for (int t = 0; t < s.r * s.s; ++t)
+          dw[(size_t(k) * s.r * s.s + t) * s.c + c] = kcrs[(size_t(k) * s.c + c) * s.r * s.s + t];
   }
 };
 
