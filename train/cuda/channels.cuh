@@ -1,8 +1,8 @@
 // Per-channel work over row-major [rows, c] tensors (NHWC activations, fc outputs): deterministic
 // channel sums, and elementwise passes that know each element's channel. The sums take two
 // kernels: blocks of 32 channels x 8 row lanes (or, over 16-byte packs, 8 packs x 32 row lanes)
-// sum fixed row ranges into fp32 partials, then one warp per channel adds the partials in a fixed
-// butterfly, in double, and hands the totals to a finishing functor. The split depends on the shape
+// sum fixed row ranges into fp32 partials, then one block per channel adds the partials in a fixed
+// tree, in double, and hands the totals to a finishing functor. The split depends on the shape
 // alone, so every run sums in the same order.
 #pragma once
 #include <algorithm>
@@ -14,7 +14,7 @@
 
 namespace convoy::gpu::channels {
 
-constexpr int kTile = 32, kLanes = 8, kMaxParts = 1024, kRowsPerPart = 256, kFinishWarps = 8;
+constexpr int kTile = 32, kLanes = 8, kMaxParts = 1024, kRowsPerPart = 256, kFinishThreads = 256;
 
 // Row ranges a sum over `rows` is split into.
 inline int parts(long long rows) {
@@ -163,32 +163,34 @@ __global__ void __launch_bounds__(256, 4)
   store_pack_partials<V>(s, cp, out);
 }
 
-// Finish: operator()(ch, sum of first terms, sum of second terms). A warp per channel: each lane
-// adds every 32nd part in double, then the lanes' sums meet in a fixed butterfly. (A block of 256
-// threads per channel, meeting in a tree through shared memory, took 5-9 us a call on the H200,
-// 0.6 ms of ResNet-50's step.)
+// Finish: operator()(ch, sum of first terms, sum of second terms).
 template <typename Finish>
 __global__ void finish_sums(int c, int parts, const float2* __restrict__ part, Finish finish) {
-  const int ch = blockIdx.x * kFinishWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (ch >= c) return;
+  __shared__ double a[kFinishThreads], b[kFinishThreads];
+  const int ch = blockIdx.x;
   double s0 = 0, s1 = 0;
-  for (int p = lane; p < parts; p += 32) {
+  for (int p = threadIdx.x; p < parts; p += blockDim.x) {
     const float2 v = part[size_t(p) * c + ch];
     s0 += v.x;
     s1 += v.y;
   }
-  for (int off = 16; off > 0; off /= 2) {
-    s0 += __shfl_xor_sync(0xffffffffu, s0, off);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, off);
+  a[threadIdx.x] = s0;
+  b[threadIdx.x] = s1;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      a[threadIdx.x] += a[threadIdx.x + half];
+      b[threadIdx.x] += b[threadIdx.x + half];
+    }
+    __syncthreads();
   }
-  if (lane == 0) finish(ch, s0, s1);
+  if (threadIdx.x == 0) finish(ch, a[0], b[0]);
 }
 
 // The finishing kernel alone, over partials another kernel left in `part` (parts(rows) * c float2).
 template <typename Finish>
 void finish_parts(Context& ctx, long long rows, int c, const Finish& finish, const float2* part) {
-  finish_sums<<<(c + kFinishWarps - 1) / kFinishWarps, kFinishWarps * 32, 0, ctx.stream()>>>(c, parts(rows), part,
-                                                                                             finish);
+  finish_sums<<<c, kFinishThreads, 0, ctx.stream()>>>(c, parts(rows), part, finish);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
