@@ -81,9 +81,7 @@ __global__ void max_bwd(PoolShape s, int ho, int wo, Index total, const T* __res
 // (ChannelAffine), applied here, and its ReLU with `relu`, rounded as the batch norm would have
 // stored them; where the ReLU clipped a whole window, the argmax is -1, so that the backward pass
 // leaves the gradient there zero, as the ReLU's backward pass would.
-// K: the window's side when known at compile time (3, ResNet's stem), so that all its loads are
-// issued together (a loop of run-time bounds waited on each: 2.0 TB/s on the H200), else 0.
-template <typename T, int V, bool Affine = false, int K = 0>
+template <typename T, int V, bool Affine = false>
 __global__ void max_fwd_packs(PoolShape s, int ho, int wo, size_t total, const T* __restrict__ x, T* __restrict__ y,
                               int32_t* __restrict__ argmax, const float2* __restrict__ scale_shift = nullptr,
                               bool relu = false) {
@@ -105,38 +103,22 @@ __global__ void max_fwd_packs(PoolShape s, int ho, int wo, size_t total, const T
       best[j] = -INFINITY, where[j] = -1;
       if constexpr (Affine) ab[j] = scale_shift[p * V + j];
     }
-    auto consider = [&](const P& v, int here) {
+    for (int i = 0; i < s.kh; ++i) {
+      const int iy = oy * s.stride - s.pad + i;
+      if (iy < 0 || iy >= s.h_in) continue;
+      for (int k = 0; k < s.kw; ++k) {
+        const int ix = ox * s.stride - s.pad + k;
+        if (ix < 0 || ix >= s.w_in) continue;
+        const int here = iy * s.w_in + ix;
+        const P v = in[size_t(here) * cp];
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        float f = load(v.v[j]);
-        if constexpr (Affine) {
-          const float a = apply_affine(f, ab[j]);
-          f = load(store<T>(relu ? fmaxf(a, 0.f) : a));
-        }
-        if (where[j] < 0 || f > best[j]) best[j] = f, where[j] = here;  // the first maximum wins
-      }
-    };
-    if constexpr (K > 0) {
-      // Every tap loaded first, from the sample's first pixel where it falls outside, then taken
-      // in the window's order.
-      P v[K * K];
-      int at[K * K];
-#pragma unroll
-      for (int t = 0; t < K * K; ++t) {
-        const int iy = oy * s.stride - s.pad + t / K, ix = ox * s.stride - s.pad + t % K;
-        at[t] = iy >= 0 && iy < s.h_in && ix >= 0 && ix < s.w_in ? iy * s.w_in + ix : -1;
-        v[t] = in[size_t(max(at[t], 0)) * cp];
-      }
-#pragma unroll
-      for (int t = 0; t < K * K; ++t)
-        if (at[t] >= 0) consider(v[t], at[t]);
-    } else {
-      for (int i = 0; i < s.kh; ++i) {
-        const int iy = oy * s.stride - s.pad + i;
-        if (iy < 0 || iy >= s.h_in) continue;
-        for (int k = 0; k < s.kw; ++k) {
-          const int ix = ox * s.stride - s.pad + k;
-          if (ix >= 0 && ix < s.w_in) consider(in[size_t(iy * s.w_in + ix) * cp], iy * s.w_in + ix);
+        for (int j = 0; j < V; ++j) {
+          float f = load(v.v[j]);
+          if constexpr (Affine) {
+            const float a = apply_affine(f, ab[j]);
+            f = load(store<T>(relu ? fmaxf(a, 0.f) : a));
+          }
+          if (where[j] < 0 || f > best[j]) best[j] = f, where[j] = here;  // the first maximum wins
         }
       }
     }
@@ -358,11 +340,7 @@ void max_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, int32_
   constexpr int V = kPack<T>;
   if (packed_nhwc<T>(layout, s, x, y) && reinterpret_cast<uintptr_t>(argmax) % 16 == 0) {
     const size_t packs = s.out_count() / V;
-    if (s.kh == 3 && s.kw == 3)
-      max_fwd_packs<T, V, false, 3>
-          <<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, x, y, argmax);
-    else
-      max_fwd_packs<T, V><<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, x, y, argmax);
+    max_fwd_packs<T, V><<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, x, y, argmax);
     CONVOY_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -378,12 +356,8 @@ void max_pool_forward(Context& ctx, const PoolShape& s, const ChannelAffine& x, 
   if (!max_pool_takes_affine(s) || !pack_aligned<bf16, V>(x.x, y) || reinterpret_cast<uintptr_t>(argmax) % 16 != 0)
     fail("max pooling of a deferred batch norm needs whole, aligned 16-byte packs of channels");
   const size_t packs = s.out_count() / V;
-  if (s.kh == 3 && s.kw == 3)
-    max_fwd_packs<bf16, V, true, 3><<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, x.x, y,
-                                                                               argmax, x.scale_shift, x.relu);
-  else
-    max_fwd_packs<bf16, V, true><<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, x.x, y,
-                                                                            argmax, x.scale_shift, x.relu);
+  max_fwd_packs<bf16, V, true><<<grid_for(packs), 256, 0, ctx.stream()>>>(s, s.h_out(), s.w_out(), packs, x.x, y,
+                                                                          argmax, x.scale_shift, x.relu);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
