@@ -64,8 +64,6 @@ struct MomentTerms {
   template <int V>
   __device__ void stage_pack(float2 (&)[gpu::channels::kTilePacks][V + 1], int) {}
   template <int V>
-  __device__ void begin_pack(int) {}
-  template <int V>
   __device__ void pack(long long r, int p, float2 (&out)[V]) const {
     const gpu::Pack<bf16, V> q = reinterpret_cast<const gpu::Pack<bf16, V>*>(x + size_t(r) * c)[p];
 #pragma unroll

@@ -133,10 +133,10 @@ __device__ __forceinline__ void stage_channel_pairs(float2 (&to)[kTilePacks][V +
 }
 
 // As partial_sums, over packs of V channels: Terms::stage_pack<V>(consts, cp) by every thread,
-// then begin_pack<V>(p) once per thread, then pack<V>(row, p, out) -> the two terms of each of the
-// pack's V elements. One 16-byte load per element group instead of V two-byte ones keeps the
-// memory system busy. Four blocks per SM at least (batch norm's gradient terms took registers for
-// three: 2.9 TB/s against 3.2 on the H200 for ResNet-50's passes).
+// then pack<V>(row, p, out) -> the two terms of each of the pack's V elements. One 16-byte load
+// per element group instead of V two-byte ones keeps the memory system busy. Four blocks per SM
+// at least (batch norm's gradient terms took registers for three: 2.9 TB/s against 3.2 on the
+// H200 for ResNet-50's passes).
 template <int V, typename Terms>
 __global__ void __launch_bounds__(256, 4)
     partial_sums_packs(long long rows, int cp, Terms terms, float2* __restrict__ part) {
@@ -150,7 +150,6 @@ __global__ void __launch_bounds__(256, 4)
 #pragma unroll
   for (int j = 0; j < V; ++j) s[0][j] = make_float2(0.f, 0.f);
   if (p < cp) {
-    t.template begin_pack<V>(p);
 #pragma unroll 2  // two rows' loads in flight; the terms are still added in row order
     for (long long r = rr.first; r < rr.end; r += kPackLanes) {
       float2 v[V];

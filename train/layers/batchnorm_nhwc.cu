@@ -26,8 +26,6 @@ struct MomentTerms {
   template <int V>
   __device__ void stage_pack(float2 (&)[channels::kTilePacks][V + 1], int) {}
   template <int V>
-  __device__ void begin_pack(int) {}
-  template <int V>
   __device__ void pack(long long r, int p, float2 (&out)[V]) const {
     const Pack<bf16, V> q = reinterpret_cast<const Pack<bf16, V>*>(x + size_t(r) * c)[p];
 #pragma unroll
@@ -85,8 +83,6 @@ struct GradTerms {
     channels::stage_channel_pairs<V>(consts, cp, mean, invstd);
     stats = consts[threadIdx.x];
   }
-  template <int V>
-  __device__ void begin_pack(int) {}
   template <int V>
   __device__ void pack(long long r, int p, float2 (&out)[V]) const {
     using P = Pack<bf16, V>;

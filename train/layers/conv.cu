@@ -185,7 +185,6 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
                     },
                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, ws, s, "backward-filter")
                     .algo;
-  has_dx_ = need_dx;
 }
 
 // The workspace's end for a strided 1x1 convolution's packed pixels (ResNet's downsampling
