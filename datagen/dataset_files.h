@@ -1,12 +1,11 @@
 // The names of the files in a dataset folder that datagen writes besides dataset.json: the batch
 // files, the saved index, the run's identity (for resume), the rejects and the mean image.
 #pragma once
-#include <cstdint>
-#include <string>
+#include "shared/batch_file.h"
 
 namespace convoy::datagen {
 
-std::string batch_file_name(uint64_t b);  // batch_00042.cvb
+using convoy::batch_file_name;  // batch_00042.cvb
 constexpr const char* kIndexFile = "index.tsv";
 constexpr const char* kRunFile = "datagen_run.json";
 constexpr const char* kRejectsFile = "rejects.tsv";

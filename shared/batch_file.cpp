@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "shared/atomic_file.h"
@@ -27,6 +28,12 @@ uint64_t align_up(uint64_t x) { return (x + kBatchAlign - 1) / kBatchAlign * kBa
 std::string str(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
+
+std::string batch_file_name(uint64_t b) {
+  char name[32];
+  std::snprintf(name, sizeof name, "batch_%05llu.cvb", (unsigned long long)b);
+  return name;
+}
 
 BatchHeader batch_layout(const ImageShape& shape, Encoding encoding, uint32_t batch_index, uint64_t n,
                          uint64_t images_bytes) {

@@ -49,6 +49,10 @@ static_assert(sizeof(BatchHeader) == 128, "batch header is 128 bytes");
 constexpr uint32_t kBatchVersion = 1;
 constexpr size_t kBatchAlign = 64;
 
+// The name of a dataset's batch file b: batch_00042.cvb (five digits, so that a listing sorts the
+// files in batch order up to 100 000 of them; more digits where there are more).
+std::string batch_file_name(uint64_t b);
+
 // One batch file in memory.
 struct Batch {
   ImageShape shape;

@@ -74,8 +74,7 @@ void write_synthetic_dataset(const std::string& dir, const SyntheticSpec& spec) 
       tjFree(jpeg);
       b.offsets.push_back(b.images.size());
     }
-    char name[32];
-    std::snprintf(name, sizeof name, "batch-%05zu.cvb", f);
+    const std::string name = batch_file_name(f);
     BatchFileEntry e;
     e.name = name;
     e.count = uint32_t(b.count());

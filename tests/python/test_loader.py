@@ -214,7 +214,7 @@ def test_bad_arguments(raw_data, tmp_path):
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
 def test_damaged_file_names_its_path(damage, raw_data, copy_of):
     data = copy_of(raw_data)
-    victim = os.path.join(data, "batch-00003.cvb")
+    victim = os.path.join(data, "batch_00003.cvb")
     size = os.path.getsize(victim)
     with open(victim, "r+b") as f:
         if damage == "flip":
