@@ -182,3 +182,48 @@ TEST(NetConfig, ShippedConfigsTrainOneStep) {
     EXPECT_GT(epoch.at("train_loss").get<double>(), 0.0) << c.file;
   }
 }
+
+// A config that declares [net] input is refused on data whose samples (after the crop) have another
+// shape, naming the config and the data; the crop that makes them agree is accepted.
+TEST(NetConfig, DeclaredInputMustMatchTheData) {
+  mpi();
+  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/config_input";
+  SyntheticSpec spec;
+  spec.file_counts = {8};
+  spec.shape = {10, 10, 1};
+  const std::string data = tmp + "/data";
+  write_synthetic_dataset(data, spec);
+  const std::string tail = "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = \"classes\"\n"
+                           "[[layer]]\ntype = \"softmax_xent\"\n";
+  TrainOptions o;
+  o.data = data;
+  o.epochs = 1;
+  o.batch = 4;
+  o.log_every = 0;
+  struct Case {
+    const char* name;
+    std::string text;
+    bool refused;
+  } cases[] = {{"rgb.toml", "[net]\ninput = [3, 10, 10]\n" + tail, true},
+               {"side.toml", "[net]\ninput = [1, 28, 28]\n" + tail, true},
+               {"uncropped.toml", "[net]\ninput = [1, 8, 8]\n" + tail, true},
+               {"cropped.toml", "[net]\ninput = [1, 8, 8]\n[data]\ncrop = 8\n" + tail, false},
+               {"same.toml", "[net]\ninput = [1, 10, 10]\n" + tail, false},
+               {"undeclared.toml", tail, false}};
+  for (const Case& c : cases) {
+    o.config = tmp + "/" + c.name;
+    write_file_atomic(o.config, c.text);
+    if (!c.refused) {
+      EXPECT_EQ(run_training(o, 0, 1), 0) << c.name;
+      continue;
+    }
+    try {
+      run_training(o, 0, 1);
+      ADD_FAILURE() << c.name << " was trained on data of another shape";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(o.config + ": [net] input = [", 0), 0u) << what;
+      EXPECT_NE(what.find(data + "'s samples are 1x10x10"), std::string::npos) << what;
+    }
+  }
+}

@@ -181,3 +181,24 @@ TEST(Resume, EvalReadsTheCheckpoint) {
   const std::string last = jsonl.substr(jsonl.rfind('{'));
   EXPECT_GT(nlohmann::json::parse(last).at("test_top1").get<double>(), 0.6) << last;
 }
+
+// A resumed run without --checkpoint writes to the checkpoint it resumed from: at --stop-after
+// (as on a signal) and at its end; nothing done after a resume is lost.
+TEST(Resume, ResumedRunWritesTheCheckpointItResumedFrom) {
+  mpi();
+  const std::string data = make_data();
+  const std::string config = kTmp + "/net_own.toml";
+  write_file_atomic(config, net_config("sgd", "onecycle"));
+  const std::string path = kTmp + "/own.ckpt";
+  TrainOptions first = base(config, data, path);
+  first.stop_after = 5;
+  ASSERT_EQ(run_training(first, 0, 1), 0);
+  TrainOptions again = base("", data, "");
+  again.resume = path;
+  again.stop_after = 9;
+  ASSERT_EQ(run_training(again, 0, 1), 0);
+  EXPECT_EQ(read_checkpoint(path).info.at("global_step").get<long long>(), 9);
+  again.stop_after = 0;
+  ASSERT_EQ(run_training(again, 0, 1), 0);
+  EXPECT_EQ(read_checkpoint(path).info.at("global_step").get<long long>(), 3 * (117 / 16));
+}
