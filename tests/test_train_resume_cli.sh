@@ -59,6 +59,17 @@ args=(--config "$config" --data "$work/data" --epochs 3 --batch 20 --seed 5 --th
   || { cat "$work/r.err"; fail "--resume alone failed"; }
 cmp "$work/full.ckpt" "$work/run.ckpt" || fail "resumed alone, the run differs from the uninterrupted one"
 
+# Resumed one step before an epoch's end, the epoch's images/s counts the one step's samples it
+# timed, not the 300 of the whole epoch (the checkpoint's carried sums).
+"$train" "${args[@]}" --checkpoint "$work/late.ckpt" --stop-after 14 2> /dev/null
+"$train" --resume "$work/late.ckpt" --threads 1 --log-every 0 --metrics "$work/late.jsonl" 2> /dev/null
+/usr/bin/python3 - "$work/late.jsonl" << 'PY' || fail "the resumed epoch's images/s is not over the images it timed"
+import json, sys
+first = [r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "epoch"][0]
+assert first["epoch"] == 1 and first["images"] == 20, first
+assert abs(first["images_per_second"] * first["train_seconds"] - 20) < 1e-6, first
+PY
+
 # SIGINT during a resumed run (extended by --epochs): the checkpoint holds the step it stopped after.
 "$train" "${args[@]}" --checkpoint "$work/sig.ckpt" --stop-after 10 2> /dev/null
 "$train" --resume "$work/sig.ckpt" --epochs 100000 --threads 1 --log-every 1 --metrics "$work/sig.jsonl" 2> "$work/sig.err" &
@@ -92,7 +103,14 @@ sed 's/lr = 0.02/lr = 0.03/' "$config" > "$work/other.toml"
 refused_one_line "--config $work/other.toml" "${resume[@]}" --config "$work/other.toml"
 refused_one_line "--val $work/data" "${resume[@]}" --val "$work/data"
 refused_one_line "--epochs 1" "${resume[@]}" --epochs 1
-refused_one_line "2 ranks" mpirun -np 2 --oversubscribe "${resume[@]}"
+# On 2 ranks: one line from train (mpirun adds its own notice of the exit status), no abort.
+rc=0
+mpirun -np 2 --oversubscribe "${resume[@]}" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
+[ "$rc" -ne 0 ] || fail "a 1-rank checkpoint was resumed on 2 ranks"
+[ "$(grep -c '^train' "$work/err.txt")" -eq 1 ] || { cat "$work/err.txt"; fail "not one line from train on 2 ranks"; }
+grep -q "^train: error: $work/part.ckpt: trained on 1 rank, this run has 2 ranks" "$work/err.txt" \
+  || { cat "$work/err.txt"; fail "the refusal on 2 ranks does not name both counts"; }
+if grep -q MPI_ABORT "$work/err.txt"; then cat "$work/err.txt"; fail "the refusal aborted the job"; fi
 cmp "$work/part.ckpt" "$work/part.orig" || fail "a refused resume changed the checkpoint"
 
 # The checkpoint's data changed where it lies: refused, naming the folder.
