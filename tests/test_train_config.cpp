@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -45,14 +46,17 @@ std::string repo_file(const std::string& rel) {
   return here.substr(0, here.rfind("/tests/")) + "/" + rel;
 }
 
-// A copy of a shipped config in `dir` with its [data] crop = 224 set to `side`, for a net too slow
-// to step on the CPU at 224 px in CI.
+// A copy of a shipped config in `dir` with its [data] crop = 224 and [net] input = [3, 224, 224]
+// set to `side`, for a net too slow to step on the CPU at 224 px in CI.
 std::string with_crop(const std::string& file, int side, const std::string& dir) {
   std::string text = read_whole_file(repo_file(file));
-  const std::string from = "\ncrop = 224\n";
-  const size_t at = text.find(from);
-  if (at == std::string::npos) throw std::runtime_error(file + " has no [data] crop = 224");
-  text.replace(at, from.size(), "\ncrop = " + std::to_string(side) + "\n");
+  const std::string s = std::to_string(side);
+  for (auto [from, to] : {std::pair<std::string, std::string>{"\ncrop = 224\n", "\ncrop = " + s + "\n"},
+                          {"\ninput = [3, 224, 224]\n", "\ninput = [3, " + s + ", " + s + "]\n"}}) {
+    const size_t at = text.find(from);
+    if (at == std::string::npos) throw std::runtime_error(file + " has no" + from);
+    text.replace(at, from.size(), to);
+  }
   const std::string path = dir + "/crop" + std::to_string(side) + "_" + file.substr(file.rfind('/') + 1);
   write_file_atomic(path, text);
   return path;
@@ -193,8 +197,9 @@ TEST(NetConfig, DeclaredInputMustMatchTheData) {
   spec.shape = {10, 10, 1};
   const std::string data = tmp + "/data";
   write_synthetic_dataset(data, spec);
-  const std::string tail = "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = \"classes\"\n"
-                           "[[layer]]\ntype = \"softmax_xent\"\n";
+  const std::string tail =
+      "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = \"classes\"\n"
+      "[[layer]]\ntype = \"softmax_xent\"\n";
   TrainOptions o;
   o.data = data;
   o.epochs = 1;
