@@ -29,7 +29,8 @@ grep -q '^batch = 20$' "$config" || fail "the config has no batch = 20"
 "$train" --config "$config" --data "$work/data" --epochs 1 --threads 1 --log-every 0 --checkpoint "$work/run.ckpt" 2> /dev/null
 run=("$train" --config "$config" --data "$work/data" --threads 1 --log-every 0)
 
-for bad in "--epochs 0" "--epochs -1" "--epochs 1.5" "--epochs 99999999999" "--batch 0" "--batch -20" \
+# The upper ends are those a config's [train] epochs and batch may have.
+for bad in "--epochs 0" "--epochs -1" "--epochs 1.5" "--epochs 100001" "--batch 0" "--batch -20" "--batch 1048577" \
   "--seed -1" "--threads -1" "--readers -1" "--prefetch -1" "--shuffle-files 0" "--log-every -1" \
   "--checkpoint-every -1" "--stop-after 0" "--stop-after -3" "--cudnn-workspace 8"; do
   # shellcheck disable=SC2086
@@ -39,7 +40,7 @@ done
 refused "--checkpoint-every" "${run[@]}" --checkpoint-every 5
 
 ev=("$train" eval --checkpoint "$work/run.ckpt" --data "$work/data" --threads 1)
-for bad in "--batch 0" "--batch -1" "--threads -1" "--readers -1"; do
+for bad in "--batch 0" "--batch -1" "--batch 1048577" "--threads -1" "--readers -1"; do
   # shellcheck disable=SC2086
   refused "${bad%% *}" "${ev[@]}" $bad
 done

@@ -103,6 +103,7 @@ sed 's/lr = 0.02/lr = 0.03/' "$config" > "$work/other.toml"
 refused_one_line "--config $work/other.toml" "${resume[@]}" --config "$work/other.toml"
 refused_one_line "--val $work/data" "${resume[@]}" --val "$work/data"
 refused_one_line "--epochs 1" "${resume[@]}" --epochs 1
+refused_one_line "--stop-after 20: $work/part.ckpt is already at step 20" "${resume[@]}" --stop-after 20
 # On 2 ranks: one line from train (mpirun adds its own notice of the exit status), no abort.
 rc=0
 mpirun -np 2 --oversubscribe "${resume[@]}" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
@@ -112,6 +113,10 @@ grep -q "^train: error: $work/part.ckpt: trained on 1 rank, this run has 2 ranks
   || { cat "$work/err.txt"; fail "the refusal on 2 ranks does not name both counts"; }
 if grep -q MPI_ABORT "$work/err.txt"; then cat "$work/err.txt"; fail "the refusal aborted the job"; fi
 cmp "$work/part.ckpt" "$work/part.orig" || fail "a refused resume changed the checkpoint"
+
+# A checkpoint that could not be written is refused before the first step, not after the last.
+refused_one_line "$work/nowhere/run.ckpt" "$train" "${args[@]}" --checkpoint "$work/nowhere/run.ckpt"
+refused_one_line "$work/nowhere/run.ckpt" "${resume[@]}" --checkpoint "$work/nowhere/run.ckpt"
 
 # The checkpoint's data changed where it lies: refused, naming the folder.
 cp -r "$work/data" "$work/moving"
