@@ -11,6 +11,7 @@
 #include "train/blas_setup.h"
 #include "train/flag_ranges.h"
 #include "train/gpu_info.h"
+#include "train/net_config.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 
@@ -38,9 +39,9 @@ void add_run_options(CLI::App& app, convoy::TrainOptions& t) {
   app.add_option("--val", t.val, "validation dataset folder, evaluated every epoch (resuming: the checkpoint's)");
   app.add_option("--epochs", t.epochs,
                  "epochs (default: the config's; resuming: the checkpoint's, or more to extend it)")
-      ->check(within(1));
+      ->check(within(1, convoy::kMaxEpochs));
   app.add_option("--batch", t.batch, "global batch size (default: the config's; resuming: the checkpoint's)")
-      ->check(within(1));
+      ->check(within(1, convoy::kMaxBatch));
   app.add_option("--seed", t.seed,
                  "seed for weights, order, augmentation and dropout (default 1; resuming: the checkpoint's)")
       ->check(within<uint64_t>(0));
@@ -101,7 +102,7 @@ CLI::App* add_eval(CLI::App& app, convoy::EvalOptions& e) {
   CLI::App* ev = app.add_subcommand("eval", "evaluate a checkpoint on a dataset");
   ev->add_option("--checkpoint", e.checkpoint, "checkpoint to evaluate")->required();
   ev->add_option("--data", e.data, "dataset folder")->required();
-  ev->add_option("--batch", e.batch, "batch size per rank")->check(convoy::within(1));
+  ev->add_option("--batch", e.batch, "batch size per rank")->check(convoy::within(1, convoy::kMaxBatch));
   ev->add_option("--threads", e.threads, "compute threads (0, the default: cores / ranks on the node)")
       ->check(convoy::within(0));
   ev->add_option("--readers", e.readers,

@@ -2,6 +2,9 @@
 // input that differs from a checkpoint's record stops the run before any loader or device is set up.
 #include "train/run_spec.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <tuple>
 #include <utility>
 
@@ -54,6 +57,13 @@ void check_config(const std::string& given, const Checkpoint& c, const std::stri
   if (read_net_config(given).text != c.info.at("config_text").get<std::string>())
     fail("--config " + given + " differs from the config " + ckpt + " was trained with (" +
          c.info.at("config_path").get<std::string>() + "); a resumed run keeps its config");
+}
+
+// --stop-after must lie ahead of where the checkpoint is, or the run would train a step past it.
+void check_stop_after(long long stop_after, const nlohmann::json& info, const std::string& ckpt) {
+  const long long at = info.at("global_step").get<long long>();
+  if (stop_after > 0 && stop_after <= at)
+    fail("--stop-after " + std::to_string(stop_after) + ": " + ckpt + " is already at step " + std::to_string(at));
 }
 
 // --epochs may extend a run, or end it sooner, but not before where the checkpoint already is.
@@ -111,12 +121,24 @@ RunSpec resumed_spec(const TrainOptions& o, int ranks) {
       fail_file(o.resume, "trained on " + ranks_text(made_on) + ", this run has " + ranks_text(ranks) +
                               "; resume it on as many (a resume on another number of ranks is not supported)");
     s.cfg.train.epochs = epochs_of(o.epochs, info, o.resume);
+    check_stop_after(o.stop_after, info, o.resume);
     resume_data(o, s);
   } catch (const nlohmann::json::exception& e) {
     fail_file(o.resume, std::string("checkpoint metadata: ") + e.what());
   }
   s.checkpoint = o.checkpoint.empty() ? o.resume : o.checkpoint;
   return s;
+}
+
+// A checkpoint is written beside itself and renamed (atomic_file.h): its folder must exist and take
+// new files, or the run would learn so only at its first save.
+void check_writable_folder(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) fail_file(path, "cannot write the checkpoint: no folder " + dir);
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    fail_file(path, "cannot write the checkpoint in " + dir + ": " + errno_text());
 }
 
 }  // namespace
@@ -148,6 +170,7 @@ RunSpec read_run_spec(const TrainOptions& o, int ranks) {
     fail("the batch (" + std::to_string(batch) + ") must be a multiple of the number of ranks (" +
          std::to_string(ranks) + ")");
   if (!s.data_dir.empty()) check_declared_input(s.cfg, input_dims(s.data.shape, s.cfg.augment), s.data_dir);
+  if (!s.checkpoint.empty()) check_writable_folder(s.checkpoint);
   return s;
 }
 
