@@ -18,7 +18,10 @@ namespace {
 // The version of the run record below; checkpoints without one came before the record existed.
 constexpr int kRecordFormat = 2;
 
-std::string ranks_text(int n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
+// "1 rank", "2 ranks".
+std::string count_text(long long n, const std::string& what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
 
 // The validation set in `dir` ("": none), checked against the training data as an evaluation is.
 std::optional<DataIdentity> val_of(const std::string& dir, const DataIdentity& trained) {
@@ -72,8 +75,8 @@ int epochs_of(const std::optional<int>& given, const nlohmann::json& info, const
   const int epoch = info.at("epoch").get<int>();
   const long long step = info.at("step").get<long long>();
   if (*given < epoch || (*given == epoch && step > 0))
-    fail("--epochs " + std::to_string(*given) + ": " + ckpt + " is already " + std::to_string(epoch) +
-         " epoch(s) and " + std::to_string(step) + " step(s) in; --epochs may only extend a resumed run");
+    fail("--epochs " + std::to_string(*given) + ": " + ckpt + " has already trained " + count_text(epoch, "epoch") +
+         " and " + count_text(step, "step") + "; --epochs may only extend a resumed run");
   return *given;
 }
 
@@ -118,7 +121,7 @@ RunSpec resumed_spec(const TrainOptions& o, int ranks) {
     s.window_files = kept("--shuffle-files", o.window_files, info.at("window_files").get<int>(), "shuffle window");
     const int made_on = info.at("ranks").get<int>();
     if (made_on != ranks)
-      fail_file(o.resume, "trained on " + ranks_text(made_on) + ", this run has " + ranks_text(ranks) +
+      fail_file(o.resume, "trained on " + count_text(made_on, "rank") + ", this run has " + count_text(ranks, "rank") +
                               "; resume it on as many (a resume on another number of ranks is not supported)");
     s.cfg.train.epochs = epochs_of(o.epochs, info, o.resume);
     check_stop_after(o.stop_after, info, o.resume);
@@ -152,11 +155,11 @@ NetConfig config_of(const Checkpoint& c, const std::string& path) {
 }
 
 DataIdentity trained_on(const Checkpoint& c, const std::string& path) {
-  if (c.info.value("format", 0) < kRecordFormat)
-    fail_file(path,
-              "made by an older train, which did not record the data it was trained on; it can be neither resumed "
-              "nor evaluated with its inputs checked (train it again)");
   try {
+    if (c.info.value("format", 0) < kRecordFormat)
+      fail_file(path,
+                "made by an older train, which did not record the data it was trained on; it can be neither resumed "
+                "nor evaluated with its inputs checked (train it again)");
     return data_identity_from_json(c.info.at("data"));
   } catch (const nlohmann::json::exception& e) {
     fail_file(path, std::string("checkpoint metadata: ") + e.what());
