@@ -1,5 +1,6 @@
 // libFuzzer target: arbitrary bytes as a checkpoint, read the way train --resume and train eval read
-// one: header, sizes and CRC32C, the JSON metadata, then the net rebuilt from the config text it holds.
+// one: header, sizes and CRC32C, the JSON metadata and its record of the training data, then the net
+// rebuilt from the config text it holds.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "train/checkpoint.h"
 #include "train/net.h"
 #include "train/net_config.h"
+#include "train/run_spec.h"
 
 namespace {
 
@@ -19,6 +21,10 @@ constexpr size_t kMaxParams = size_t(1) << 22;
 void read(const std::string& bytes) {
   try {
     const convoy::Checkpoint c = convoy::parse_checkpoint(bytes, "fuzz.ckpt");
+    try {
+      convoy::trained_on(c, "fuzz.ckpt");  // what a resume and an evaluation check their inputs against
+    } catch (const convoy::Error&) {
+    }
     convoy::NetConfig cfg;
     try {
       cfg = convoy::parse_net_config(c.info.at("config_text").get<std::string>(),

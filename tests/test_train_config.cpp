@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -45,14 +46,17 @@ std::string repo_file(const std::string& rel) {
   return here.substr(0, here.rfind("/tests/")) + "/" + rel;
 }
 
-// A copy of a shipped config in `dir` with its [data] crop = 224 set to `side`, for a net too slow
-// to step on the CPU at 224 px in CI.
+// A copy of a shipped config in `dir` with its [data] crop = 224 and [net] input = [3, 224, 224]
+// set to `side`, for a net too slow to step on the CPU at 224 px in CI.
 std::string with_crop(const std::string& file, int side, const std::string& dir) {
   std::string text = read_whole_file(repo_file(file));
-  const std::string from = "\ncrop = 224\n";
-  const size_t at = text.find(from);
-  if (at == std::string::npos) throw std::runtime_error(file + " has no [data] crop = 224");
-  text.replace(at, from.size(), "\ncrop = " + std::to_string(side) + "\n");
+  const std::string s = std::to_string(side);
+  for (auto [from, to] : {std::pair<std::string, std::string>{"\ncrop = 224\n", "\ncrop = " + s + "\n"},
+                          {"\ninput = [3, 224, 224]\n", "\ninput = [3, " + s + ", " + s + "]\n"}}) {
+    const size_t at = text.find(from);
+    if (at == std::string::npos) throw std::runtime_error(file + " has no" + from);
+    text.replace(at, from.size(), to);
+  }
   const std::string path = dir + "/crop" + std::to_string(side) + "_" + file.substr(file.rfind('/') + 1);
   write_file_atomic(path, text);
   return path;
@@ -180,5 +184,51 @@ TEST(NetConfig, ShippedConfigsTrainOneStep) {
     EXPECT_EQ(epoch.at("global_step").get<long long>(), 1) << c.file;
     EXPECT_TRUE(std::isfinite(epoch.at("train_loss").get<double>())) << c.file;
     EXPECT_GT(epoch.at("train_loss").get<double>(), 0.0) << c.file;
+  }
+}
+
+// A config that declares [net] input is refused on data whose samples (after the crop) have another
+// shape, naming the config and the data; the crop that makes them agree is accepted.
+TEST(NetConfig, DeclaredInputMustMatchTheData) {
+  mpi();
+  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/config_input";
+  SyntheticSpec spec;
+  spec.file_counts = {8};
+  spec.shape = {10, 10, 1};
+  const std::string data = tmp + "/data";
+  write_synthetic_dataset(data, spec);
+  const std::string tail =
+      "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"fc\"\nunits = \"classes\"\n"
+      "[[layer]]\ntype = \"softmax_xent\"\n";
+  TrainOptions o;
+  o.data = data;
+  o.epochs = 1;
+  o.batch = 4;
+  o.log_every = 0;
+  struct Case {
+    const char* name;
+    std::string text;
+    bool refused;
+  } cases[] = {{"rgb.toml", "[net]\ninput = [3, 10, 10]\n" + tail, true},
+               {"side.toml", "[net]\ninput = [1, 28, 28]\n" + tail, true},
+               {"uncropped.toml", "[net]\ninput = [1, 8, 8]\n" + tail, true},
+               {"cropped.toml", "[net]\ninput = [1, 8, 8]\n[data]\ncrop = 8\n" + tail, false},
+               {"same.toml", "[net]\ninput = [1, 10, 10]\n" + tail, false},
+               {"undeclared.toml", tail, false}};
+  for (const Case& c : cases) {
+    o.config = tmp + "/" + c.name;
+    write_file_atomic(o.config, c.text);
+    if (!c.refused) {
+      EXPECT_EQ(run_training(o, 0, 1), 0) << c.name;
+      continue;
+    }
+    try {
+      run_training(o, 0, 1);
+      ADD_FAILURE() << c.name << " was trained on data of another shape";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(o.config + ": [net] input = [", 0), 0u) << what;
+      EXPECT_NE(what.find(data + "'s samples are 1x10x10"), std::string::npos) << what;
+    }
   }
 }

@@ -181,3 +181,55 @@ TEST(Resume, EvalReadsTheCheckpoint) {
   const std::string last = jsonl.substr(jsonl.rfind('{'));
   EXPECT_GT(nlohmann::json::parse(last).at("test_top1").get<double>(), 0.6) << last;
 }
+
+// A resumed run without --checkpoint writes to the checkpoint it resumed from: at --stop-after
+// (as on a signal) and at its end; nothing done after a resume is lost.
+TEST(Resume, ResumedRunWritesTheCheckpointItResumedFrom) {
+  mpi();
+  const std::string data = make_data();
+  const std::string config = kTmp + "/net_own.toml";
+  write_file_atomic(config, net_config("sgd", "onecycle"));
+  const std::string path = kTmp + "/own.ckpt";
+  TrainOptions first = base(config, data, path);
+  first.stop_after = 5;
+  ASSERT_EQ(run_training(first, 0, 1), 0);
+  TrainOptions again = base("", data, "");
+  again.resume = path;
+  again.stop_after = 9;
+  ASSERT_EQ(run_training(again, 0, 1), 0);
+  EXPECT_EQ(read_checkpoint(path).info.at("global_step").get<long long>(), 9);
+  again.stop_after = 0;
+  ASSERT_EQ(run_training(again, 0, 1), 0);
+  EXPECT_EQ(read_checkpoint(path).info.at("global_step").get<long long>(), 3 * (117 / 16));
+}
+
+// A checkpoint of an older train (no record of the data it was trained on) is refused by a resume
+// and by an evaluation, naming the checkpoint, rather than run with inputs nobody can check.
+TEST(Resume, CheckpointWithoutARecordOfItsDataIsRefused) {
+  mpi();
+  const std::string data = make_data();
+  const std::string config = kTmp + "/net_old.toml";
+  write_file_atomic(config, net_config("sgd", "constant"));
+  const std::string path = kTmp + "/old.ckpt";
+  TrainOptions o = base(config, data, path);
+  o.stop_after = 2;
+  ASSERT_EQ(run_training(o, 0, 1), 0);
+  Checkpoint c = read_checkpoint(path);
+  for (const char* key : {"format", "window_files", "val"}) c.info.erase(key);
+  c.info["data"] = data;  // as an older train wrote it: the folder's name alone
+  write_checkpoint(path, c);
+  TrainOptions r = base("", data, "");
+  r.resume = path;
+  EvalOptions e;
+  e.checkpoint = path;
+  e.data = data;
+  for (int eval : {0, 1}) {
+    try {
+      eval ? run_eval(e, 0, 1) : run_training(r, 0, 1);
+      ADD_FAILURE() << (eval ? "evaluated" : "resumed") << " a checkpoint without a record of its data";
+    } catch (const Error& err) {
+      EXPECT_EQ(std::string(err.what()).rfind(path + ": made by an older train", 0), 0u) << err.what();
+    }
+  }
+  EXPECT_EQ(read_checkpoint(path).info.at("global_step").get<long long>(), 2);
+}

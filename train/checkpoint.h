@@ -10,7 +10,7 @@
 namespace convoy {
 
 struct Checkpoint {
-  nlohmann::json info;  // config text, seed, epoch, step, global step, optimiser step, sums
+  nlohmann::json info;  // what the run was made from (run_spec.h's run_record), epoch, step, optimiser step, sums
   std::vector<float> weights, state, m, v;
 };
 

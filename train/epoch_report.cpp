@@ -34,7 +34,7 @@ void log_epoch(const EpochReport& r) {
     std::snprintf(skip_text, sizeof skip_text, " | %lld steps skipped (loss not finite)", r.sums.skipped);
   log_info("epoch %d/%d: loss %.4f train acc %.4f%s%s | %.1f s (train %.1f s, %.0f img/s)", r.epoch + 1, r.epochs,
            train_loss(r), train_acc(r), val_text, skip_text, r.seconds, r.train_seconds,
-           r.sums.samples / r.train_seconds);
+           r.timed_samples / r.train_seconds);
 }
 
 void log_breakdown(const EpochReport& r) {
@@ -63,7 +63,8 @@ nlohmann::json epoch_record(const EpochReport& r) {
                       {"t_bwd", t.bwd},
                       {"t_update", t.update},
                       {"t_comm", t.comm},
-                      {"images_per_second", r.sums.samples / r.train_seconds},
+                      {"images", r.timed_samples},
+                      {"images_per_second", r.timed_samples / r.train_seconds},
                       {"input_stall", r.t_io / r.train_seconds},
                       {"peak_rss_bytes", peak_rss_bytes()},
                       {"skipped_steps", r.sums.skipped}};

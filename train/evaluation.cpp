@@ -1,7 +1,9 @@
-// Evaluation: per-rank sums of loss, top-1, top-5 and samples, added up over the ranks once at the
-// end, so that every rank returns the same figures.
+// Evaluation: the set opened against the training data's record (shape, classes, mean and std);
+// per-rank sums of loss, top-1, top-5 and samples, added up over the ranks once at the end.
 #include "train/evaluation.h"
 
+#include "shared/atomic_file.h"
+#include "shared/error.h"
 #include "train/data_parallel.h"
 
 namespace convoy {
@@ -24,7 +26,34 @@ EvalResult over_ranks(const EvalSums& s) {
   return r;
 }
 
+std::string class_difference(const std::vector<std::string>& given, const std::vector<std::string>& trained) {
+  if (given.size() != trained.size())
+    return std::to_string(given.size()) + " vs " + std::to_string(trained.size()) + " classes";
+  for (size_t i = 0; i < given.size(); ++i)
+    if (given[i] != trained[i])
+      return "class " + std::to_string(i) + " is '" + given[i] + "', the training data's is '" + trained[i] + "'";
+  return "";
+}
+
 }  // namespace
+
+void check_evaluable(const DatasetMeta& meta, const std::string& dir, const DataIdentity& trained_on) {
+  if (!(meta.shape == trained_on.shape))
+    fail_file(join_path(dir, kDatasetJson), "image shape " + shape_text(meta.shape) +
+                                                " differs from the training data's " + shape_text(trained_on.shape));
+  const std::string d = class_difference(meta.classes, trained_on.classes);
+  if (!d.empty()) fail_file(join_path(dir, kDatasetJson), "class names differ from the training data's (" + d + ")");
+}
+
+std::unique_ptr<Loader> make_eval_loader(const std::string& dir, LoaderOptions lo, const DataIdentity& trained_on) {
+  DatasetMeta meta = read_dataset_meta(dir);
+  check_evaluable(meta, dir, trained_on);
+  meta.mean = trained_on.mean;
+  meta.std = trained_on.std;
+  lo.dir = dir;
+  lo.train = false;
+  return std::make_unique<Loader>(lo, meta);
+}
 
 void count_correct(int n, int classes, const float* probs, const int32_t* labels, double& top1, double& top5) {
   for (int i = 0; i < n; ++i) {

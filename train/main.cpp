@@ -9,29 +9,13 @@
 #include "shared/log.h"
 #include "shared/mpi_context.h"
 #include "train/blas_setup.h"
+#include "train/flag_ranges.h"
 #include "train/gpu_info.h"
+#include "train/net_config.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 
 namespace {
-
-int run(convoy::MpiContext& mpi, int argc, char** argv);
-
-int body(int argc, char** argv) {
-  convoy::MpiContext mpi(&argc, &argv);
-  convoy::log_setup("train", mpi.rank(), mpi.size());
-  try {
-    return run(mpi, argc, argv);
-  } catch (const std::exception& e) {
-    // The other ranks may be waiting in a collective that this one will never reach.
-    if (mpi.size() > 1) {
-      std::fprintf(stderr, "train[%d]: error: %s\n", mpi.rank(), e.what());
-      std::fflush(stderr);
-      mpi.abort(1);
-    }
-    throw;
-  }
-}
 
 // An option that names one of a few choices, parsed straight into its enum; the help text and the
 // error for any other value are CLI::IsMember's.
@@ -47,25 +31,41 @@ CLI::Option* add_choice(CLI::App& app, const std::string& flag, E& value, const 
   return app.add_option_function<std::string>(flag, set, help)->check(CLI::IsMember(spellings));
 }
 
+// What a resumed run takes from its checkpoint is refused when given otherwise (run_spec.h).
 void add_run_options(CLI::App& app, convoy::TrainOptions& t) {
-  app.add_option("--config", t.config, "net and recipe (TOML), e.g. configs/fmnist.toml");
-  app.add_option("--data", t.data, "training dataset folder (datagen output)");
-  app.add_option("--val", t.val, "validation dataset folder, evaluated every epoch");
-  app.add_option("--epochs", t.epochs, "epochs (default: the config's)");
-  app.add_option("--batch", t.batch, "global batch size (default: the config's)");
-  app.add_option("--seed", t.seed, "seed for weights, order, augmentation and dropout");
-  app.add_option("--threads", t.threads, "compute threads per rank (default: cores / ranks on the node)");
-  app.add_option("--readers", t.readers, "loader threads (default: the cores of this rank's share less the trainer's)");
-  app.add_option("--prefetch", t.prefetch, "batches the loader keeps ready (0: about 64 MiB of them, 4 to 64)");
-  app.add_option("--shuffle-files", t.window_files, "shuffle buffer size in batch files");
-  app.add_option("--log-every", t.log_every, "a progress line every N steps (0: none)");
-  app.add_option("--metrics", t.metrics, "JSONL file of every metric");
+  using convoy::within;
+  app.add_option("--config", t.config, "net and recipe (TOML), e.g. configs/fmnist.toml (resuming: the checkpoint's)");
+  app.add_option("--data", t.data, "training dataset folder (datagen output; resuming: the checkpoint's)");
+  app.add_option("--val", t.val, "validation dataset folder, evaluated every epoch (resuming: the checkpoint's)");
+  app.add_option("--epochs", t.epochs,
+                 "epochs (default: the config's; resuming: the checkpoint's, or more to extend it)")
+      ->check(within(1, convoy::kMaxEpochs));
+  app.add_option("--batch", t.batch, "global batch size (default: the config's; resuming: the checkpoint's)")
+      ->check(within(1, convoy::kMaxBatch));
+  app.add_option("--seed", t.seed,
+                 "seed for weights, order, augmentation and dropout (default 1; resuming: the checkpoint's)")
+      ->check(within<uint64_t>(0));
+  app.add_option("--threads", t.threads, "compute threads per rank (0, the default: cores / ranks on the node)")
+      ->check(within(0));
+  app.add_option("--readers", t.readers,
+                 "loader threads (0, the default: the cores of this rank's share less the trainer's)")
+      ->check(within(0));
+  app.add_option("--prefetch", t.prefetch, "batches the loader keeps ready (0: about 64 MiB of them, 4 to 64)")
+      ->check(within(0));
+  app.add_option("--shuffle-files", t.window_files,
+                 "shuffle buffer size in batch files (default 4; resuming: the checkpoint's)")
+      ->check(within(1));
+  app.add_option("--log-every", t.log_every, "a progress line every N steps (0: none)")->check(within(0));
+  app.add_option("--metrics", t.metrics, "JSONL file of every metric (appended to when resuming)");
   app.add_option("--checkpoint", t.checkpoint,
-                 "checkpoint path, written at the end, on SIGINT/SIGTERM and every --checkpoint-every steps");
+                 "checkpoint path, written at the end, on SIGINT/SIGTERM and every --checkpoint-every steps "
+                 "(resuming: the one resumed from)");
   app.add_option("--checkpoint-every", t.checkpoint_every,
-                 "steps between checkpoints (0: only at the end and on signals)");
-  app.add_option("--resume", t.resume, "continue exactly from this checkpoint");
-  app.add_option("--stop-after", t.stop_after, "stop after this many steps in all (writes the checkpoint)");
+                 "steps between checkpoints (0: only at the end and on signals)")
+      ->check(within<long long>(0));
+  app.add_option("--resume", t.resume, "continue exactly from this checkpoint, with its config, data and settings");
+  app.add_option("--stop-after", t.stop_after, "stop after this many steps in all (writes the checkpoint)")
+      ->check(within<long long>(1));
 }
 
 void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
@@ -82,8 +82,9 @@ void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
              "bit); measure = deterministic ones timed at start (the choice, and so the last bits, may differ between "
              "runs); fastest = timed, non-deterministic ones allowed (as PyTorch's cudnn.benchmark)");
   app.add_option("--cudnn-workspace", b.cudnn_workspace_mb,
-                 "CUDA backend: cuDNN workspace in MiB, allocated once; larger admits faster convolution algorithms")
-      ->check(CLI::Range(16, 65536));
+                 "CUDA backend: cuDNN workspace in MiB (16 to 65536), allocated once; larger admits faster convolution "
+                 "algorithms")
+      ->check(convoy::within(16, 65536));
   add_choice(app, "--precision", b.precision, convoy::precision_names(),
              "CUDA backend: fp32, tf32 (tensor cores for conv and fc) or bf16 (bf16 NHWC activations and "
              "gradients on the tensor cores, fp32 master weights, gradients and optimiser state)");
@@ -101,8 +102,12 @@ CLI::App* add_eval(CLI::App& app, convoy::EvalOptions& e) {
   CLI::App* ev = app.add_subcommand("eval", "evaluate a checkpoint on a dataset");
   ev->add_option("--checkpoint", e.checkpoint, "checkpoint to evaluate")->required();
   ev->add_option("--data", e.data, "dataset folder")->required();
-  ev->add_option("--batch", e.batch, "batch size");
-  ev->add_option("--threads", e.threads, "compute threads");
+  ev->add_option("--batch", e.batch, "batch size per rank")->check(convoy::within(1, convoy::kMaxBatch));
+  ev->add_option("--threads", e.threads, "compute threads (0, the default: cores / ranks on the node)")
+      ->check(convoy::within(0));
+  ev->add_option("--readers", e.readers,
+                 "loader threads (0, the default: the cores of this rank's share less the compute threads)")
+      ->check(convoy::within(0));
   return ev;
 }
 
@@ -112,23 +117,31 @@ struct SynthArgs {
   uint64_t seed = 1;
 };
 
+// The sides and counts datagen allows (datagen/run_options.cpp), and a file of at most 4 GiB, which
+// synth holds whole in memory.
 CLI::App* add_synth(CLI::App& app, SynthArgs& a) {
+  using convoy::within;
   CLI::App* syn = app.add_subcommand("synth", "write a small synthetic dataset (for smoke tests and benchmarks)");
   syn->add_option("--out", a.out, "dataset folder to write")->required();
-  syn->add_option("--files", a.files, "batch files");
-  syn->add_option("--per-file", a.per_file, "samples per batch file");
-  syn->add_option("--last", a.last, "samples in the last file (0: --per-file)");
-  syn->add_option("--size", a.size, "image side in pixels");
-  syn->add_option("--channels", a.channels, "1 or 3");
-  syn->add_option("--classes", a.classes, "number of classes");
+  syn->add_option("--files", a.files, "batch files")->check(within(1, 1 << 20));
+  syn->add_option("--per-file", a.per_file, "samples per batch file")->check(within(1, 1 << 20));
+  syn->add_option("--last", a.last, "samples in the last file (0: --per-file)")->check(within(0, 1 << 20));
+  syn->add_option("--size", a.size, "image side in pixels")->check(within(1, 16384));
+  syn->add_option("--channels", a.channels, "1 or 3")->check(CLI::IsMember({1, 3}));
+  syn->add_option("--classes", a.classes, "number of classes")->check(within(1));
   syn->add_option("--encoding", a.encoding, "raw | jpeg")->check(CLI::IsMember({"raw", "jpeg"}));
-  syn->add_option("--seed", a.seed, "seed");
+  syn->add_option("--seed", a.seed, "seed")->check(within<uint64_t>(0));
   return syn;
 }
 
 int run_synth(const SynthArgs& a, int rank) {
+  if (a.last > a.per_file)
+    convoy::fail("--last " + std::to_string(a.last) + " must not exceed --per-file " + std::to_string(a.per_file));
+  if (double(a.per_file) * a.size * a.size * a.channels > double(4ull << 30))
+    convoy::fail("--per-file " + std::to_string(a.per_file) + " at --size " + std::to_string(a.size) +
+                 " makes batch files over 4 GiB, which synth holds whole in memory");
   convoy::SyntheticSpec spec;
-  spec.file_counts.assign(size_t(std::max(1, a.files)), uint32_t(std::max(1, a.per_file)));
+  spec.file_counts.assign(size_t(a.files), uint32_t(a.per_file));
   if (a.last > 0) spec.file_counts.back() = uint32_t(a.last);
   spec.shape = {uint32_t(a.size), uint32_t(a.size), uint32_t(a.channels)};
   spec.classes = a.classes;
@@ -144,30 +157,35 @@ struct BenchLoaderArgs {
 };
 
 CLI::App* add_bench_loader(CLI::App& app, BenchLoaderArgs& a) {
+  using convoy::within;
   convoy::LoaderBenchOptions& lbo = a.o;
   CLI::App* lb = app.add_subcommand("bench-loader", "time the loader alone (no net) in raw and float mode");
   lb->add_option("--data", lbo.data, "dataset folder")->required();
   lb->add_option("--mode", lbo.mode, "raw (CUDA backend) | float (CPU backend) | both")
       ->check(CLI::IsMember({"raw", "float", "both"}));
-  lb->add_option("--batch", lbo.batch, "batch size");
-  lb->add_option("--readers", lbo.readers, "loader threads (default: every core this process may use)");
-  lb->add_option("--prefetch", lbo.prefetch, "batches the loader keeps ready (0: about 64 MiB of them, 4 to 64)");
-  lb->add_option("--shuffle-files", lbo.window_files, "shuffle buffer size in batch files");
-  lb->add_option("--epochs", lbo.epochs, "epochs per mode (the first is left out of the median)");
-  lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)");
-  lb->add_option("--pad", lbo.pad, "zero padding before the random crop");
+  lb->add_option("--batch", lbo.batch, "batch size")->check(within(1));
+  lb->add_option("--readers", lbo.readers, "loader threads (0, the default: every core this process may use)")
+      ->check(within(0));
+  lb->add_option("--prefetch", lbo.prefetch, "batches the loader keeps ready (0: about 64 MiB of them, 4 to 64)")
+      ->check(within(0));
+  lb->add_option("--shuffle-files", lbo.window_files, "shuffle buffer size in batch files")->check(within(1));
+  lb->add_option("--epochs", lbo.epochs, "epochs per mode (the first is left out of the median)")->check(within(1));
+  lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)")->check(within(0));
+  lb->add_option("--pad", lbo.pad, "zero padding before the random crop")->check(within(0));
   lb->add_flag("--random-resized-crop", lbo.random_resized_crop,
                "torchvision's RandomResizedCrop to --crop instead of a window");
   lb->add_flag("--no-flip", a.no_flip, "no random horizontal flip");
   lb->add_flag("--eval", a.eval, "the evaluation pass: file order, centred crop, partial last batch");
-  lb->add_option("--eval-resize", lbo.eval_resize, "with --eval: the short side to this before the centred crop");
+  lb->add_option("--eval-resize", lbo.eval_resize, "with --eval: the short side to this before the centred crop")
+      ->check(within(0));
   lb->add_flag("--mirror", lbo.mirror,
                "raw mode: mirror the samples in the loader (flips all 0), as the Python module does");
-  lb->add_option("--rank", lbo.rank, "the share of this rank (with --ranks)")->check(CLI::NonNegativeNumber);
-  lb->add_option("--ranks", lbo.ranks, "ranks the dataset is dealt to")->check(CLI::PositiveNumber);
-  lb->add_option("--seed", lbo.seed, "seed");
+  lb->add_option("--rank", lbo.rank, "the share of this rank (with --ranks)")->check(within(0));
+  lb->add_option("--ranks", lbo.ranks, "ranks the dataset is dealt to")->check(within(1));
+  lb->add_option("--seed", lbo.seed, "seed")->check(within<uint64_t>(0));
   lb->add_option("--step-us", lbo.step_us,
-                 "microseconds the consumer spends per batch, spinning as a host waiting for a GPU step does");
+                 "microseconds the consumer spends per batch, spinning as a host waiting for a GPU step does")
+      ->check(within(0.0));
   lb->add_flag("--digest", lbo.digest, "print a checksum of each epoch's batches (the same for any --readers)");
   return lb;
 }
@@ -184,40 +202,75 @@ int start_training(convoy::TrainOptions& t, const convoy::MpiContext& mpi) {
   t.local_rank = mpi.local_rank();
   t.local_ranks = mpi.local_size();
   if (t.config.empty() && t.resume.empty()) convoy::fail("--config is required (or --resume)");
-  if (t.data.empty() && !t.print_net) convoy::fail("--data is required");
+  if (t.data.empty() && t.resume.empty() && !t.print_net) convoy::fail("--data is required (or --resume)");
+  // A resumed run saves to the checkpoint it resumed from unless --checkpoint names another.
+  if (t.checkpoint_every > 0 && t.checkpoint.empty() && t.resume.empty())
+    convoy::fail("--checkpoint-every " + std::to_string(t.checkpoint_every) +
+                 " needs --checkpoint (the file to write)");
   return convoy::run_training(t, mpi.rank(), mpi.size());
 }
 
-int run(convoy::MpiContext& mpi, int argc, char** argv) {
+// The command line: every option's target and the subcommands.
+struct Command {
   convoy::TrainOptions t;
   convoy::EvalOptions e;
   SynthArgs syn_args;
   BenchLoaderArgs lb_args;
   bool list_gpus = false;
   CLI::App app{"train: CNN training on convoy batch files"};
-  add_run_options(app, t);
-  add_backend_options(app, t.backend);
-  app.add_flag("--gpus", list_gpus, "print the number of GPUs this build can use, then exit");
-  add_run_flags(app, t);
-  CLI::App* ev = add_eval(app, e);
-  CLI::App* syn = add_synth(app, syn_args);
-  CLI::App* lb = add_bench_loader(app, lb_args);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& err) {
-    return app.exit(err);
+  CLI::App *ev = nullptr, *syn = nullptr, *lb = nullptr;
+
+  Command() {
+    add_run_options(app, t);
+    add_backend_options(app, t.backend);
+    app.add_flag("--gpus", list_gpus, "print the number of GPUs this build can use, then exit");
+    add_run_flags(app, t);
+    ev = add_eval(app, e);
+    syn = add_synth(app, syn_args);
+    lb = add_bench_loader(app, lb_args);
   }
-  if (list_gpus) {
+};
+
+int run(Command& c, convoy::MpiContext& mpi) {
+  if (c.list_gpus) {
     if (mpi.rank() == 0) std::printf("%d\n", convoy::gpu_count());
     return 0;
   }
-  if (*lb) return run_bench_loader(lb_args, mpi);
-  if (*ev) {
-    e.local_ranks = mpi.local_size();
-    return convoy::run_eval(e, mpi.rank(), mpi.size());
+  if (*c.lb) return run_bench_loader(c.lb_args, mpi);
+  if (*c.ev) {
+    c.e.local_ranks = mpi.local_size();
+    return convoy::run_eval(c.e, mpi.rank(), mpi.size());
   }
-  if (*syn) return run_synth(syn_args, mpi.rank());
-  return start_training(t, mpi);
+  if (*c.syn) return run_synth(c.syn_args, mpi.rank());
+  return start_training(c.t, mpi);
+}
+
+// The command line is parsed before MPI starts (which takes a while), so that a flag out of its
+// range is refused at once.
+int body(int argc, char** argv) {
+  Command cmd;
+  try {
+    cmd.app.parse(argc, argv);
+  } catch (const CLI::ParseError& err) {
+    return cmd.app.exit(err);
+  }
+  convoy::MpiContext mpi(&argc, &argv);
+  convoy::log_setup("train", mpi.rank(), mpi.size());
+  try {
+    return run(cmd, mpi);
+  } catch (const convoy::SetupRefused& e) {
+    // Every rank refused the same inputs before any collective step: one line, no abort.
+    if (*e.what()) std::fprintf(stderr, "train: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    // The other ranks may be waiting in a collective that this one will never reach.
+    if (mpi.size() > 1) {
+      std::fprintf(stderr, "train[%d]: error: %s\n", mpi.rank(), e.what());
+      std::fflush(stderr);
+      mpi.abort(1);
+    }
+    throw;
+  }
 }
 
 }  // namespace

@@ -147,8 +147,8 @@ void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
                "adam_eps", "schedule", "warmup_epochs", "pct_start", "div_factor", "final_div_factor", "step_epochs",
                "gamma", "min_lr"},
               "[train]");
-  tr.epochs = r.get_int(t, "epochs", tr.epochs, 1, 100000);
-  tr.batch = r.get_int(t, "batch", tr.batch, 1, 1 << 20);
+  tr.epochs = r.get_int(t, "epochs", tr.epochs, 1, kMaxEpochs);
+  tr.batch = r.get_int(t, "batch", tr.batch, 1, kMaxBatch);
   tr.optimizer = r.get_enum<OptimizerKind>(
       t, "optimizer", tr.optimizer,
       {{"sgd", OptimizerKind::sgd}, {"adam", OptimizerKind::adam}, {"adamw", OptimizerKind::adamw}});

@@ -24,6 +24,9 @@ enum class OptimizerKind { sgd, adam, adamw };
 enum class ScheduleKind { constant, step, cosine, onecycle };
 enum class InitRule { fan_in_uniform, kaiming };  // "default": PyTorch's uniform +-1/sqrt(fan_in)
 
+// The largest [train] epochs and batch (and train's --epochs and --batch).
+constexpr int kMaxEpochs = 100000, kMaxBatch = 1 << 20;
+
 struct TrainRecipe {
   int epochs = 15, batch = 128;
   OptimizerKind optimizer = OptimizerKind::sgd;

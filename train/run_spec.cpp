@@ -1,11 +1,150 @@
-// The run's starting point, read before anything is built: a damaged checkpoint or a bad config
-// stops the run before any loader or device is set up.
+// The run's starting point, read before anything is built: a damaged checkpoint, a bad config or an
+// input that differs from a checkpoint's record stops the run before any loader or device is set up.
 #include "train/run_spec.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <tuple>
+#include <utility>
 
 #include "shared/atomic_file.h"
 #include "shared/error.h"
+#include "train/evaluation.h"
 
 namespace convoy {
+namespace {
+
+// The version of the run record below; checkpoints without one came before the record existed.
+constexpr int kRecordFormat = 2;
+
+// "1 rank", "2 ranks".
+std::string count_text(long long n, const std::string& what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+// The validation set in `dir` ("": none), checked against the training data as an evaluation is.
+std::optional<DataIdentity> val_of(const std::string& dir, const DataIdentity& trained) {
+  if (dir.empty()) return std::nullopt;
+  const DatasetMeta meta = read_dataset_meta(dir);
+  if (!trained.dir.empty()) check_evaluable(meta, dir, trained);
+  return identity_of(meta, dir);
+}
+
+RunSpec fresh_spec(const TrainOptions& o) {
+  RunSpec s;
+  s.cfg = read_net_config(o.config);
+  if (o.epochs) s.cfg.train.epochs = *o.epochs;
+  if (o.batch) s.cfg.train.batch = *o.batch;
+  s.seed = o.seed.value_or(1);
+  s.window_files = o.window_files.value_or(4);
+  s.data_dir = o.data;
+  s.val_dir = o.val;
+  if (!o.data.empty()) s.data = identity_of(read_dataset_meta(o.data), o.data);
+  s.val = val_of(o.val, s.data);
+  s.checkpoint = o.checkpoint;
+  return s;
+}
+
+// A setting the checkpoint fixed: given again, it must be the same.
+template <typename T>
+T kept(const char* flag, const std::optional<T>& given, T recorded, const char* what) {
+  if (given && *given != recorded)
+    fail(std::string(flag) + " " + std::to_string(*given) + " differs from the checkpoint's " +
+         std::to_string(recorded) + "; a resumed run keeps its " + what);
+  return recorded;
+}
+
+void check_config(const std::string& given, const Checkpoint& c, const std::string& ckpt) {
+  if (given.empty()) return;
+  if (read_net_config(given).text != c.info.at("config_text").get<std::string>())
+    fail("--config " + given + " differs from the config " + ckpt + " was trained with (" +
+         c.info.at("config_path").get<std::string>() + "); a resumed run keeps its config");
+}
+
+// --stop-after must lie ahead of where the checkpoint is, or the run would train a step past it.
+void check_stop_after(long long stop_after, const nlohmann::json& info, const std::string& ckpt) {
+  const long long at = info.at("global_step").get<long long>();
+  if (stop_after > 0 && stop_after <= at)
+    fail("--stop-after " + std::to_string(stop_after) + ": " + ckpt + " is already at step " + std::to_string(at));
+}
+
+// --epochs may extend a run, or end it sooner, but not before where the checkpoint already is.
+int epochs_of(const std::optional<int>& given, const nlohmann::json& info, const std::string& ckpt) {
+  if (!given) return info.at("epochs").get<int>();
+  const int epoch = info.at("epoch").get<int>();
+  const long long step = info.at("step").get<long long>();
+  if (*given < epoch || (*given == epoch && step > 0))
+    fail("--epochs " + std::to_string(*given) + ": " + ckpt + " has already trained " + count_text(epoch, "epoch") +
+         " and " + count_text(step, "step") + "; --epochs may only extend a resumed run");
+  return *given;
+}
+
+// The data at `given` (or, not given, where the checkpoint recorded it) must be the recorded one.
+std::pair<std::string, DataIdentity> same_data(const std::string& flag, const std::string& given,
+                                               const DataIdentity& recorded, const std::string& what) {
+  const std::string dir = given.empty() ? recorded.dir : given;
+  if (given.empty() && !file_exists(join_path(dir, kDatasetJson)))
+    fail_file(dir,
+              "the " + what + " is not here any more (no " + kDatasetJson + "); " + flag + " names where it is now");
+  const DataIdentity now = identity_of(read_dataset_meta(dir), dir);
+  const std::string d = difference(now, recorded);
+  if (d.empty()) return {dir, now};
+  if (given.empty()) fail_file(dir, "no longer the " + what + " (" + d + "); " + flag + " names where it is now");
+  fail(flag + " " + given + ": not the " + what + " (" + d + ")");
+}
+
+void resume_data(const TrainOptions& o, RunSpec& s) {
+  const nlohmann::json& info = s.resume->info;
+  std::tie(s.data_dir, s.data) = same_data("--data", o.data, trained_on(*s.resume, o.resume),
+                                           "dataset " + o.resume + " was trained on");
+  if (info.at("val").is_null()) {
+    if (!o.val.empty())
+      fail("--val " + o.val + ": " + o.resume + " was trained without --val; a resumed run keeps its validation set");
+    return;
+  }
+  const DataIdentity recorded = data_identity_from_json(info.at("val"));
+  std::tie(s.val_dir, s.val) = same_data("--val", o.val, recorded, "validation set " + o.resume + " was trained with");
+  check_evaluable(read_dataset_meta(s.val_dir), s.val_dir, s.data);
+}
+
+RunSpec resumed_spec(const TrainOptions& o, int ranks) {
+  RunSpec s;
+  s.resume = read_checkpoint(o.resume);
+  s.cfg = config_of(*s.resume, o.resume);
+  const nlohmann::json& info = s.resume->info;
+  try {
+    trained_on(*s.resume, o.resume);  // an older checkpoint is refused first
+    check_config(o.config, *s.resume, o.resume);
+    s.seed = kept("--seed", o.seed, info.at("seed").get<uint64_t>(), "seed");
+    s.cfg.train.batch = kept("--batch", o.batch, info.at("batch").get<int>(), "batch");
+    s.window_files = kept("--shuffle-files", o.window_files, info.at("window_files").get<int>(), "shuffle window");
+    const int made_on = info.at("ranks").get<int>();
+    if (made_on != ranks)
+      fail_file(o.resume, "trained on " + count_text(made_on, "rank") + ", this run has " + count_text(ranks, "rank") +
+                              "; resume it on as many (a resume on another number of ranks is not supported)");
+    s.cfg.train.epochs = epochs_of(o.epochs, info, o.resume);
+    check_stop_after(o.stop_after, info, o.resume);
+    resume_data(o, s);
+  } catch (const nlohmann::json::exception& e) {
+    fail_file(o.resume, std::string("checkpoint metadata: ") + e.what());
+  }
+  s.checkpoint = o.checkpoint.empty() ? o.resume : o.checkpoint;
+  return s;
+}
+
+// A checkpoint is written beside itself and renamed (atomic_file.h): its folder must exist and take
+// new files, or the run would learn so only at its first save.
+void check_writable_folder(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) fail_file(path, "cannot write the checkpoint: no folder " + dir);
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    fail_file(path, "cannot write the checkpoint in " + dir + ": " + errno_text());
+}
+
+}  // namespace
 
 NetConfig config_of(const Checkpoint& c, const std::string& path) {
   try {
@@ -15,35 +154,59 @@ NetConfig config_of(const Checkpoint& c, const std::string& path) {
   }
 }
 
-RunSpec read_run_spec(const TrainOptions& o) {
-  RunSpec s;
-  if (!o.resume.empty()) {
-    s.resume = read_checkpoint(o.resume);
-    s.cfg = config_of(*s.resume, o.resume);
-  } else {
-    s.cfg = read_net_config(o.config);
+DataIdentity trained_on(const Checkpoint& c, const std::string& path) {
+  try {
+    if (c.info.value("format", 0) < kRecordFormat)
+      fail_file(path,
+                "made by an older train, which did not record the data it was trained on; it can be neither resumed "
+                "nor evaluated with its inputs checked (train it again)");
+    return data_identity_from_json(c.info.at("data"));
+  } catch (const nlohmann::json::exception& e) {
+    fail_file(path, std::string("checkpoint metadata: ") + e.what());
   }
-  TrainRecipe& rec = s.cfg.train;
-  if (o.epochs > 0) rec.epochs = o.epochs;
-  if (o.batch > 0) rec.batch = o.batch;
-  s.seed = o.seed;
-  if (s.resume) {
-    const nlohmann::json& info = s.resume->info;
-    s.seed = info.at("seed").get<uint64_t>();
-    rec.batch = info.at("batch").get<int>();
-    if (o.epochs <= 0) rec.epochs = info.at("epochs").get<int>();
-  }
+}
+
+RunSpec read_run_spec(const TrainOptions& o, int ranks) {
+  RunSpec s = o.resume.empty() ? fresh_spec(o) : resumed_spec(o, ranks);
+  const int batch = s.cfg.train.batch;
+  if (batch % ranks != 0)
+    fail("the batch (" + std::to_string(batch) + ") must be a multiple of the number of ranks (" +
+         std::to_string(ranks) + ")");
+  if (!s.data_dir.empty()) check_declared_input(s.cfg, input_dims(s.data.shape, s.cfg.augment), s.data_dir);
+  if (!s.checkpoint.empty()) check_writable_folder(s.checkpoint);
   return s;
 }
 
-Dims input_dims(const DatasetMeta& meta, const AugmentSpec& a) {
-  return {int(meta.shape.channels), a.crop ? a.crop : int(meta.shape.height), a.crop ? a.crop : int(meta.shape.width)};
+nlohmann::json run_record(const RunSpec& s, int ranks) {
+  return {{"format", kRecordFormat},
+          {"config_text", s.cfg.text},
+          {"config_path", s.cfg.path},
+          {"seed", s.seed},
+          {"batch", s.cfg.train.batch},
+          {"epochs", s.cfg.train.epochs},
+          {"ranks", ranks},
+          {"window_files", s.window_files},
+          {"data", to_json(s.data)},
+          {"val", s.val ? to_json(*s.val) : nlohmann::json()}};
 }
 
-Net net_for_data(const NetConfig& cfg, const DatasetMeta& meta, const std::string& dir) {
-  Net net(cfg, input_dims(meta, cfg.augment), int(meta.classes.size()));
-  if (size_t(net.classes()) != meta.classes.size())
-    fail_file(join_path(dir, kDatasetJson), "has " + std::to_string(meta.classes.size()) +
+Dims input_dims(const ImageShape& shape, const AugmentSpec& a) {
+  return {int(shape.channels), a.crop ? a.crop : int(shape.height), a.crop ? a.crop : int(shape.width)};
+}
+
+void check_declared_input(const NetConfig& cfg, const Dims& in, const std::string& dir) {
+  if (cfg.input_c <= 0 || (cfg.input_c == in.c && cfg.input_h == in.h && cfg.input_w == in.w)) return;
+  auto text = [](int c, int h, int w) { return std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w); };
+  fail_file(cfg.path, "[net] input = [" + std::to_string(cfg.input_c) + ", " + std::to_string(cfg.input_h) + ", " +
+                          std::to_string(cfg.input_w) + "] but " + dir + "'s samples are " + text(in.c, in.h, in.w) +
+                          (cfg.augment.crop ? " after [data] crop" : "") +
+                          "; make [net] input say what the net is given, or leave it out");
+}
+
+Net net_for_data(const NetConfig& cfg, const ImageShape& shape, size_t classes, const std::string& dir) {
+  Net net(cfg, input_dims(shape, cfg.augment), int(classes));
+  if (size_t(net.classes()) != classes)
+    fail_file(join_path(dir, kDatasetJson), "has " + std::to_string(classes) +
                                                 " classes but the net's last fc layer has " +
                                                 std::to_string(net.classes()) + " outputs");
   return net;

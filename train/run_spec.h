@@ -1,6 +1,6 @@
 // What a training run starts from: the net's config (from --config, or the one a checkpoint
-// carries), its recipe with the command line's overrides, the seed and the checkpoint to resume;
-// and the net a config builds for a dataset.
+// carries), its recipe with the command line's overrides, the seed, shuffle window, data and
+// checkpoint path; when resuming, the checkpoint, whose record every input given must agree with.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -8,6 +8,7 @@
 
 #include "shared/dataset_meta.h"
 #include "train/checkpoint.h"
+#include "train/data_identity.h"
 #include "train/net.h"
 #include "train/net_config.h"
 #include "train/train_options.h"
@@ -17,17 +18,35 @@ namespace convoy {
 struct RunSpec {
   NetConfig cfg;  // cfg.train: the epochs and batch the run uses
   uint64_t seed = 1;
+  int window_files = 4;
+  std::string data_dir, val_dir;    // as given, or as the checkpoint recorded them ("": none)
+  DataIdentity data;                // the training data's, read when the run starts
+  std::optional<DataIdentity> val;  // the validation data's, when there is one
+  std::string checkpoint;           // where the run saves ("": nowhere)
   std::optional<Checkpoint> resume;
 };
 
-// A resumed run keeps its checkpoint's seed and batch, and its epochs unless --epochs says otherwise.
-RunSpec read_run_spec(const TrainOptions& o);
+// A fresh run: the config with --epochs and --batch over its recipe. A resumed run: the
+// checkpoint's config, seed, batch, shuffle window, data and validation set, each refused in one
+// line when given again otherwise (or, for the data, when it has changed since); --epochs may
+// extend it; it saves to --checkpoint, else to the checkpoint it resumed from. Every rank reaches
+// the same verdict without any collective call; `ranks` must be the checkpoint's.
+RunSpec read_run_spec(const TrainOptions& o, int ranks);
+// The part of a checkpoint's record that says what the run was made from (config, seed, batch,
+// epochs, ranks, shuffle window, training and validation data), which read_run_spec checks.
+nlohmann::json run_record(const RunSpec& s, int ranks);
 // The config a checkpoint carries; `path` names the checkpoint in messages.
 NetConfig config_of(const Checkpoint& c, const std::string& path);
+// The data a checkpoint's net was trained on. A checkpoint of an older train, which did not record
+// it, is refused: neither a resume nor an evaluation could check its inputs.
+DataIdentity trained_on(const Checkpoint& c, const std::string& path);
 
 // The samples as the net sees them: the stored shape, or the augmentation's crop.
-Dims input_dims(const DatasetMeta& meta, const AugmentSpec& a);
-// The net for the dataset in `dir`, whose classes must be as many as the net's outputs.
-Net net_for_data(const NetConfig& cfg, const DatasetMeta& meta, const std::string& dir);
+Dims input_dims(const ImageShape& shape, const AugmentSpec& a);
+// Refuses a config whose [net] input disagrees with the samples of the data in `dir`.
+void check_declared_input(const NetConfig& cfg, const Dims& in, const std::string& dir);
+// The net for data of this shape and classes (those of the dataset in `dir`), whose classes must be
+// as many as the net's outputs.
+Net net_for_data(const NetConfig& cfg, const ImageShape& shape, size_t classes, const std::string& dir);
 
 }  // namespace convoy

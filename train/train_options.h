@@ -2,6 +2,7 @@
 // choices (device, precision, convolution algorithms) as enums that the command line parses once.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,18 +41,19 @@ struct BackendOptions {
 };
 
 struct TrainOptions {
-  std::string config, data, val;
-  int epochs = 0, batch = 0;  // 0: from the config
-  uint64_t seed = 1;
-  int threads = 0;                                  // OpenMP threads for compute; 0: all cores of this rank's share
-  int readers = 0, prefetch = 0, window_files = 4;  // readers 0: loader_sizing.h chooses
-  int local_rank = 0, local_ranks = 1;              // this rank's place on its node (MpiContext): GPU, default sizes
+  std::string config, data, val;        // resuming: the checkpoint's when not given
+  std::optional<int> epochs, batch;     // unset: the config's (resuming: the checkpoint's)
+  std::optional<uint64_t> seed;         // unset: 1 (resuming: the checkpoint's)
+  int threads = 0;                      // OpenMP threads for compute; 0: all cores of this rank's share
+  int readers = 0, prefetch = 0;        // readers 0: loader_sizing.h chooses
+  std::optional<int> window_files;      // the shuffle window in batch files; unset: 4 (resuming: the checkpoint's)
+  int local_rank = 0, local_ranks = 1;  // this rank's place on its node (MpiContext): GPU, default sizes
   int log_every = 100;
   std::string metrics;     // JSONL path ("" = none)
-  std::string checkpoint;  // written every checkpoint_every steps, on a signal and at the end
+  std::string checkpoint;  // written every checkpoint_every steps, on a signal and at the end; resuming: --resume's
   long long checkpoint_every = 0;
   std::string resume;
-  long long stop_after = 0;  // stop (and checkpoint) after this many steps in total
+  long long stop_after = 0;  // stop (and checkpoint) after this many steps in total; 0: none
   BackendOptions backend;
   bool skip_nonfinite = false;  // a step whose loss is NaN or infinite is skipped (no update), not fatal
   bool print_net = false;
@@ -60,7 +62,7 @@ struct TrainOptions {
 
 struct EvalOptions {
   std::string checkpoint, data;
-  int batch = 256, threads = 0, readers = 0, local_ranks = 1;
+  int batch = 256, threads = 0, readers = 0, local_ranks = 1;  // threads, readers 0: as a training run chooses
 };
 
 }  // namespace convoy

@@ -22,13 +22,6 @@
 namespace convoy {
 namespace {
 
-int local_batch_of(int batch, int ranks) {
-  if (batch % ranks != 0)
-    fail("--batch " + std::to_string(batch) + " must be a multiple of the number of ranks (" + std::to_string(ranks) +
-         ")");
-  return batch / ranks;
-}
-
 // The CUDA backend takes the augmented uint8 samples and normalises them on the GPU; its host
 // thread needs a core of its own, the CPU backend's compute threads all of theirs.
 ReaderChoice readers_for(const TrainOptions& o, Backend backend) {
@@ -38,10 +31,10 @@ ReaderChoice readers_for(const TrainOptions& o, Backend backend) {
 LoaderOptions loader_options(const TrainOptions& o, const RunSpec& spec, int rank, int ranks, int local_batch,
                              Backend backend, int readers) {
   LoaderOptions lo;
-  lo.dir = o.data;
+  lo.dir = spec.data_dir;
   lo.local_batch = local_batch;
   lo.prefetch = o.prefetch;
-  lo.window_files = o.window_files;
+  lo.window_files = spec.window_files;
   lo.seed = spec.seed;
   lo.rank = rank;
   lo.ranks = ranks;
@@ -60,22 +53,9 @@ std::unique_ptr<Loader> make_train_loader(const LoaderOptions& lo, const Dataset
   return loader;
 }
 
-// The validation data is normalised with the training data's statistics, as the net was trained.
-std::unique_ptr<Loader> make_val_loader(const std::string& dir, const LoaderOptions& lo, const DatasetMeta& meta) {
-  if (dir.empty()) return nullptr;
-  DatasetMeta vmeta = read_dataset_meta(dir);
-  if (!(vmeta.shape == meta.shape))
-    fail_file(join_path(dir, kDatasetJson), "image shape differs from the training data's");
-  if (vmeta.classes != meta.classes)
-    fail_file(join_path(dir, kDatasetJson), "class names differ from the training data's (" +
-                                                std::to_string(vmeta.classes.size()) + " vs " +
-                                                std::to_string(meta.classes.size()) + " classes)");
-  LoaderOptions vo = lo;
-  vo.dir = dir;
-  vo.train = false;
-  vmeta.mean = meta.mean;
-  vmeta.std = meta.std;
-  return std::make_unique<Loader>(vo, vmeta);
+// The validation set is opened as `train eval` opens its set (evaluation.h).
+std::unique_ptr<Loader> make_val_loader(const RunSpec& spec, const LoaderOptions& lo) {
+  return spec.val ? make_eval_loader(spec.val_dir, lo, spec.data) : nullptr;
 }
 
 // Stops the run at the step (0-based over the run) whose loss was not finite; `loss` is this
@@ -99,22 +79,23 @@ void add_up_ranks(EpochSums& s) {
 
 TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
     : o_(o), spec_(std::move(spec)), rec_(spec_.cfg.train), rank_(rank), ranks_(ranks),
-      local_batch_(local_batch_of(rec_.batch, ranks)), meta_(read_dataset_meta(o.data)),
+      local_batch_(rec_.batch / ranks), meta_(read_dataset_meta(spec_.data_dir)),
       backend_(choose_backend(o.backend.device)), readers_(readers_for(o, backend_)),
       loader_options_(loader_options(o, spec_, rank, ranks, local_batch_, backend_, readers_.readers)),
       train_loader_(make_train_loader(loader_options_, meta_, readers_.why)),
-      val_loader_(make_val_loader(o.val, loader_options_, meta_)), net_(net_for_data(spec_.cfg, meta_, o.data)),
+      val_loader_(make_val_loader(spec_, loader_options_)),
+      net_(net_for_data(spec_.cfg, meta_.shape, meta_.classes.size(), spec_.data_dir)),
       opt_(rec_, net_.weights().size()) {
   net_.set_profiling(o.profile);
   net_.init_weights(spec_.seed);
+  per_epoch_ = steps_per_epoch(meta_, PlanOptions{spec_.seed, 0, rank, ranks, true, spec_.window_files}, local_batch_);
+  if (per_epoch_ == 0)
+    fail_file(spec_.data_dir, "too few samples for one batch of " + std::to_string(local_batch_) + " per rank");
   restore();
   // The readers start on the first epoch's files now, while the GPU (if any) sets itself up.
   if (start_epoch_ < rec_.epochs) train_loader_->start_epoch(start_epoch_, start_step_);
   if (ranks_ > 1) same_state_on_every_rank();
   make_the_step();
-  per_epoch_ = steps_per_epoch(meta_, PlanOptions{spec_.seed, 0, rank, ranks, true, o.window_files}, local_batch_);
-  if (per_epoch_ == 0)
-    fail_file(o.data, "too few samples for one batch of " + std::to_string(local_batch_) + " per rank");
   schedule_.emplace(rec_, per_epoch_ * rec_.epochs, per_epoch_);
   log_info(
       "%s: %zu parameters, %.1f MFLOPs/image; %llu training samples, %d rank(s) x %d threads (BLAS %s), batch %d "
@@ -144,6 +125,10 @@ void TrainRun::restore() {
   const nlohmann::json& sums = info.at("epoch_sums");
   carried_ = {sums.at(0).get<double>(), sums.at(1).get<double>(), sums.at(2).get<double>(),
               info.value("epoch_skipped", 0LL)};
+  // The checks of run_spec.cpp (the same data, batch, seed, window and ranks) make this hold.
+  if (start_step_ >= per_epoch_)
+    fail_file(o_.resume, "resumes at step " + std::to_string(start_step_ + 1) + " of an epoch of " +
+                             std::to_string(per_epoch_) + " steps");
 }
 
 // Every rank starts from rank 0's weights (each rank may have initialised or read its own).
@@ -168,6 +153,8 @@ void TrainRun::open_metrics() {
 }
 
 int TrainRun::run() {
+  if (spec_.resume && start_epoch_ >= rec_.epochs)
+    log_info("%s: the run is complete (%d epochs); --epochs extends it", o_.resume.c_str(), rec_.epochs);
   for (int epoch = start_epoch_; epoch < rec_.epochs; ++epoch) {
     const bool resumed = epoch == start_epoch_;
     EpochSums sums = resumed ? carried_ : EpochSums{};
@@ -239,10 +226,11 @@ void TrainRun::checkpoint_after(int epoch, long long step, bool at_end, EpochSum
 int TrainRun::stopped() const {
   if (o_.profile && rank_ == 0) std::fprintf(stderr, "%s", net_.profile().c_str());
   const int sig = stop_signal();
+  const char* saved = spec_.checkpoint.empty() ? " (no --checkpoint: nothing saved)" : "";
   if (sig)
-    log_info("stopped by signal %d after step %lld", sig, global_step_);
+    log_info("stopped by signal %d after step %lld%s", sig, global_step_, saved);
   else
-    log_info("stopped after step %lld", global_step_);
+    log_info("stopped after step %lld%s", global_step_, saved);
   return sig ? 128 + sig : 0;
 }
 
@@ -256,6 +244,7 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
   r.epochs = rec_.epochs;
   r.global_step = global_step_;
   r.sums = sums;
+  r.timed_samples = sums.samples - (epoch == start_epoch_ ? carried_.samples * ranks_ : 0.0);
   r.count_skipped = o_.skip_nonfinite;
   r.times = step_->take_times();
   r.t_io = clock.t_io;
@@ -289,29 +278,23 @@ void TrainRun::check_nonfinite() const {
 
 // `epoch` and `step` are where a resumed run starts.
 void TrainRun::save(int epoch, long long step, const EpochSums& sums) {
-  if (o_.checkpoint.empty()) return;
+  if (spec_.checkpoint.empty()) return;
   step_->sync_to(net_, opt_);
   if (rank_ != 0) return;
   Checkpoint c;
-  c.info = {{"config_text", spec_.cfg.text},
-            {"config_path", spec_.cfg.path},
-            {"seed", spec_.seed},
-            {"batch", rec_.batch},
-            {"epochs", rec_.epochs},
-            {"epoch", epoch},
-            {"step", step},
-            {"global_step", global_step_},
-            {"opt_t", opt_.t},
-            {"epoch_sums", {sums.loss, sums.correct, sums.samples}},
-            {"epoch_skipped", sums.skipped},
-            {"ranks", ranks_},
-            {"data", o_.data}};
+  c.info = run_record(spec_, ranks_);
+  c.info.update({{"epoch", epoch},
+                 {"step", step},
+                 {"global_step", global_step_},
+                 {"opt_t", opt_.t},
+                 {"epoch_sums", {sums.loss, sums.correct, sums.samples}},
+                 {"epoch_skipped", sums.skipped}});
   c.weights = net_.weights();
   c.state = net_.state();
   c.m = opt_.m;
   c.v = opt_.v;
-  write_checkpoint(o_.checkpoint, c);
-  log_info("checkpoint %s at step %lld", o_.checkpoint.c_str(), global_step_);
+  write_checkpoint(spec_.checkpoint, c);
+  log_info("checkpoint %s at step %lld", spec_.checkpoint.c_str(), global_step_);
 }
 
 }  // namespace convoy

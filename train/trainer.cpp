@@ -1,5 +1,5 @@
-// run_training: threads, the run's spec, then --print-net or the run itself; run_eval: a
-// checkpoint's net over a dataset, on the CPU backend.
+// run_training: threads, the run's spec (agreed on by every rank), then --print-net or the run
+// itself; run_eval: a checkpoint's net over a dataset, opened as --val opens one, on the CPU backend.
 #include "train/trainer.h"
 
 #include <cblas.h>
@@ -8,11 +8,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "shared/error.h"
 #include "shared/log.h"
 #include "shared/timer.h"
 #include "train/cpu_step.h"
+#include "train/data_parallel.h"
 #include "train/loader_sizing.h"
 #include "train/run_spec.h"
 #include "train/stop_signal.h"
@@ -32,13 +36,34 @@ void set_threads(int threads, int local_ranks) {
   openblas_set_num_threads(1);
 }
 
-int print_net(const NetConfig& cfg, const std::string& data, int rank) {
+int print_net(const RunSpec& spec, int rank) {
+  const NetConfig& cfg = spec.cfg;
   Dims in{cfg.input_c, cfg.input_h, cfg.input_w};
-  if (!data.empty()) in = input_dims(read_dataset_meta(data), cfg.augment);
+  if (!spec.data_dir.empty()) in = input_dims(spec.data.shape, cfg.augment);
   if (in.c <= 0) fail_file(cfg.path, "--print-net without --data needs [net] input = [c, h, w]");
-  Net net(cfg, in, data.empty() ? 0 : int(read_dataset_meta(data).classes.size()));
+  Net net(cfg, in, int(spec.data.classes.size()));
   if (rank == 0) std::printf("%s: %s\n%s", cfg.path.c_str(), cfg.name.c_str(), net.summary().c_str());
   return 0;
+}
+
+// Runs `setup` (checks of the inputs, which make no collective call) on every rank and agrees on
+// its verdict: when any rank refused, every rank throws SetupRefused (see trainer.h).
+template <typename F>
+auto agreed(int rank, int ranks, F setup) -> decltype(setup()) {
+  if (ranks == 1) return setup();
+  std::optional<decltype(setup())> result;
+  std::string error;
+  try {
+    result.emplace(setup());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  std::vector<double> refused(size_t(ranks), 0.0);
+  refused[size_t(rank)] = error.empty() ? 0 : 1;
+  sum_over_ranks(refused.data(), ranks);
+  const auto first = std::find_if(refused.begin(), refused.end(), [](double r) { return r > 0; });
+  if (first == refused.end()) return std::move(*result);
+  throw SetupRefused(first - refused.begin() == rank ? error : "");
 }
 
 LoaderOptions eval_loader_options(const EvalOptions& o, const NetConfig& cfg, int rank, int ranks) {
@@ -53,31 +78,45 @@ LoaderOptions eval_loader_options(const EvalOptions& o, const NetConfig& cfg, in
   return lo;
 }
 
+// What `train eval` evaluates: the checkpoint's net, for a set checked as --val's is.
+struct EvalSetup {
+  NetConfig cfg;
+  DataIdentity trained;
+  Net net;
+};
+
+EvalSetup eval_setup(const EvalOptions& o) {
+  const Checkpoint c = read_checkpoint(o.checkpoint);
+  NetConfig cfg = config_of(c, o.checkpoint);
+  DataIdentity trained = trained_on(c, o.checkpoint);
+  check_evaluable(read_dataset_meta(o.data), o.data, trained);
+  Net net = net_for_data(cfg, trained.shape, trained.classes.size(), trained.dir);
+  if (c.weights.size() != net.weights().size() || c.state.size() != net.state().size())
+    fail_file(o.checkpoint, "checkpoint arrays do not match the net built from its config");
+  net.weights() = c.weights;
+  net.state() = c.state;
+  return {std::move(cfg), std::move(trained), std::move(net)};
+}
+
 }  // namespace
 
 int run_training(const TrainOptions& o, int rank, int ranks) {
   clear_stop_signal();
   set_threads(o.threads, o.local_ranks);
-  RunSpec spec = read_run_spec(o);
-  if (o.print_net) return print_net(spec.cfg, o.data, rank);
+  RunSpec spec = agreed(rank, ranks, [&] { return read_run_spec(o, ranks); });
+  if (o.print_net) return print_net(spec, rank);
   TrainRun run(o, std::move(spec), rank, ranks);
   return run.run();
 }
 
 int run_eval(const EvalOptions& o, int rank, int ranks) {
   set_threads(o.threads, o.local_ranks);
-  const Checkpoint c = read_checkpoint(o.checkpoint);
-  const NetConfig cfg = config_of(c, o.checkpoint);
-  const DatasetMeta meta = read_dataset_meta(o.data);
-  Net net = net_for_data(cfg, meta, o.data);
-  if (c.weights.size() != net.weights().size() || c.state.size() != net.state().size())
-    fail_file(o.checkpoint, "checkpoint arrays do not match the net built from its config");
-  net.weights() = c.weights;
-  net.state() = c.state;
-  Loader loader(eval_loader_options(o, cfg, rank, ranks), meta);
+  EvalSetup s = agreed(rank, ranks, [&] { return eval_setup(o); });
+  const std::unique_ptr<Loader> loader = make_eval_loader(o.data, eval_loader_options(o, s.cfg, rank, ranks),
+                                                          s.trained);
   Stopwatch clock;
-  CpuForward forward(net);
-  const EvalResult r = evaluate(forward, loader, net.classes());
+  CpuForward forward(s.net);
+  const EvalResult r = evaluate(forward, *loader, s.net.classes());
   log_info("%s on %s: %lld samples, loss %.4f top-1 %.4f top-5 %.4f (%.1f s)", o.checkpoint.c_str(), o.data.c_str(),
            r.samples, r.loss, r.top1, r.top5, clock.seconds());
   if (rank == 0) {
