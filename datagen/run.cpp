@@ -17,6 +17,7 @@
 #include "datagen/gpu_resize.h"
 #include "datagen/index.h"
 #include "datagen/mpi_bytes.h"
+#include "datagen/output_folder.h"
 #include "datagen/plan.h"
 #include "datagen/progress.h"
 #include "datagen/rank_result.h"
@@ -50,10 +51,11 @@ std::unique_ptr<GpuLanes> make_lanes(const RunOptions& opt, int threads, const M
   return std::make_unique<GpuLanes>(o, threads, opt.gpu_always, mpi.local_rank());
 }
 
-// Rank 0: the index's text, reused from an earlier run of the same inputs and options or scanned,
-// and the output folder prepared for it.
-std::string index_on_root(const RunOptions& opt, double& scan_seconds) {
-  make_dirs(opt.output);
+// Rank 0: the output folder claimed (locked for the run, checked to hold nothing of the user's),
+// the index's text, reused from an earlier run of the same inputs and options or scanned, and the
+// folder prepared for it.
+std::string index_on_root(const RunOptions& opt, double& scan_seconds, std::unique_ptr<OutputLock>& lock) {
+  lock = claim_output(opt.output);
   Stopwatch w;
   const nlohmann::json stamps = input_stamps(opt);
   std::string text = saved_index(opt, stamps);
@@ -199,9 +201,10 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
   const std::unique_ptr<PrefaultedBuffers> memory = opt.index_only ? nullptr : prefault(opt, threads);
   double scan_seconds = 0;
   std::string text, error;
+  std::unique_ptr<OutputLock> lock;  // rank 0's, held to the end of the run
   if (mpi.rank() == 0) {
     try {
-      text = index_on_root(opt, scan_seconds);
+      text = index_on_root(opt, scan_seconds, lock);
     } catch (const std::exception& e) {  // any failure here must reach the other ranks
       error = e.what();
     }

@@ -57,15 +57,16 @@ echo "notes" > "$work/ours/README"
   { echo "a user's file in a datagen folder was touched"; exit 1; }
 "$dg" verify "$work/ours"
 
-# Two runs at once. The first is slowed down (one thread, large samples); the second starts while
-# it works and must be refused at once, alone and under mpirun.
-slow=(--input "$work/t10k.tar" --size 160 --channels 3 --per-file 500 --threads 1)
+# Two runs at once. The first is stopped (SIGSTOP) once it has claimed the folder, so that the
+# second surely starts while it runs; the second must be refused at once, alone and under mpirun.
+slow=(--input "$work/t10k.tar" --size 64 --channels 3 --per-file 500 --threads 1)
 "$dg" "${slow[@]}" --output "$work/both" 2> "$work/first.log" &
 first=$!
 for _ in $(seq 1 1000); do
-  ls "$work/both" 2> /dev/null | grep -q '^batch_.*\.cvb' && break
+  [ -e "$work/both/datagen_run.json" ] && break
   sleep 0.01
 done
+kill -STOP "$first"
 for launcher in "" "${mpi[*]}"; do
   start=$(date +%s)
   if $launcher "$dg" "${slow[@]}" --output "$work/both" > "$work/out.txt" 2> "$work/second.log"; then
@@ -77,7 +78,7 @@ for launcher in "" "${mpi[*]}"; do
   [ "$(grep -c "in use by another datagen run" "$work/second.log")" -eq 1 ] ||
     { echo "the refusal is not one line ($launcher)"; cat "$work/second.log"; exit 1; }
 done
-kill -0 "$first" 2> /dev/null || { echo "the first run ended before the second was tried"; exit 1; }
+kill -CONT "$first"
 wait "$first" || { echo "the first run failed:"; cat "$work/first.log"; exit 1; }
 "$dg" verify "$work/both"
 echo ok
