@@ -208,8 +208,13 @@ struct Walker {
       first = false;
       const char* pn = archive_entry_pathname(e);
       std::string name = pn ? pn : "";
-      while (name.rfind("./", 0) == 0 || name.rfind("/", 0) == 0) name.erase(0, name[0] == '/' ? 1 : 2);
+      bool absolute = false;
+      while (name.rfind("./", 0) == 0 || name.rfind("/", 0) == 0) {
+        absolute |= name[0] == '/';
+        name.erase(0, name[0] == '/' ? 1 : 2);
+      }
       Member m;
+      m.absolute = absolute;
       m.path = prefix + name;
       m.inner_tar = inner;
       m.size = archive_entry_size_is_set(e) ? uint64_t(archive_entry_size(e)) : 0;
@@ -277,7 +282,11 @@ WalkResult walk_folder(const std::string& root, const std::function<bool(const M
     if (ec) fail_file(root, "cannot list: " + ec.message());
     const auto st = it->symlink_status(ec);
     if (fs::is_directory(st)) continue;
-    files.emplace_back(fs::relative(it->path(), root).generic_string(), fs::is_regular_file(st));
+    // A link to a regular file is read through (ImageFolder's way); links to folders are not
+    // followed (a loop would never end) and are skipped and counted, as broken links are.
+    std::error_code target_ec;
+    const bool regular = fs::is_regular_file(st) || (fs::is_symlink(st) && fs::is_regular_file(it->status(target_ec)));
+    files.emplace_back(it->path().lexically_relative(root).generic_string(), regular);
   }
   std::sort(files.begin(), files.end());
   WalkResult res;

@@ -62,9 +62,7 @@ std::string index_on_root(const RunOptions& opt, double& scan_seconds, std::uniq
   if (!text.empty()) {
     log_info("inputs unchanged since the index in %s was made: reusing it", opt.output.c_str());
   } else {
-    InputIndex idx = scan_inputs({opt.inputs, opt.classes_file, opt.labels_file});
-    if (idx.entries.empty()) fail("no images found in the inputs (see the refused members above, if any)");
-    text = serialize_index(idx);
+    text = serialize_index(scan_inputs({opt.inputs, opt.classes_file, opt.labels_file}));
   }
   scan_seconds = w.seconds();
   prepare_output(opt, text, stamps);

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "datagen/gpu_resize.h"
+#include "datagen/member_names.h"
 #include "shared/error.h"
 
 namespace convoy::datagen {
@@ -65,6 +66,11 @@ void validate_run_options(const RunOptions& opt) {
     if (::access(in.c_str(), R_OK) != 0) fail_file(in, "input cannot be read: " + errno_text());
   }
   refuse_overlapping_inputs(opt.inputs);
+  // datagen_run.json and dataset.json record these names as text.
+  for (const auto& in : opt.inputs)
+    if (!is_utf8(in)) fail("--input " + printable(in) + ": the name is not UTF-8 text, which datagen_run.json records");
+  for (const auto* f : {&opt.classes_file, &opt.labels_file})
+    if (!is_utf8(*f)) fail(printable(*f) + ": the name is not UTF-8 text, which datagen_run.json records");
   for (const auto* f : {&opt.classes_file, &opt.labels_file})
     if (!f->empty() && ::access(f->c_str(), R_OK) != 0) fail_file(*f, "cannot be read: " + errno_text());
   struct stat st {};

@@ -16,10 +16,15 @@
 namespace convoy::datagen {
 namespace {
 
-std::string tsv_field(std::string s) {
-  for (char& c : s)
-    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
-  return s;
+// A field escaped as index.tsv's are (\\, \t, \n, \r), so that a line stays one line and a name
+// with a tab or a line end can still be told from another.
+std::string tsv_field(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '\t' || c == '\n' || c == '\r') out += '\\';
+    out += c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : c;
+  }
+  return out;
 }
 
 // Every member refused: while scanning (the index's rejects), then while decoding.
