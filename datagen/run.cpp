@@ -241,7 +241,13 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
     const RunEnd end{sums, all, mpi.size(), threads, scan_seconds, steps, lanes.get(), status};
     const DatasetMeta meta = finish_dataset(opt, index, end);
     steps.finish = lap(Span::finish);
-    log_run_end(opt, index, meta, end);
+    if (meta.num_samples == 0) {
+      // Rank 0 alone knows; the other ranks finish as usual and mpirun reports this rank's status.
+      std::fprintf(stderr, "datagen: error: %s\n", nothing_decoded(index, all).c_str());
+      status = 1;
+    } else {
+      log_run_end(opt, index, meta, end);
+    }
   }
   write_timeline(opt, mpi);
   return status;
