@@ -106,7 +106,7 @@ cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int
   uint8_t* placed = place != nullptr && !cmyk ? (*place)(sw, sh) : nullptr;
   const bool direct = placed != nullptr;
   cv::Mat out = direct ? cv::Mat(sh, sw, CV_8UC(bytes), placed) : cv::Mat(sh, sw, CV_8UC(bytes));
-  jpeg_->decode(out.data, out.step[0], px, sf.denom);
+  jpeg_->decode(out.data, out.step[0], sw, sh, px, sf.denom);
   if (direct) return cv::Mat();
   if (!cmyk) return out;
   cv::Mat rgb(sh, sw, CV_8UC3);

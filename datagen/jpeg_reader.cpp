@@ -49,7 +49,7 @@ JpegInfo JpegReader::header(const uint8_t* data, size_t n) {
   return {int(info.image_width), int(info.image_height), cmyk};
 }
 
-void JpegReader::decode(uint8_t* out, size_t stride, JpegPixels pixels, int scale) {
+void JpegReader::decode(uint8_t* out, size_t stride, int width, int height, JpegPixels pixels, int scale) {
   jpeg_decompress_struct& info = d_.info();
   info.out_color_space = pixels == JpegPixels::gray ? JCS_GRAYSCALE : pixels == JpegPixels::rgb ? JCS_RGB : JCS_CMYK;
   info.dct_method = JDCT_ISLOW;  // TurboJPEG's defaults, so the pixels are those it gave
@@ -59,9 +59,12 @@ void JpegReader::decode(uint8_t* out, size_t stride, JpegPixels pixels, int scal
   bool started = false, whole = false;
   std::string err = d_.guarded([&] { started = jpeg_start_decompress(&info); });
   if (!err.empty()) throw RejectError("JPEG cannot be decoded: " + err);
-  if (started && info.output_components != int(pixels)) {
+  if (started &&
+      (info.output_components != int(pixels) || int(info.output_width) != width || int(info.output_height) != height)) {
     jpeg_abort_decompress(&info);
-    fail("internal: libjpeg decodes to " + std::to_string(info.output_components) + " components");
+    fail("internal: libjpeg decodes to " + std::to_string(info.output_width) + "x" +
+         std::to_string(info.output_height) + "x" + std::to_string(info.output_components) + ", not " +
+         std::to_string(width) + "x" + std::to_string(height) + "x" + std::to_string(int(pixels)));
   }
   if (started) {
     rows_.resize(info.output_height);

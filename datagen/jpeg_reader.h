@@ -33,9 +33,10 @@ class JpegReader {
   // Reads the header of the n bytes at data, which must stay valid until decode() returns.
   // Throws RejectError.
   JpegInfo header(const uint8_t* data, size_t n);
-  // Decodes the image whose header was just read, at 1/scale (1, 2, 4 or 8: libjpeg's rounding of
-  // the size, as TJSCALED's), into rows `stride` bytes apart. Throws RejectError.
-  void decode(uint8_t* out, size_t stride, JpegPixels pixels, int scale);
+  // Decodes the image whose header was just read, at 1/scale (1, 2, 4 or 8), into width x height
+  // pixels, rows `stride` bytes apart; width and height must be libjpeg's rounding of the scaled
+  // size (TJSCALED's). Throws RejectError.
+  void decode(uint8_t* out, size_t stride, int width, int height, JpegPixels pixels, int scale);
 
  private:
   struct Source;
