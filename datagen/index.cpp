@@ -177,11 +177,27 @@ std::vector<int64_t> name_labels(const Scan& s, const std::vector<std::string>& 
   return labels;
 }
 
+// Per scanned input: whether it is a tar whose root members make a class (tar_is_a_class), said
+// in one line, so that no class appears unannounced.
+std::vector<char> tars_as_classes(const Scan& s) {
+  std::vector<char> tar_class(s.tally.size());
+  std::string named;
+  size_t classes_by_tar = 0;
+  for (uint32_t u = 0; u < s.tally.size(); ++u) {
+    tar_class[u] = tar_is_a_class(s, u) && s.tally[u].at_root > 0;
+    if (!tar_class[u] || classes_by_tar++ >= 3) continue;
+    named += (named.empty() ? "" : ", ") + s.index.inputs[u].path + " -> " + printable(s.tally[u].stem);
+  }
+  if (classes_by_tar > 0)
+    log_info("%zu tars without class folders are classes named after them (%s%s)", classes_by_tar, named.c_str(),
+             classes_by_tar > 3 ? ", ..." : "");
+  return tar_class;
+}
+
 // Each entry's class, or its refusal: a flat archive's root member, a class name no class file or
 // dataset.json can hold, a class the --classes list lacks. The classes are those of the entries kept.
 void resolve_labels(Scan& s, const std::vector<std::string>& fixed) {
-  std::vector<char> tar_class(s.tally.size());
-  for (uint32_t u = 0; u < s.tally.size(); ++u) tar_class[u] = tar_is_a_class(s, u);
+  const std::vector<char> tar_class = tars_as_classes(s);
   std::vector<std::string> problem;
   for (const std::string& name : s.names.names) problem.push_back(class_name_problem(name));
   // A root member of a tar that is not a class keeps its refusal in rejects and leaves the entries;
