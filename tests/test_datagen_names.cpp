@@ -168,8 +168,9 @@ TEST(DatagenNames, NothingKeptSaysWhy) {
   EXPECT_NE(none.find("2 members that are not images"), std::string::npos) << none;
 }
 
-// A folder of class folders of symbolic links to images (as a dataset tool often makes) is read
-// through the links, as PyTorch's ImageFolder reads it.
+// A folder of class folders of symbolic links to images (as a dataset tool often makes), and a
+// link to a class folder elsewhere, are read through the links, as PyTorch's ImageFolder reads
+// them; a link back to a folder above it is skipped.
 TEST(DatagenNames, FolderOfLinksToImages) {
   const std::string dir = scratch("names_links");
   for (int i = 0; i < 4; ++i) write_file(dir + "/store/" + std::to_string(i) + ".jpg", rgb_jpeg(20, 20, i));
@@ -179,11 +180,15 @@ TEST(DatagenNames, FolderOfLinksToImages) {
     std::filesystem::create_symlink(dir + "/store/" + std::to_string(i) + ".jpg",
                                     dir + "/in/" + (i < 2 ? "cat/" : "dog/") + std::to_string(i) + ".jpg");
   std::filesystem::create_symlink(dir + "/store/missing.jpg", dir + "/in/cat/broken.jpg");
+  std::filesystem::create_directories(dir + "/birds");
+  write_file(dir + "/birds/b.jpg", rgb_jpeg(20, 20, 9));
+  std::filesystem::create_directory_symlink(dir + "/birds", dir + "/in/bird");   // a class folder elsewhere
+  std::filesystem::create_directory_symlink(dir + "/in", dir + "/in/dog/loop");  // back up: skipped
   ASSERT_EQ(run_datagen(options({dir + "/in"}, dir + "/out"), mpi()), 0);
   const DatasetMeta m = read_dataset_meta(dir + "/out");
-  EXPECT_EQ(m.num_samples, 4u);
-  EXPECT_EQ(m.classes, (std::vector<std::string>{"cat", "dog"}));
-  EXPECT_EQ(m.skipped, 1u);  // the broken link
+  EXPECT_EQ(m.num_samples, 5u);
+  EXPECT_EQ(m.classes, (std::vector<std::string>{"bird", "cat", "dog"}));
+  EXPECT_EQ(m.skipped, 2u);  // the broken link and the loop
 }
 
 // ImageNet's per-class tars, in a folder or given as several inputs: each tar is a class.
