@@ -208,8 +208,13 @@ struct Walker {
       first = false;
       const char* pn = archive_entry_pathname(e);
       std::string name = pn ? pn : "";
-      while (name.rfind("./", 0) == 0 || name.rfind("/", 0) == 0) name.erase(0, name[0] == '/' ? 1 : 2);
+      bool absolute = false;
+      while (name.rfind("./", 0) == 0 || name.rfind("/", 0) == 0) {
+        absolute |= name[0] == '/';
+        name.erase(0, name[0] == '/' ? 1 : 2);
+      }
       Member m;
+      m.absolute = absolute;
       m.path = prefix + name;
       m.inner_tar = inner;
       m.size = archive_entry_size_is_set(e) ? uint64_t(archive_entry_size(e)) : 0;
@@ -271,13 +276,28 @@ WalkResult walk_folder(const std::string& root, const std::function<bool(const M
   namespace fs = std::filesystem;
   std::vector<std::pair<std::string, bool>> files;  // relative path, regular
   std::error_code ec;
-  fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end;
+  fs::recursive_directory_iterator it(root, fs::directory_options::follow_directory_symlink, ec), end;
   if (ec) fail_file(root, "cannot list: " + ec.message());
   for (; it != end; it.increment(ec)) {
     if (ec) fail_file(root, "cannot list: " + ec.message());
     const auto st = it->symlink_status(ec);
     if (fs::is_directory(st)) continue;
-    files.emplace_back(fs::relative(it->path(), root).generic_string(), fs::is_regular_file(st));
+    // Links are read through, as PyTorch's ImageFolder reads them: to a file, as the file; to a
+    // folder, as the folder, unless it leads back to a folder above it (a loop), which is skipped
+    // and counted, as a broken link is.
+    std::error_code target_ec;
+    const std::string rel = it->path().lexically_relative(root).generic_string();
+    if (fs::is_symlink(st) && fs::is_directory(it->status(target_ec))) {
+      const std::string target = fs::canonical(it->path(), target_ec).string() + "/";
+      const std::string parent = fs::canonical(it->path().parent_path(), target_ec).string() + "/";
+      if (target_ec || parent.compare(0, target.size(), target) == 0) {
+        it.disable_recursion_pending();
+        files.emplace_back(rel, false);
+      }
+      continue;
+    }
+    files.emplace_back(rel,
+                       fs::is_regular_file(st) || (fs::is_symlink(st) && fs::is_regular_file(it->status(target_ec))));
   }
   std::sort(files.begin(), files.end());
   WalkResult res;

@@ -17,7 +17,9 @@ struct Member {
   std::string inner_tar;  // name of the inner tar holding it ("" if none)
   uint64_t size = 0;
   int64_t offset = -1;     // absolute offset of its bytes in the input file; -1 when streamed
-  bool regular = true;     // false for links, devices, folders (skipped and counted)
+  bool regular = true;     // false for links, devices, folders (skipped and counted); in a folder
+                           // input links are followed, as PyTorch's ImageFolder follows them
+  bool absolute = false;   // its name in the archive started with '/', which path leaves out
   uint64_t input_pos = 0;  // how far into the input file the walk has read (for progress); 0 if unknown
   // Reads up to n bytes of the member's data (sequentially from where the last call stopped);
   // returns the count, 0 at the end. Throws on a read error.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <opencv2/imgproc.hpp>
 
+#include "datagen/jpeg_reader.h"
 #include "datagen/png_codec.h"
 #include "shared/error.h"
 
@@ -58,12 +59,11 @@ int jpeg_scale_denominator(int width, int height, int min_short) {
   return 1;
 }
 
-ImageCodec::ImageCodec() : dec_(tjInitDecompress()), enc_(tjInitCompress()) {
-  if (!dec_ || !enc_) fail("TurboJPEG initialisation failed");
+ImageCodec::ImageCodec() : jpeg_(std::make_unique<JpegReader>()), enc_(tjInitCompress()) {
+  if (!enc_) fail("TurboJPEG initialisation failed");
 }
 
 ImageCodec::~ImageCodec() {
-  if (dec_) tjDestroy(dec_);
   if (enc_) tjDestroy(enc_);
 }
 
@@ -87,37 +87,26 @@ cv::Mat ImageCodec::decode_any(const uint8_t* data, size_t n, int channels, int 
   const ImageFormat fmt = sniff_format(data, n);
   if (fmt == ImageFormat::png) return decode_png(data, n, channels, limits);
   if (fmt != ImageFormat::jpeg) throw RejectError("not a JPEG or PNG image (by content)");
-  try {
-    return decode_jpeg(data, n, channels, min_short, limits, place, centre);
-  } catch (const RejectError&) {
-    // A failed decompression can leave libjpeg-turbo 2.1's handle unusable for the next image
-    // ("Unsupported marker" on sound files), so a fresh handle follows every failure.
-    tjDestroy(dec_);
-    dec_ = tjInitDecompress();
-    if (!dec_) fail("TurboJPEG initialisation failed");
-    throw;
-  }
+  return decode_jpeg(data, n, channels, min_short, limits, place, centre);
 }
 
 cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits,
                                 const Placement* place, bool centre) {
-  int w = 0, h = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(dec_, data, static_cast<unsigned long>(n), &w, &h, &subsamp, &colorspace) != 0)
-    throw RejectError(std::string("JPEG header cannot be read: ") + tjGetErrorStr2(dec_));
+  const JpegInfo info = jpeg_->header(data, n);
+  const int w = info.width, h = info.height;
   check_geometry(uint64_t(w), uint64_t(h), limits);
 
   const tjscalingfactor sf{1, jpeg_scale_denominator(w, h, min_short)};
   const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
-  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  const bool cmyk = info.cmyk;
   if (centre && !cmyk && sw != sh)
     if (cv::Mat square = decode_square(data, n, w, h, channels, sf.denom); !square.empty()) return square;
-  const int pf = cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  const JpegPixels px = cmyk ? JpegPixels::cmyk : channels == 1 ? JpegPixels::gray : JpegPixels::rgb;
+  const int bytes = int(px);
   uint8_t* placed = place != nullptr && !cmyk ? (*place)(sw, sh) : nullptr;
   const bool direct = placed != nullptr;
-  cv::Mat out = direct ? cv::Mat(sh, sw, CV_8UC(tjPixelSize[pf]), placed) : cv::Mat(sh, sw, CV_8UC(tjPixelSize[pf]));
-  if (tjDecompress2(dec_, data, static_cast<unsigned long>(n), out.data, sw, int(out.step[0]), sh, pf, 0) != 0 &&
-      tjGetErrorCode(dec_) != TJERR_WARNING)  // warnings (e.g. extraneous bytes) still give a full image
-    throw RejectError(std::string("JPEG cannot be decoded: ") + tjGetErrorStr2(dec_));
+  cv::Mat out = direct ? cv::Mat(sh, sw, CV_8UC(bytes), placed) : cv::Mat(sh, sw, CV_8UC(bytes));
+  jpeg_->decode(out.data, out.step[0], sw, sh, px, sf.denom);
   if (direct) return cv::Mat();
   if (!cmyk) return out;
   cv::Mat rgb(sh, sw, CV_8UC3);
@@ -149,14 +138,16 @@ void ImageCodec::encode_jpeg(const uint8_t* pixels, int width, int height, int c
 }
 
 // Any trouble in the partial decode (libjpeg counts a corrupt-data warning as an error there,
-// where TurboJPEG decodes on) leaves the image to the whole decode, which then accepts or refuses
-// it exactly as before: the partial decode only ever gives the same pixels sooner.
+// where the whole decode goes on as PIL does), and any doubt that the data runs whole to its
+// end-of-image marker past the square, leaves the image to the whole decode, which then accepts or
+// refuses it: the partial decode only ever gives the same pixels and the same verdict sooner.
 cv::Mat ImageCodec::decode_square(const uint8_t* data, size_t n, int w, int h, int channels, int scale) {
   if (!region_) region_ = std::make_unique<JpegRegionDecoder>();
   const int sw = scaled_length(w, scale), sh = scaled_length(h, scale), side = std::min(sw, sh);
   const PixelRect r{(sw - side) / 2, (sh - side) / 2, side, side};
   try {
     const PixelView v = region_->decode(data, n, w, h, channels, scale, r);
+    if (!region_->rest_intact()) return cv::Mat();
     return cv::Mat(side, side, CV_8UC(channels), const_cast<uint8_t*>(v.data), v.stride);
   } catch (const std::exception&) {
     return cv::Mat();

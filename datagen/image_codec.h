@@ -1,5 +1,5 @@
-// Image decoding by content (JPEG through TurboJPEG with DCT-domain downscaling, PNG through
-// libpng) to HWC uint8 RGB or gray, and JPEG encoding of finished samples. One codec per thread.
+// Image decoding by content (JPEG through libjpeg with DCT-domain downscaling, PNG through libpng)
+// to HWC uint8 RGB or gray, and JPEG encoding of finished samples (TurboJPEG). One codec per thread.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +14,8 @@
 #include "shared/jpeg_region.h"
 
 namespace convoy::datagen {
+
+class JpegReader;
 
 // A member that cannot become a sample; the message is the reason written to rejects.tsv.
 struct RejectError : std::runtime_error {
@@ -43,7 +45,9 @@ class ImageCodec {
 
   // Decodes to CV_8UC1 (channels 1) or CV_8UC3 in RGB order (channels 3). JPEGs are decoded at the
   // smallest of the scales 1/8, 1/4, 1/2, 1 whose short side is still >= min_short (0: full size).
-  // Throws RejectError for anything that is not a sound JPEG or PNG within the limits.
+  // Throws RejectError for anything that is not a sound JPEG or PNG within the limits, with PIL's
+  // verdict on damage: a file cut short is refused, libjpeg's corrupt-data warnings are not
+  // (datagen/jpeg_reader.h), nor libpng's, but for a chunk's CRC (datagen/png_codec.h).
   cv::Mat decode(const uint8_t* data, size_t n, int channels, int min_short, const DecodeLimits& limits);
   // Memory from place(width, height) for a width x height x channels image, rows packed.
   using Placement = std::function<uint8_t*(int width, int height)>;
@@ -71,8 +75,8 @@ class ImageCodec {
   // The centred square alone, or an empty Mat when the whole decode must do it (see the .cpp).
   cv::Mat decode_square(const uint8_t* data, size_t n, int w, int h, int channels, int scale);
 
-  void* dec_ = nullptr;  // tjhandle
-  void* enc_ = nullptr;
+  std::unique_ptr<JpegReader> jpeg_;
+  void* enc_ = nullptr;  // tjhandle
   std::unique_ptr<JpegRegionDecoder> region_;
 };
 

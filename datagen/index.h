@@ -39,6 +39,8 @@ struct ScanOptions {
 bool looks_like_image(const unsigned char* head, size_t n);
 
 // On a scan of more than a few seconds, progress lines go to stderr (datagen/scan_progress.h).
+// A folder input's tars are scanned as inputs of their own (index.inputs gains them, after it).
+// Throws convoy::Error when no member can be kept, saying what was found and what to do.
 InputIndex scan_inputs(const ScanOptions& opt);
 
 // Text form (also the saved index.tsv); parse_index gets back exactly what was serialised.

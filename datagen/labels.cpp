@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "datagen/member_names.h"
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 
@@ -23,6 +24,29 @@ bool all_digits(const std::string& s) {
   return !s.empty() && s.size() < 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// A text file's contents as lines are read from it: a UTF-8 byte-order mark (as Windows editors
+// write) dropped; UTF-16 or UTF-32 text, which would match no name, refused.
+std::string text_file(const std::string& path, const char* what) {
+  if (!file_exists(path)) fail_file(path, std::string(what) + " not found");
+  std::string text = read_whole_file(path);
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
+  if (text.rfind("\xFF\xFE", 0) == 0 || text.rfind("\xFE\xFF", 0) == 0 ||
+      text.rfind(std::string("\0\0\xFE\xFF", 4), 0) == 0)
+    fail_file(path, "is UTF-16 or UTF-32 text; save it as UTF-8");
+  return text;
+}
+
+// A line's words must be UTF-8 text: class names go into dataset.json.
+void require_utf8(const std::string& path, int n, const std::string& line) {
+  if (!is_utf8(line)) fail_file(path, "line " + std::to_string(n) + ": not UTF-8 text: '" + printable(line) + "'");
+}
+
+// A member's name as the walk gives it: without "./" and "/" in front.
+std::string member_key(std::string name) {
+  while (name.rfind("./", 0) == 0 || name.rfind("/", 0) == 0) name.erase(0, name[0] == '/' ? 1 : 2);
+  return name;
+}
+
 std::string base_name(const std::string& p) {
   const auto slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
@@ -31,14 +55,14 @@ std::string base_name(const std::string& p) {
 }  // namespace
 
 std::vector<std::string> read_class_file(const std::string& path) {
-  if (!file_exists(path)) fail_file(path, "class file not found");
-  std::istringstream in(read_whole_file(path));
+  std::istringstream in(text_file(path, "class file"));
   std::vector<std::string> classes;
   std::set<std::string> seen;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     line = trim(line);
     if (line.empty()) continue;
+    require_utf8(path, n, line);
     if (!seen.insert(line).second)
       fail_file(path, "line " + std::to_string(n) + ": class '" + line + "' is listed twice");
     classes.push_back(line);
@@ -54,8 +78,7 @@ void write_class_file(const std::string& path, const std::vector<std::string>& c
 }
 
 std::map<std::string, std::string> read_label_file(const std::string& path) {
-  if (!file_exists(path)) fail_file(path, "label file not found");
-  std::istringstream in(read_whole_file(path));
+  std::istringstream in(text_file(path, "label file"));
   std::map<std::string, std::string> labels;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
@@ -64,7 +87,8 @@ std::map<std::string, std::string> read_label_file(const std::string& path) {
     const auto sep = line.find_last_of(" \t");
     if (sep == std::string::npos)
       fail_file(path, "line " + std::to_string(n) + ": expected 'name label', got '" + line + "'");
-    std::string name = trim(line.substr(0, sep)), label = line.substr(sep + 1);
+    std::string name = member_key(trim(line.substr(0, sep))), label = line.substr(sep + 1);
+    require_utf8(path, n, label);
     auto [it, fresh] = labels.emplace(name, label);
     if (!fresh && it->second != label)
       fail_file(path, "line " + std::to_string(n) + ": '" + name + "' has two different labels");

@@ -7,6 +7,7 @@
 
 #include "benchmarks/decode_bench.h"
 #include "benchmarks/decode_ceiling.h"
+#include "datagen/cli_checks.h"
 #include "datagen/dataset_tools.h"
 #include "datagen/idx_to_tar.h"
 #include "datagen/run.h"
@@ -24,45 +25,74 @@ namespace {
 struct MakeDataset {
   RunOptions run;
   std::string resize = "crop", encoding = "raw", gpu_route = "auto";
+  CLI::Option* quality = nullptr;
+  CLI::Option* min_saving = nullptr;
 
   explicit MakeDataset(CLI::App& app) {
     app.add_option("--input", run.inputs, "tar, .tar.gz/.bz2/.zst, tar of tars, or folder (repeatable)");
     app.add_option("--output", run.output, "dataset folder to write");
-    app.add_option("--size", run.size, "output images are size x size");
-    app.add_option("--channels", run.channels, "1 (gray) or 3 (RGB)")->default_val(3);
+    app.add_option("--size", run.size, "output images are size x size")->check(CLI::Range(1, 16384));
+    app.add_option("--channels", run.channels, "1 (gray) or 3 (RGB)")->check(CLI::IsMember({1, 3}))->default_val(3);
     app.add_option("--classes", run.classes_file, "class names, one per line: fixes the class list and order");
     app.add_option("--labels", run.labels_file, "label file: 'name label' per line");
-    app.add_option("--per-file", run.per_file, "samples per batch file")->default_val(1024);
-    app.add_option("--seed", run.seed, "shuffle seed")->default_val(1);
-    app.add_option("--threads", run.threads, "OpenMP threads per rank (0: cores / ranks on this node)")->default_val(0);
-    app.add_option("--writers", run.writers, "batch-file writer threads per rank (0: from --threads)")->default_val(0);
+    app.add_option("--per-file", run.per_file, "samples per batch file")
+        ->check(whole_number(1, 1u << 30))
+        ->default_val(1024);
+    app.add_option("--seed", run.seed, "shuffle seed")->check(whole_number(0, UINT64_MAX))->default_val(1);
+    app.add_option("--threads", run.threads, "OpenMP threads per rank (0: cores / ranks on this node)")
+        ->check(CLI::Range(0, 4096))
+        ->default_val(0);
+    app.add_option("--writers", run.writers, "batch-file writer threads per rank (0: from --threads)")
+        ->check(CLI::Range(0, 4096))
+        ->default_val(0);
     app.add_option("--files-in-memory", run.files_in_memory,
                    "batch files a rank holds in memory at once, made, waiting or being written (0: from --threads "
                    "and the file size; at least 2)")
+        ->check(CLI::Range(0, 4096))
         ->default_val(0);
-    app.add_option("--resize", resize, "crop (short side to size, centre crop), squash, or short")->default_val("crop");
-    app.add_option("--encoding", encoding, "raw or jpeg")->default_val("raw");
-    app.add_option("--quality", run.quality, "JPEG quality for --encoding jpeg")->default_val(90);
-    app.add_flag("--gpu-resize", run.gpu_resize,
-                 "resize on the GPU (local rank modulo the node's GPUs); same bytes as the CPU path");
+    app.add_option("--resize", resize, "crop (short side to size, centre crop) or squash")
+        ->check(CLI::IsMember({"crop", "squash", "short"}))
+        ->default_val("crop");
+    app.add_option("--encoding", encoding, "raw or jpeg")->check(CLI::IsMember({"raw", "jpeg"}))->default_val("raw");
+    quality = app.add_option("--quality", run.quality, "JPEG quality for --encoding jpeg")
+                  ->check(CLI::Range(1, 100))
+                  ->default_val(90);
+    CLI::Option* gpu = app.add_flag(
+        "--gpu-resize", run.gpu_resize,
+        "resize on the GPU (local rank modulo the node's GPUs); same bytes as the CPU path");
     app.add_option("--gpu-route", gpu_route,
                    "with --gpu-resize: auto (each image where it costs less; the CPU until the GPU is ready) or "
                    "always (wait for the GPU and send it every image)")
         ->check(CLI::IsMember({"auto", "always"}))
+        ->needs(gpu)
         ->default_val("auto");
-    app.add_option("--gpu-min-saving", run.gpu_min_saving,
-                   "with --gpu-route auto: start the GPU only once the CPU resize time left per thread is at "
-                   "least this many seconds")
-        ->default_val(run.gpu_min_saving);
+    min_saving = app.add_option("--gpu-min-saving", run.gpu_min_saving,
+                                "with --gpu-route auto: start the GPU only once the CPU resize time left per thread "
+                                "is at least this many seconds")
+                     ->check(finite_number(0, true))
+                     ->needs(gpu)
+                     ->default_val(run.gpu_min_saving);
     app.add_flag("--index-only", run.index_only,
                  "scan the inputs, save index.tsv and make the plan, then stop (a later run reuses the index)");
     app.add_option("--max-pixels", run.limits.max_pixels, "refuse images with more pixels (decompression bombs)")
+        ->check(whole_number(1, uint64_t{1} << 40))
         ->default_val(run.limits.max_pixels);
     app.add_option("--max-aspect", run.limits.max_aspect, "refuse images whose sides differ by more than this factor")
+        ->check(finite_number(1, true))
         ->default_val(run.limits.max_aspect);
     app.add_option("--timeline", run.timeline,
                    "write what every thread of every rank did when, as Chrome trace-event JSON (chrome://tracing, "
-                   "ui.perfetto.dev)");
+                   "ui.perfetto.dev)")
+        ->check(writable_place());
+  }
+
+  // Values that the rest of the command line would ignore; thrown while CLI11 parses, so that the
+  // refusal is its one line.
+  void check_combinations() const {
+    if (quality->count() > 0 && encoding != "jpeg")
+      throw CLI::ValidationError("--quality", "applies to --encoding jpeg only (raw samples are not encoded)");
+    if (min_saving->count() > 0 && gpu_route == "always")
+      throw CLI::ValidationError("--gpu-min-saving", "applies to --gpu-route auto only");
   }
 
   int operator()(int argc, char** argv) {
@@ -152,7 +182,7 @@ struct Preview {
       : cmd(app.add_subcommand("preview", "write a PNG contact sheet of samples with their class names")) {
     cmd->add_option("dir", dir, "dataset folder")->required();
     cmd->add_option("--out", out, "PNG file to write (- for standard output)")->required();
-    cmd->add_option("--count", count, "how many samples")->default_val(64);
+    cmd->add_option("--count", count, "how many samples")->check(whole_number(1, 1 << 20))->default_val(64);
   }
   int operator()() const {
     const size_t n = preview_dataset(dir, out, count);
@@ -182,27 +212,42 @@ struct BenchDecode {
   int concurrent = 0;
   double seconds = 3.0;
   std::string work = "decode", write_dir;
+  CLI::Option* write_dir_opt = nullptr;
   CLI::App* cmd;
 
   explicit BenchDecode(CLI::App& app)
       : cmd(app.add_subcommand("bench-decode", "single-core throughput against TurboJPEG decode alone")) {
     cmd->add_option("--input", bench.input, "tar or folder of JPEGs")->required();
-    cmd->add_option("--size", bench.size, "output size")->default_val(256);
-    cmd->add_option("--channels", bench.channels, "1 or 3")->default_val(3);
-    cmd->add_option("--resize", resize, "crop or squash")->default_val("crop");
-    cmd->add_option("--limit", bench.limit, "images to use")->default_val(1000);
-    cmd->add_option("--repeat", bench.repeat, "passes (best is reported)")->default_val(3);
-    cmd->add_option("--concurrent", concurrent,
-                    "instead: N plain TurboJPEG decoders at once (decode only, at datagen's DCT scale for --size), "
-                    "one per core, each over its share of the --limit JPEGs; the sum is the ceiling for N cores");
-    cmd->add_option("--seconds", seconds, "with --concurrent: how long they decode")->default_val(3.0);
+    cmd->add_option("--size", bench.size, "output size")->check(CLI::Range(1, 16384))->default_val(256);
+    cmd->add_option("--channels", bench.channels, "1 or 3")->check(CLI::IsMember({1, 3}))->default_val(3);
+    cmd->add_option("--resize", resize, "crop or squash")
+        ->check(CLI::IsMember({"crop", "squash"}))
+        ->default_val("crop");
+    cmd->add_option("--limit", bench.limit, "images to use")->check(whole_number(1, 1 << 24))->default_val(1000);
+    cmd->add_option("--repeat", bench.repeat, "passes (best is reported)")->check(CLI::Range(1, 1000))->default_val(3);
+    CLI::Option* conc =
+        cmd->add_option("--concurrent", concurrent,
+                        "instead: N plain TurboJPEG decoders at once (decode only, at datagen's DCT scale for --size), "
+                        "one per core, each over its share of the --limit JPEGs; the sum is the ceiling for N cores")
+            ->check(CLI::Range(0, 4096));
+    cmd->add_option("--seconds", seconds, "with --concurrent: how long they decode")
+        ->check(finite_number(0, false))
+        ->needs(conc)
+        ->default_val(3.0);
     cmd->add_option("--work", work,
                     "with --concurrent: decode (plain TurboJPEG), make (datagen's decode of the centre square, "
                     "resize and checksum per sample) or make-write (and each sample written to a file per thread "
                     "in --write-dir)")
         ->check(CLI::IsMember({"decode", "make", "make-write"}))
+        ->needs(conc)
         ->default_val("decode");
-    cmd->add_option("--write-dir", write_dir, "with --work make-write: the folder for the threads' files");
+    write_dir_opt = cmd->add_option("--write-dir", write_dir,
+                                    "with --work make-write: the folder for the threads' files")
+                        ->check(CLI::ExistingDirectory);
+    cmd->parse_complete_callback([this] {
+      if (write_dir_opt->count() > 0 && work != "make-write")
+        throw CLI::ValidationError("--write-dir", "applies to --work make-write only");
+    });
   }
   int operator()() {
     if (concurrent > 0) {
@@ -228,6 +273,13 @@ int body(int argc, char** argv) {
   Classes classes(app);
   BenchDecode bench(app);
 
+  // Every refusal of the command line is one line, as datagen's other errors are.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "datagen: error: " + std::string(e.what()) + " (datagen --help lists the flags)\n";
+  });
+  app.parse_complete_callback([&make, &app] {
+    if (app.get_subcommands().empty()) make.check_combinations();
+  });
   if (argc == 1) {
     std::fputs(app.help().c_str(), stderr);
     return 1;

@@ -55,6 +55,10 @@ cv::Mat png_decode(const uint8_t* data, size_t n) {
   cv::Mat raw(h, w, CV_8UC(stored));
   if (!png_image_finish_read(&png.image, nullptr, raw.data, png_int_32(raw.step[0]), nullptr))
     throw RejectError(std::string("PNG cannot be decoded: ") + png.image.message);
+  // libpng only warns of a bad CRC in an ancillary chunk and drops the chunk; PIL refuses the file.
+  // Its other warnings (an ICC profile it does not trust, say) leave good pixels, which PIL keeps.
+  if ((png.image.warning_or_error & PNG_IMAGE_WARNING) != 0 && std::strstr(png.image.message, "CRC") != nullptr)
+    throw RejectError(std::string("PNG is damaged: ") + png.image.message);
   if (!alpha) return raw;
   const int keep = color ? 3 : 1;
   cv::Mat out(h, w, CV_8UC(keep));

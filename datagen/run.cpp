@@ -17,6 +17,7 @@
 #include "datagen/gpu_resize.h"
 #include "datagen/index.h"
 #include "datagen/mpi_bytes.h"
+#include "datagen/output_folder.h"
 #include "datagen/plan.h"
 #include "datagen/progress.h"
 #include "datagen/rank_result.h"
@@ -50,19 +51,18 @@ std::unique_ptr<GpuLanes> make_lanes(const RunOptions& opt, int threads, const M
   return std::make_unique<GpuLanes>(o, threads, opt.gpu_always, mpi.local_rank());
 }
 
-// Rank 0: the index's text, reused from an earlier run of the same inputs and options or scanned,
-// and the output folder prepared for it.
-std::string index_on_root(const RunOptions& opt, double& scan_seconds) {
-  make_dirs(opt.output);
+// Rank 0: the output folder claimed (locked for the run, checked to hold nothing of the user's),
+// the index's text, reused from an earlier run of the same inputs and options or scanned, and the
+// folder prepared for it.
+std::string index_on_root(const RunOptions& opt, double& scan_seconds, std::unique_ptr<OutputLock>& lock) {
+  lock = claim_output(opt.output);
   Stopwatch w;
   const nlohmann::json stamps = input_stamps(opt);
   std::string text = saved_index(opt, stamps);
   if (!text.empty()) {
     log_info("inputs unchanged since the index in %s was made: reusing it", opt.output.c_str());
   } else {
-    InputIndex idx = scan_inputs({opt.inputs, opt.classes_file, opt.labels_file});
-    if (idx.entries.empty()) fail("no images found in the inputs (see the refused members above, if any)");
-    text = serialize_index(idx);
+    text = serialize_index(scan_inputs({opt.inputs, opt.classes_file, opt.labels_file}));
   }
   scan_seconds = w.seconds();
   prepare_output(opt, text, stamps);
@@ -199,9 +199,10 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
   const std::unique_ptr<PrefaultedBuffers> memory = opt.index_only ? nullptr : prefault(opt, threads);
   double scan_seconds = 0;
   std::string text, error;
+  std::unique_ptr<OutputLock> lock;  // rank 0's, held to the end of the run
   if (mpi.rank() == 0) {
     try {
-      text = index_on_root(opt, scan_seconds);
+      text = index_on_root(opt, scan_seconds, lock);
     } catch (const std::exception& e) {  // any failure here must reach the other ranks
       error = e.what();
     }
@@ -240,7 +241,13 @@ int run_datagen(const RunOptions& opt, const MpiContext& mpi, const Steps& befor
     const RunEnd end{sums, all, mpi.size(), threads, scan_seconds, steps, lanes.get(), status};
     const DatasetMeta meta = finish_dataset(opt, index, end);
     steps.finish = lap(Span::finish);
-    log_run_end(opt, index, meta, end);
+    if (meta.num_samples == 0) {
+      // Rank 0 alone knows; the other ranks finish as usual and mpirun reports this rank's status.
+      std::fprintf(stderr, "datagen: error: %s\n", nothing_decoded(index, all).c_str());
+      status = 1;
+    } else {
+      log_run_end(opt, index, meta, end);
+    }
   }
   write_timeline(opt, mpi);
   return status;

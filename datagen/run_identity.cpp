@@ -26,27 +26,16 @@ json read_run_file(const std::string& path) {
   }
 }
 
-// A temporary that a killed run may have left behind under one of datagen's names.
-bool is_our_temporary(const std::string& name) {
-  if (name.find(".tmp.") == std::string::npos) return false;
-  for (const char* prefix : {"batch_", kDatasetJson, kIndexFile, kRunFile, kRejectsFile, kMeanImageFile})
-    if (name.rfind(prefix, 0) == 0) return true;
-  return false;
-}
-
-// Clears our temporaries from the folder; returns whether it holds a batch file or dataset.json.
-bool clear_temporaries(const std::string& dir) {
+// Whether the folder holds a batch file or dataset.json: output that a run of other options must
+// not be mixed with.
+bool has_output(const std::string& dir) {
   namespace fs = std::filesystem;
-  bool has_output = false;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (is_our_temporary(name)) {
-      fs::remove(e.path());
-      continue;
-    }
-    if (name.rfind("batch_", 0) == 0 || name == kDatasetJson) has_output = true;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name != kIndexFile && name != kRunFile && name != kLockFile && is_dataset_file_name(name)) return true;
   }
-  return has_output;
+  return false;
 }
 
 }  // namespace
@@ -94,8 +83,7 @@ std::string saved_index(const RunOptions& opt, const json& stamps) {
 void prepare_output(const RunOptions& opt, const std::string& index_text, const json& stamps) {
   const json identity = {{"made_by", made_by(opt)}, {"index_crc32c", crc32c(index_text.data(), index_text.size())}};
   const std::string run_path = join_path(opt.output, kRunFile);
-  const bool has_output = clear_temporaries(opt.output);
-  if (file_exists(run_path) && has_output) {
+  if (file_exists(run_path) && has_output(opt.output)) {
     json old = read_run_file(run_path);
     old.erase("stamps");
     if (old != identity)
@@ -103,13 +91,12 @@ void prepare_output(const RunOptions& opt, const std::string& index_text, const 
                 "holds the output of a different datagen run (inputs, options or input contents "
                 "differ); use an empty folder");
     log_info("%s: resuming; batch files whose checksums verify are kept", opt.output.c_str());
-  } else if (has_output) {
-    fail_file(opt.output, "holds batch files of unknown origin; use an empty folder");
   }
-  write_file_atomic(join_path(opt.output, kIndexFile), index_text);
+  // The run file first: it is what marks the folder as datagen's (datagen/output_folder.h).
   json run = identity;
   run["stamps"] = stamps;
   write_file_atomic(run_path, run.dump(2) + "\n");
+  write_file_atomic(join_path(opt.output, kIndexFile), index_text);
 }
 
 }  // namespace convoy::datagen

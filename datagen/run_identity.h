@@ -21,9 +21,9 @@ nlohmann::json input_stamps(const RunOptions& opt);
 // (a rerun after a crash need not scan a large archive again); "" otherwise.
 std::string saved_index(const RunOptions& opt, const nlohmann::json& stamps);
 
-// Rank 0, before any batch file is written: refuse a folder that holds another run's output,
-// clear temporaries a killed run left behind, save the index and this run's identity (its
-// options and the index checksum; the time stamps only decide whether the index can be reused).
+// Rank 0, before any batch file is written, in a folder claimed by claim_output: refuse a folder
+// that holds another run's output, save this run's identity (its options and the index checksum;
+// the time stamps only decide whether the index can be reused) and then the index.
 void prepare_output(const RunOptions& opt, const std::string& index_text, const nlohmann::json& stamps);
 
 }  // namespace convoy::datagen

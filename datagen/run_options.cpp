@@ -5,10 +5,37 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "datagen/gpu_resize.h"
+#include "datagen/member_names.h"
 #include "shared/error.h"
 
 namespace convoy::datagen {
+namespace {
+
+// The same file or folder given twice (by any name), or an input inside a folder input: its images
+// would be taken twice.
+void refuse_overlapping_inputs(const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> real;
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    real.push_back(fs::canonical(in, ec));
+    if (ec) fail_file(in, "input cannot be resolved: " + ec.message());
+  }
+  for (size_t i = 0; i < real.size(); ++i)
+    for (size_t j = 0; j < real.size(); ++j) {
+      if (i == j) continue;
+      if (j > i && real[i] == real[j])
+        fail("--input " + inputs[j] + " is --input " + inputs[i] + " again: its images would be taken twice");
+      const std::string a = real[i].string() + "/", b = real[j].string();
+      if (b.compare(0, a.size(), a) == 0)
+        fail("--input " + inputs[j] + " is inside --input " + inputs[i] + ": its images would be taken twice");
+    }
+}
+
+}  // namespace
 
 void validate_run_options(const RunOptions& opt) {
   if (opt.inputs.empty()) fail("--input is required (a tar, a compressed tar or a folder; may be given several times)");
@@ -38,6 +65,12 @@ void validate_run_options(const RunOptions& opt) {
   for (const auto& in : opt.inputs) {
     if (::access(in.c_str(), R_OK) != 0) fail_file(in, "input cannot be read: " + errno_text());
   }
+  refuse_overlapping_inputs(opt.inputs);
+  // datagen_run.json and dataset.json record these names as text.
+  for (const auto& in : opt.inputs)
+    if (!is_utf8(in)) fail("--input " + printable(in) + ": the name is not UTF-8 text, which datagen_run.json records");
+  for (const auto* f : {&opt.classes_file, &opt.labels_file})
+    if (!is_utf8(*f)) fail(printable(*f) + ": the name is not UTF-8 text, which datagen_run.json records");
   for (const auto* f : {&opt.classes_file, &opt.labels_file})
     if (!f->empty() && ::access(f->c_str(), R_OK) != 0) fail_file(*f, "cannot be read: " + errno_text());
   struct stat st {};

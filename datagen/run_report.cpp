@@ -3,9 +3,11 @@
 #include "datagen/run_report.h"
 
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "datagen/dataset_files.h"
+#include "datagen/member_names.h"
 #include "datagen/png_codec.h"
 #include "datagen/run_identity.h"
 #include "shared/atomic_file.h"
@@ -16,10 +18,15 @@
 namespace convoy::datagen {
 namespace {
 
-std::string tsv_field(std::string s) {
-  for (char& c : s)
-    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
-  return s;
+// A field escaped as index.tsv's are (\\, \t, \n, \r), so that a line stays one line and a name
+// with a tab or a line end can still be told from another.
+std::string tsv_field(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '\t' || c == '\n' || c == '\r') out += '\\';
+    out += c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : c;
+  }
+  return out;
 }
 
 // Every member refused: while scanning (the index's rejects), then while decoding.
@@ -104,8 +111,23 @@ DatasetMeta finish_dataset(const RunOptions& opt, const InputIndex& index, const
                   {"phases", end.all.phases.to_json(opt.gpu_resize)},
                   {"kept_files", end.all.kept},
                   {"gpu_resize", opt.gpu_resize}};
-  write_dataset_meta(opt.output, meta);
+  if (meta.num_samples > 0) write_dataset_meta(opt.output, meta);  // a dataset of no sample is none
   return meta;
+}
+
+std::string nothing_decoded(const InputIndex& index, const RankResult& all) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> reasons;  // reason: count, first sample id
+  for (const auto& [id, why] : all.rejects) {
+    auto& [count, first] = reasons[why];
+    if (count++ == 0) first = id;
+  }
+  std::string out = "no image of the " + std::to_string(index.entries.size()) + " indexed could be decoded";
+  for (const auto& [why, seen] : reasons) {
+    const IndexEntry& e = index.entries[seen.second];
+    out += "; " + std::to_string(seen.first) + ": " + why + " (the first: '" + printable(std::string(e.path)) +
+           "' in " + index.inputs[e.input].path + ")";
+  }
+  return out + "; no dataset.json was written (rejects.tsv lists every member)";
 }
 
 }  // namespace convoy::datagen

@@ -1,6 +1,8 @@
 // Rank 0's end of a run: rejects.tsv, mean_image.png and then dataset.json, written last so that
 // its presence means every batch file it lists is complete; and the run's closing log lines.
 #pragma once
+#include <string>
+
 #include "datagen/gpu_lanes.h"
 #include "datagen/index.h"
 #include "datagen/phases.h"
@@ -22,8 +24,12 @@ struct RunEnd {
   int status = 0;         // the run's exit status: 2 when an input is incomplete
 };
 
-// rejects.tsv, mean_image.png, dataset.json; returns what dataset.json holds.
+// rejects.tsv, mean_image.png, dataset.json; returns what dataset.json holds. When no sample was
+// kept, dataset.json is not written (the caller says why: nothing_decoded).
 DatasetMeta finish_dataset(const RunOptions& opt, const InputIndex& index, const RunEnd& end);
+// The one line for a run whose every indexed member was refused while decoding: how many for each
+// reason, and the first of each.
+std::string nothing_decoded(const InputIndex& index, const RankResult& all);
 // The closing lines: what was written, in how long, and where the time went.
 void log_run_end(const RunOptions& opt, const InputIndex& index, const DatasetMeta& meta, const RunEnd& end);
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -13,6 +14,8 @@
 
 namespace convoy {
 namespace {
+
+constexpr const char* kTemporaryInfix = ".tmp.";  // <final>.tmp.<pid>
 
 std::string parent_dir(const std::string& path) {
   auto p = std::filesystem::path(path).parent_path();
@@ -61,7 +64,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     if (fd_ < 0) fail_file(path_, "cannot open: " + errno_text());
     return;
   }
-  tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+  tmp_ = path_ + kTemporaryInfix + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_file(tmp_, "cannot create: " + errno_text());
 }
@@ -147,6 +150,14 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   AtomicFile f(path);
   f.write(content.data(), content.size());
   f.commit();
+}
+
+std::string atomic_final_name(const std::string& name) {
+  const size_t at = name.rfind(kTemporaryInfix);
+  if (at == std::string::npos || at == 0) return "";
+  const std::string pid = name.substr(at + std::strlen(kTemporaryInfix));
+  if (pid.empty() || pid.size() > 10 || pid.find_first_not_of("0123456789") != std::string::npos) return "";
+  return name.substr(0, at);
 }
 
 std::string read_whole_file(const std::string& path) {

@@ -39,6 +39,9 @@ class AtomicFile {
 };
 
 void write_file_atomic(const std::string& path, const std::string& content);
+// The name that an AtomicFile's temporary called `name` is renamed to, or "" when `name` is not
+// one: exactly "<final>.tmp.<pid>", the pid in decimal digits (so "index.tsv.tmp.old" is not).
+std::string atomic_final_name(const std::string& name);
 std::string read_whole_file(const std::string& path);
 bool file_exists(const std::string& path);
 // Creates the folder and its parents; fails with the path and reason.

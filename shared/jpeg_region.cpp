@@ -4,14 +4,36 @@
 #include "shared/jpeg_region.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "shared/error.h"
 
 namespace convoy {
+namespace {
+
+// After the last row a single-scan JPEG holds the rest of its entropy-coded data, where 0xFF is
+// followed by 0x00 (a stuffed byte), by a restart marker or by more 0xFF (fill), then EOI.
+bool data_runs_to_eoi(const jpeg_decompress_struct& info) {
+  if (jpeg_has_multiple_scans(const_cast<jpeg_decompress_struct*>(&info))) return true;  // read up to EOI
+  if (info.unread_marker != 0) return info.unread_marker == 0xD9;
+  const uint8_t* p = info.src->next_input_byte;
+  const uint8_t* const end = p + info.src->bytes_in_buffer;
+  while (p < end && (p = static_cast<const uint8_t*>(std::memchr(p, 0xFF, size_t(end - p)))) != nullptr) {
+    const uint8_t* q = p + 1;
+    while (q < end && *q == 0xFF) ++q;
+    if (q == end) return false;
+    if (*q != 0x00 && (*q < 0xD0 || *q > 0xD7)) return *q == 0xD9;
+    p = q + 1;
+  }
+  return false;
+}
+
+}  // namespace
 
 PixelView JpegRegionDecoder::decode(const uint8_t* jpeg, size_t size, int width, int height, int channels, int scale,
                                     PixelRect r) {
+  d_.renew();
   jpeg_decompress_struct& info = d_.info();
   bool shape_ok = true;
   std::string err = d_.guarded([&] {
@@ -25,6 +47,7 @@ PixelView JpegRegionDecoder::decode(const uint8_t* jpeg, size_t size, int width,
     jpeg_abort_decompress(&info);
     fail("JPEG is " + got + ", dataset.json says " + std::to_string(width) + "x" + std::to_string(height));
   }
+  rest_intact_ = false;
   const int sw = scaled_length(width, scale), sh = scaled_length(height, scale);
   if (r.x < 0 || r.y < 0 || r.w <= 0 || r.h <= 0 || r.x + r.w > sw || r.y + r.h > sh) {
     jpeg_abort_decompress(&info);
@@ -62,6 +85,7 @@ PixelView JpegRegionDecoder::decode(const uint8_t* jpeg, size_t size, int width,
     while (int(info.output_scanline) < r.y + r.h)
       jpeg_read_scanlines(&info, rows_.data() + (info.output_scanline - JDIMENSION(r.y)),
                           JDIMENSION(r.y + r.h) - info.output_scanline);
+    rest_intact_ = data_runs_to_eoi(info);
     // The rows below the region are not wanted: stop here rather than decode them.
     jpeg_abort_decompress(&info);
   });

@@ -34,11 +34,17 @@ class JpegRegionDecoder {
   // accurate integer IDCT, as TurboJPEG's plain decode, so at scale 1 the pixels equal a full
   // decode's. The view stays valid until the next call. Throws convoy::Error with libjpeg's message.
   PixelView decode(const uint8_t* jpeg, size_t size, int width, int height, int channels, int scale, PixelRect r);
+  // Whether the last decode's JPEG runs whole past the region: all of it was read (several scans),
+  // or the bytes after the rows read are entropy-coded data (restart markers included) up to an
+  // end-of-image marker. False means only "not known": a cut or damaged file, or another marker.
+  // Found by looking for markers, not by decoding the rows below the region.
+  bool rest_intact() const { return rest_intact_; }
 
  private:
   LibjpegDecompressor d_;
   std::vector<uint8_t> buf_;
   std::vector<JSAMPROW> rows_;
+  bool rest_intact_ = false;
 };
 
 }  // namespace convoy

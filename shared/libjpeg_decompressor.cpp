@@ -14,6 +14,13 @@ LibjpegDecompressor::LibjpegDecompressor(bool warnings_fail) {
 
 LibjpegDecompressor::~LibjpegDecompressor() { jpeg_destroy_decompress(&info_); }
 
+void LibjpegDecompressor::renew() {
+  jpeg_destroy_decompress(&info_);
+  info_ = jpeg_decompress_struct{};
+  info_.err = &err_.mgr;
+  jpeg_create_decompress(&info_);
+}
+
 void LibjpegDecompressor::error_exit(j_common_ptr c) {
   Error* e = reinterpret_cast<Error*>(c->err);
   c->err->format_message(c, e->message);

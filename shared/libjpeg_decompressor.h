@@ -21,6 +21,10 @@ class LibjpegDecompressor {
   LibjpegDecompressor& operator=(const LibjpegDecompressor&) = delete;
 
   jpeg_decompress_struct& info() { return info_; }
+  // A fresh decompressor for the next image: libjpeg keeps the quantisation and Huffman tables of
+  // the images before, so a file that lacks one would be decoded with another file's (a sound
+  // image's pixels would then depend on the image decoded before it). Costs well under a µs.
+  void renew();
 
   // Runs f, which may call libjpeg and must hold no object with a destructor (an error longjmps out
   // of it). Returns "" or libjpeg's message; the decompressor is ready for the next image either way.

@@ -24,18 +24,18 @@ refused "not an IDX file" idx2tar --images "$fm/t10k-labels-idx1-ubyte.gz" --lab
 common=(--output "$work/ds" --per-file 3000)
 ok=(--input "$work/t10k.tar" "${common[@]}" --size 28 --channels 1 --classes "$work/classes.txt")
 in=(--input "$work/t10k.tar" "${common[@]}")
-refused "--channels must be 1 or 3" "${in[@]}" --size 28 --channels 2
-refused "--size must be" "${in[@]}" --size 0
+refused "--channels: 2 not in {1,3}" "${in[@]}" --size 28 --channels 2
+refused "--size: Value 0 not in range" "${in[@]}" --size 0
 refused "--resize short" "${in[@]}" --size 28 --resize short
-refused "crop, squash or short" "${in[@]}" --size 28 --resize stretch
-refused "unknown encoding" "${in[@]}" --size 28 --encoding png
+refused "--resize: stretch not in" "${in[@]}" --size 28 --resize stretch
+refused "--encoding: png not in" "${in[@]}" --size 28 --encoding png
 refused "--quality" "${in[@]}" --size 28 --encoding jpeg --quality 101
 refused "missing.tar: input cannot be read" --input "$work/missing.tar" "${common[@]}" --size 28
 refused "nope.txt" "${in[@]}" --size 28 --classes "$work/nope.txt"
 refused "--input is required" "${common[@]}" --size 28
 refused "not expected" "${ok[@]}" --bogus
 refused "--gpu-route" "${ok[@]}" --gpu-route sometimes
-refused "--gpu-min-saving must be 0 or more" "${ok[@]}" --gpu-min-saving -1
+refused "--gpu-min-saving: must be at least 0" "${ok[@]}" --gpu-min-saving -1
 # --gpu-resize without CUDA in the build, or without a device, is refused before any work.
 if ! "$dg" --input "$work/t10k.tar" --output "$work/gpu" --size 28 --channels 1 --gpu-resize > "$work/out.txt" 2> "$work/err.txt"; then
   grep -qE -- "--gpu-resize: (this datagen was built without CUDA|no CUDA device)" "$work/err.txt" ||

@@ -4,6 +4,8 @@
 // the centred square decoded alone for a crop.
 #include <gtest/gtest.h>
 
+#include <turbojpeg.h>
+
 #include <random>
 
 #include "datagen/image_codec.h"
@@ -161,6 +163,70 @@ TEST(DatagenDecode, PngGrayAlphaRoundingAndEncoding) {
     const cv::Mat back = png_decode(reinterpret_cast<const uint8_t*>(p.data()), p.size());
     ASSERT_EQ(back.type(), m.type());
     EXPECT_EQ(cv::norm(back, m, cv::NORM_INF), 0) << ch << " channels";
+  }
+}
+
+// The whole decode (libjpeg, for PIL's verdict on damage) gives TurboJPEG's pixels, which datasets
+// made before were decoded with: every subsampling, progressive, grey, CMYK, every DCT scale.
+TEST(DatagenDecode, WholeDecodeGivesTurboJpegsPixels) {
+  std::mt19937 rng(5);
+  ImageCodec codec;
+  tjhandle tj = tjInitDecompress();
+  for (auto [w, h] : {std::pair{500, 375}, {97, 61}, {64, 64}, {17, 300}})
+    for (int samp : {int(TJSAMP_420), int(TJSAMP_422), int(TJSAMP_444), int(TJSAMP_440), int(TJSAMP_GRAY), -1})
+      for (int flags : {0, TJFLAG_PROGRESSIVE}) {
+        std::vector<uint8_t> px(size_t(w) * size_t(h) * 4);
+        for (auto& v : px) v = uint8_t(rng());
+        const Bytes j = samp == -1            ? jpeg(px, w, h, TJPF_CMYK, TJSAMP_444, flags, 90)
+                        : samp == TJSAMP_GRAY ? jpeg(px, w, h, TJPF_GRAY, samp, flags, 90)
+                                              : jpeg(px, w, h, TJPF_RGB, samp, flags, 90);
+        const auto* d = reinterpret_cast<const uint8_t*>(j.data());
+        for (int channels : {1, 3})
+          for (int min_short : {0, 9, 30, 60}) {
+            const cv::Mat got = codec.decode(d, j.size(), channels, min_short, {});
+            const tjscalingfactor sf{1, jpeg_scale_denominator(w, h, min_short)};
+            const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf),
+                      pf = samp == -1      ? TJPF_CMYK
+                           : channels == 1 ? TJPF_GRAY
+                                           : TJPF_RGB;
+            cv::Mat want(sh, sw, CV_8UC(tjPixelSize[pf]));
+            ASSERT_EQ(tjDecompress2(tj, d, j.size(), want.data, sw, int(want.step[0]), sh, pf, 0), 0);
+            const std::string what = std::to_string(w) + "x" + std::to_string(h) + " subsampling " +
+                                     std::to_string(samp) + " flags " + std::to_string(flags) + " channels " +
+                                     std::to_string(channels) + " min_short " + std::to_string(min_short);
+            if (samp == -1) {  // CMYK is converted after the decode: compare what that makes of TurboJPEG's
+              ASSERT_EQ(got.size(), cv::Size(sw, sh)) << what;
+              const cv::Vec4b k = want.at<cv::Vec4b>(sh / 2, sw / 2);
+              const uint8_t r = uint8_t((k[0] * k[3] + 127) / 255);
+              if (channels == 3) EXPECT_EQ(got.at<cv::Vec3b>(sh / 2, sw / 2)[0], r) << what;
+              continue;
+            }
+            ASSERT_EQ(got.size(), want.size()) << what;
+            ASSERT_EQ(got.type(), want.type()) << what;
+            ASSERT_EQ(cv::norm(got, want, cv::NORM_INF), 0.0) << what;
+          }
+      }
+  tjDestroy(tj);
+}
+
+// libjpeg keeps an image's Huffman and quantisation tables for the next one: a JPEG whose tables
+// were lost must not be decoded with those of the image before it (PIL refuses such a file).
+TEST(DatagenDecode, AJpegWithoutItsTablesIsNotDecodedWithTheImageBefores) {
+  const Bytes sound = jpeg(pattern(48, 40, 3), 48, 40, TJPF_RGB, TJSAMP_444, TJFLAG_PROGRESSIVE, 90);
+  Bytes tableless = sound;
+  for (size_t at = 0; (at = tableless.find(std::string("\xFF\xC4", 2), at)) != Bytes::npos;) {
+    const size_t len = (size_t(uint8_t(tableless[at + 2])) << 8) | uint8_t(tableless[at + 3]);
+    tableless.erase(at, len + 2);  // every DHT segment
+  }
+  ASSERT_LT(tableless.size(), sound.size());
+  for (bool centre : {false, true}) {
+    ImageCodec codec;
+    const auto run = [&](const Bytes& b) {
+      const auto* d = reinterpret_cast<const uint8_t*>(b.data());
+      return centre ? codec.decode_centre(d, b.size(), 3, 0, {}, {}) : codec.decode(d, b.size(), 3, 0, {});
+    };
+    EXPECT_EQ(run(sound).cols, centre ? 40 : 48);
+    EXPECT_THROW(run(tableless), RejectError) << (centre ? "centre" : "whole") << " decode after a sound image";
   }
 }
 

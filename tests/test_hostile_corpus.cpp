@@ -178,3 +178,43 @@ TEST(HostileCorpus, TarGzCutInItsHeaderIsRefusedNamingTheFile) {
   }
   EXPECT_FALSE(file_exists(dir + "/out/dataset.json"));
 }
+
+// Damage and names as they come from users, in one archive: each member is a sample or a line in
+// rejects.tsv with its rule, decided as PIL decides for damaged images.
+TEST(HostileCorpus, DamageAndNamesAsUsersMakeThem) {
+  const std::string dir = scratch("hostile_names");
+  const Bytes base = rgb_jpeg(64, 48, 1), prog = rgb_jpeg(64, 48, 2, TJSAMP_420, TJFLAG_PROGRESSIVE);
+  Bytes bad_text_crc = png(cv::Mat(8, 8, CV_8UC3, cv::Scalar(1, 2, 3)));
+  const std::string text("tEXtComment\0hi", 14);
+  bad_text_crc.insert(33, std::string("\0\0\0\x0A", 4) + text + "BAD!");  // after IHDR, a CRC that does not match
+  write_tar(dir + "/in.tar", {{"ok/base.jpg", base},
+                              {"ok/junk_after_end.jpg", base + "trailing junk"},
+                              {"ok/tab\tin name.jpg", rgb_jpeg(20, 20, 3)},
+                              {"/ok/absolute.jpg", rgb_jpeg(20, 20, 4)},
+                              {"cut/base_30.jpg", base.substr(0, base.size() * 3 / 10)},
+                              {"cut/base_no_end.jpg", base.substr(0, base.size() - 2)},
+                              {"cut/progressive_2.jpg", prog.substr(0, prog.size() / 50 + 200)},
+                              {"cut/png_bad_crc.png", bad_text_crc},
+                              {"caf\xE9/latin1.jpg", rgb_jpeg(20, 20, 5)},
+                              {"ok/../../escape.jpg", rgb_jpeg(20, 20, 6)}});
+  ASSERT_EQ(run_datagen(options(dir + "/in.tar", dir + "/out"), mpi()), 0);
+  const DatasetMeta m = read_dataset_meta(dir + "/out");
+  EXPECT_EQ(m.num_samples, 4u);
+  EXPECT_EQ(m.classes, (std::vector<std::string>{"cut", "ok"}));  // decoding refused cut/'s members, not its name
+  const std::string rejects = read_file(dir + "/out/rejects.tsv");
+  for (const char* cut : {"cut/base_30.jpg", "cut/base_no_end.jpg", "cut/progressive_2.jpg"})
+    EXPECT_NE(reject_reason(rejects, cut).find("cut short"), std::string::npos) << cut << "\n" << rejects;
+  EXPECT_NE(reject_reason(rejects, "cut/png_bad_crc.png").find("CRC"), std::string::npos) << rejects;
+  EXPECT_NE(reject_reason(rejects, "caf\xE9/latin1.jpg").find("not UTF-8"), std::string::npos) << rejects;
+  EXPECT_NE(reject_reason(rejects, "ok/../../escape.jpg").find("'..'"), std::string::npos) << rejects;
+}
+
+// Every image damaged: no dataset.json of no sample, and the run says why in one line and fails.
+TEST(HostileCorpus, NothingDecodableWritesNoDatasetJson) {
+  const std::string dir = scratch("hostile_none_decodable");
+  const Bytes j = rgb_jpeg(64, 48, 1);
+  write_tar(dir + "/in.tar", {{"c/a.jpg", j.substr(0, j.size() / 2)}, {"c/b.jpg", j.substr(0, j.size() / 3)}});
+  EXPECT_EQ(run_datagen(options(dir + "/in.tar", dir + "/out"), mpi()), 1);
+  EXPECT_FALSE(file_exists(dir + "/out/dataset.json"));
+  EXPECT_NE(reject_reason(read_file(dir + "/out/rejects.tsv"), "c/a.jpg").find("cut short"), std::string::npos);
+}
