@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -71,6 +72,14 @@ void put_byte(const std::string& path, size_t at, char c) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(std::streamoff(at));
   f.put(c);
+}
+
+// The first batch (from the start) that uses `file` in epoch 0 of `o`.
+long long first_batch_of(const DatasetMeta& meta, const LoaderOptions& o, uint32_t file) {
+  const std::vector<SampleRef> order = rank_stream(meta, PlanOptions{o.seed, 0, 0, 1, o.train, o.window_files});
+  size_t first_use = 0;
+  while (order[first_use].file != file) ++first_use;
+  return (long long)first_use / o.local_batch;
 }
 
 }  // namespace
@@ -427,4 +436,71 @@ TEST(Loader, FlipsAtChunkBoundariesAreFound) {
       write_file_atomic(victim, bad);
       EXPECT_THROW(f.load(victim, meta.shape), Error) << "flip at " << at;
     }
+}
+
+TEST(Loader, WrongFileFailsAtTheFirstBatchThatNeedsIt) {
+  // A batch file sound by itself but not the one dataset.json lists (here another dataset's file of
+  // the same shape, count and size): refused with one line naming it and dataset.json, where it is
+  // first needed, for any number of readers; the batches before it are whole.
+  const std::vector<uint32_t> counts(8, 16);
+  const std::string dir = make("wrong_late", Encoding::raw, counts);
+  SyntheticSpec spec;
+  spec.file_counts = counts;
+  spec.shape = {12, 12, 3};
+  spec.classes = 5;
+  spec.seed = 4;
+  const std::string other = kTmp + "/wrong_other";
+  write_synthetic_dataset(other, spec);
+  const DatasetMeta meta = read_dataset_meta(dir), other_meta = read_dataset_meta(other);
+  for (bool train : {true, false}) {
+    LoaderOptions base = options(dir, train);
+    const std::vector<SampleRef> order = rank_stream(meta, PlanOptions{base.seed, 0, 0, 1, train, base.window_files});
+    const uint32_t victim_file = order.back().file;  // needed late: the loader has read it well before
+    const long long fails_at = first_batch_of(meta, base, victim_file);
+    ASSERT_GT(fails_at, 2);
+    const std::string victim = join_path(dir, meta.files[victim_file].name);
+    const std::string good = read_whole_file(victim);
+    ASSERT_EQ(other_meta.files[victim_file].bytes, meta.files[victim_file].bytes);
+    write_file_atomic(victim, read_whole_file(join_path(other, other_meta.files[victim_file].name)));
+    for (int readers : {1, 4}) {
+      LoaderOptions o = base;
+      o.readers = readers;
+      Loader l(o, meta);
+      l.start_epoch(0);
+      HostBatch b;
+      for (long long k = 0; k < fails_at; ++k) ASSERT_TRUE(l.next(b)) << "batch " << k;
+      try {
+        l.next(b);
+        ADD_FAILURE() << "batch " << fails_at << " came from another dataset's file (" << readers << " readers)";
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_EQ(what.rfind(victim + ": ", 0), 0u) << what;
+        EXPECT_NE(what.find("dataset.json"), std::string::npos) << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      }
+    }
+    write_file_atomic(victim, good);
+  }
+}
+
+TEST(Loader, SwappedFilesAreRefused) {
+  // Two files of one dataset swapped: each is sound and of the right size, but neither is the file
+  // dataset.json lists under its name.
+  const std::string dir = make("swapped", Encoding::jpeg, {16, 16, 16, 16});
+  const DatasetMeta meta = read_dataset_meta(dir);
+  const std::string a = join_path(dir, meta.files[1].name), b = join_path(dir, meta.files[2].name);
+  ASSERT_EQ(::rename(a.c_str(), (a + ".tmp").c_str()), 0);
+  ASSERT_EQ(::rename(b.c_str(), a.c_str()), 0);
+  ASSERT_EQ(::rename((a + ".tmp").c_str(), b.c_str()), 0);
+  for (bool train : {true, false}) {
+    Loader l(options(dir, train), meta);
+    try {
+      epoch(l, 0);
+      ADD_FAILURE() << "swapped files were read (train " << train << ")";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.rfind(a + ": ", 0) == 0 || what.rfind(b + ": ", 0) == 0) << what;
+      EXPECT_NE(what.find("dataset.json"), std::string::npos) << what;
+    }
+  }
 }
