@@ -4,9 +4,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,6 +79,9 @@ std::pair<double, double> checked_pair(const std::pair<double, double>& p, const
   return p;
 }
 
+// How long next() waits for a late batch before it looks at Python's signals (Ctrl-C) again.
+constexpr std::chrono::milliseconds kSignalCheck{100};
+
 class PyLoader {
  public:
   PyLoader(const std::string& path, int batch_size, int rank, int world_size, uint64_t seed, int epoch, int crop,
@@ -95,6 +102,8 @@ class PyLoader {
           "batches on every rank (as `train` does), so the samples past them are left out; use train=False for "
           "every sample");
     if (as_torch) from_dlpack_ = py::module_::import("torch").attr("from_dlpack");
+    current_thread_ = py::module_::import("threading").attr("current_thread");
+    weak_ref_ = py::module_::import("weakref").attr("ref");
     meta_ = convoy::read_dataset_meta(path);
     opt_.dir = path;
     opt_.local_batch = batch_size;
@@ -132,29 +141,36 @@ class PyLoader {
   }
 
   PyLoader& iter() {
-    if (started_ != epoch_ || taken_ > 0 || done_) start(epoch_);
+    claim("iter()");
+    if (taken_ > 0 || done_) start(epoch_);
     return *this;
   }
 
   py::object next() {
-    if (started_ < 0) start(epoch_);
+    if (owner_.is_none()) owner_ = weak_ref_(current_thread_());
     if (done_ || taken_ >= len_) {
       done_ = true;
       throw py::stop_iteration();
     }
     std::unique_ptr<Slot> slot = pool_->take();
-    bool got = false;
-    {
-      py::gil_scoped_release nogil;
-      std::lock_guard<std::mutex> lk(busy_);
-      got = loader_->next(slot->batch);
+    InNext inside(in_next_);
+    for (;;) {
+      std::unique_lock<std::mutex> lk;
+      const convoy::Loader::Take t = without_gil(lk, [&] { return loader_->next_for(slot->batch, kSignalCheck); });
+      if (t == convoy::Loader::Take::batch) {
+        ++taken_;
+        break;
+      }
+      if (t == convoy::Loader::Take::end) {
+        done_ = true;
+        lk.unlock();
+        pool_->give(std::move(slot));
+        throw py::stop_iteration();
+      }
+      // A batch is late (a slow or hung file system): Ctrl-C raises KeyboardInterrupt now, not when it comes.
+      lk.unlock();
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    if (!got) {
-      pool_->give(std::move(slot));
-      done_ = true;
-      throw py::stop_iteration();
-    }
-    ++taken_;
     const HostBatch& b = slot->batch;
     slot->labels.assign(b.labels.begin(), b.labels.end());
     const py::ssize_t n = b.n, h = loader_->out_height(), w = loader_->out_width(), c = loader_->out_channels();
@@ -176,8 +192,10 @@ class PyLoader {
 
   void set_epoch(int epoch) {
     if (epoch < 0) throw py::value_error("epoch must not be negative");
+    claim("set_epoch()");
     epoch_ = epoch;
     start(epoch_);
+    owner_ = py::none();  // the thread that iterates it next takes it
   }
 
   long long len() const { return len_; }
@@ -188,14 +206,63 @@ class PyLoader {
   bool drop_last() const { return drop_last_; }
 
  private:
+  // Threads inside next(), counted while they wait without the GIL.
+  struct InNext {
+    int& n;
+    explicit InNext(int& count) : n(count) { ++n; }
+    ~InNext() { --n; }
+    InNext(const InNext&) = delete;
+    InNext& operator=(const InNext&) = delete;
+  };
+
+  // Runs f() without the GIL and with busy_ held (in lk), then takes the GIL back with busy_ still
+  // held, so that f's work on the loader and the caller's bookkeeping after it are one step to every
+  // other thread. Lock order: busy_, then the GIL; no thread waits for busy_ holding the GIL. The GIL
+  // is taken back by a plain call, not in a destructor: at interpreter exit Python ends a daemon
+  // thread inside that call with pthread_exit, whose unwinding out of a destructor (noexcept) would
+  // abort the whole process.
+  template <class F>
+  auto without_gil(std::unique_lock<std::mutex>& lk, F&& f) -> decltype(f()) {
+    std::optional<decltype(f())> result;
+    std::exception_ptr error;
+    PyThreadState* state = PyEval_SaveThread();
+    try {
+      lk = std::unique_lock<std::mutex>(busy_);
+      result.emplace(f());
+    } catch (...) {
+      error = std::current_exception();
+    }
+    PyEval_RestoreThread(state);
+    if (error) std::rethrow_exception(error);
+    return std::move(*result);
+  }
+
+  // A Loader is one stream of batches. Restarting it (iter() once batches were taken, set_epoch())
+  // while another thread iterates it would hand that thread batches of a new pass, or split one epoch
+  // between two `for` loops, without a word: refused while that thread is alive and its epoch is
+  // unfinished, or while another thread is inside next(). Threads may share one pass through next().
+  void claim(const char* what) {
+    py::object me = current_thread_(), owner = owner_.is_none() ? py::none() : owner_();
+    const bool held = !owner.is_none() && !owner.is(me) && !done_ && owner.attr("is_alive")().cast<bool>();
+    if (held || in_next_ > 0) {
+      const std::string other = held ? "another thread, '" + owner.attr("name").cast<std::string>() + "', iterates"
+                                     : "another thread takes batches of";
+      throw std::runtime_error("convoy.Loader: " + std::string(what) + " in thread '" +
+                               me.attr("name").cast<std::string>() + "' while " + other + " epoch " +
+                               std::to_string(epoch_) + " (" + std::to_string(taken_) + " of " + std::to_string(len_) +
+                               " batches taken): a Loader is one stream of batches; give each thread its own "
+                               "convoy.Loader, or let that thread finish the epoch (or call set_epoch()) first");
+    }
+    owner_ = weak_ref_(me);
+  }
+
   // Everything the epoch yields is fixed by (seed, epoch, rank); starting it again replays it.
   void start(int epoch) {
-    {
-      py::gil_scoped_release nogil;
-      std::lock_guard<std::mutex> lk(busy_);
+    std::unique_lock<std::mutex> lk;
+    without_gil(lk, [&] {
       loader_->start_epoch(epoch);
-    }
-    started_ = epoch;
+      return true;
+    });
     taken_ = 0;
     done_ = false;
   }
@@ -206,9 +273,16 @@ class PyLoader {
   convoy::LoaderOptions opt_;
   std::unique_ptr<convoy::Loader> loader_;
   std::shared_ptr<SlotPool> pool_;
-  std::mutex busy_;  // the loader is used from one thread at a time; the GIL is not held around it
-  py::object from_dlpack_ = py::none();
-  int epoch_ = 0, started_ = -1;
+  // loader_ is used by one thread at a time, without the GIL; the fields below are the GIL's, and
+  // those of the pass (taken_, done_) change only with busy_ held too (without_gil).
+  std::mutex busy_;
+  py::object from_dlpack_ = py::none(), current_thread_ = py::none(), weak_ref_ = py::none();
+  // A weak reference to the threading.Thread iterating the pass, or None. Weak: a Thread object that
+  // holds the loader would otherwise keep both alive for good (pybind11 objects are not collected
+  // in cycles).
+  py::object owner_ = py::none();
+  int in_next_ = 0;
+  int epoch_ = 0;
   long long taken_ = 0, len_ = 0;
   bool done_ = false, drop_last_ = true, with_ids_ = false;
 };
@@ -222,6 +296,12 @@ PYBIND11_MODULE(convoy, m) {
   m.attr("__version__") = CONVOY_VERSION;
   // Errors name the file (as the C++ tools print them); a subclass of RuntimeError.
   py::register_exception<convoy::Error>(m, "Error", PyExc_RuntimeError);
+  // pybind11 2.10 (before its gil_safe_call_once) looks numpy's C API up on first use into a
+  // function-local static, importing numpy.core.multiarray under the static's guard; the import can
+  // let the GIL go, and a second thread that takes it and reaches the same static waits on the guard
+  // holding the GIL: both wait forever (two loaders' first batches in two threads). Looked up here,
+  // once, while the module is imported.
+  (void)py::dtype::of<uint8_t>();
 
   py::class_<PyLoader>(m, "Loader", R"doc(
 Loader(path, batch_size, *, rank=0, world_size=1, seed=0, epoch=0, crop=0, pad=0, flip=False,
@@ -242,6 +322,11 @@ them are left out, so drop_last=False is refused); evaluation (train=False) take
 rank in file order with the centred crop (eval_resize: the short side first to that size), and
 drop_last=False keeps the last partial batch. readers=0 picks one reader per core of this process's
 share, less one for the caller. Damaged files raise convoy.Error naming the file.
+
+Threads: a Loader is one stream of batches; threads that read in parallel each need their own.
+Threads may share one pass through next() (each batch goes to one of them), but starting the epoch
+over (iter() once batches were taken, or set_epoch()) while another thread iterates an unfinished
+epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C interrupts the wait.
 )doc")
       .def(py::init<const std::string&, int, int, int, uint64_t, int, int, int, bool, bool, std::pair<double, double>,
                     std::pair<double, double>, bool, int, int, bool, int, int, bool, bool>(),

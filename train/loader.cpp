@@ -403,6 +403,12 @@ bool Loader::read_ahead(std::unique_lock<std::mutex>& lk) {
 }
 
 bool Loader::next(HostBatch& out) {
+  Take t;
+  while ((t = next_for(out, std::chrono::hours(1))) == Take::waiting) continue;
+  return t == Take::batch;
+}
+
+Loader::Take Loader::next_for(HostBatch& out, std::chrono::milliseconds patience) {
   std::unique_lock<std::mutex> lk(mu_);
   if (next_take_ >= end_) {
     // An evaluation pass runs once per training epoch: its buffers would sit idle in between.
@@ -410,12 +416,12 @@ bool Loader::next(HostBatch& out) {
       spare_files_.clear();
       spare_batches_.clear();
     }
-    return false;
+    return Take::end;
   }
   ReadySlot& r = ready_[size_t(next_take_ % opt_.prefetch)];
   std::exception_ptr err;
   if (!r.done) work_cv_.notify_all();  // the readers may be waiting for the window to empty further
-  ready_cv_.wait(lk, [&] { return r.done || (err = file_error(next_take_)); });
+  if (!ready_cv_.wait_for(lk, patience, [&] { return r.done || (err = file_error(next_take_)); })) return Take::waiting;
   if (!r.done) std::rethrow_exception(err);
   if (r.error) std::rethrow_exception(r.error);
   std::swap(out, r.batch);
@@ -426,7 +432,7 @@ bool Loader::next(HostBatch& out) {
   const bool wake = next_take_ + opt_.prefetch >= next_build_ + wake_at_;  // wake_at_ slots free
   lk.unlock();
   if (wake) work_cv_.notify_all();
-  return true;
+  return Take::batch;
 }
 
 }  // namespace convoy

@@ -95,7 +95,13 @@ def test_one_loader_two_threads_each_iterating_is_refused(raw_data):
             first.append(next(it)[2].tolist())
             took_one.set()
             tried.wait()
-            first.extend(b[2].tolist() for b in it)
+            while len(first) < len(loader):  # next(), as `for b in it` would start the epoch over
+                first.append(next(it)[2].tolist())
+            try:
+                next(it)
+                first.append("one too many")
+            except StopIteration:
+                pass
         errors = []
         def b():
             took_one.wait()
@@ -133,7 +139,12 @@ def test_one_iterator_shared_by_threads_gives_each_batch_once(raw_data):
         it = iter(loader)
         got = []
         def pull():
-            for b in it:
+            # next(), not `for b in it`: a `for` calls iter(), which starts the epoch over.
+            while True:
+                try:
+                    b = next(it)
+                except StopIteration:
+                    return
                 got.extend(b[2].tolist())
         threads = [threading.Thread(target=pull) for _ in range(3)]
         for t in threads: t.start()
@@ -146,6 +157,31 @@ def test_one_iterator_shared_by_threads_gives_each_batch_once(raw_data):
         print("ok", len(got))
     """, raw_data))
     assert out.strip() == f"ok {263 // 8 * 8}"
+
+
+def test_loader_dropped_while_a_thread_iterates(raw_data):
+    # The main thread lets go of a loader another thread iterates, and that thread keeps arrays past
+    # the loader's end: the epoch comes whole and the arrays stay as they were.
+    out = ok(script("""
+        import gc, sys, threading, weakref
+        import convoy
+        loader = convoy.Loader(sys.argv[1], 8, with_ids=True)
+        started, kept = threading.Event(), []
+        def run(l):
+            for b in l:
+                kept.append((b[2], b[2].copy()))
+                started.set()
+        t = threading.Thread(target=run, args=(loader,))
+        t.start()
+        started.wait()
+        del loader
+        gc.collect()
+        t.join()
+        gc.collect()
+        assert len(kept) == 263 // 8 and all((a == b).all() for a, b in kept)
+        print("ok")
+    """, raw_data))
+    assert out == "ok\n"
 
 
 def stalled(data, ms):
