@@ -4,6 +4,7 @@
 
 #include "shared/atomic_file.h"
 #include "shared/error.h"
+#include "shared/regular_file.h"
 
 namespace convoy {
 
@@ -85,7 +86,10 @@ void write_dataset_meta(const std::string& dir, const DatasetMeta& meta) {
 
 DatasetMeta read_dataset_meta(const std::string& dir) {
   const std::string path = join_path(dir, kDatasetJson);
-  if (!file_exists(path)) fail_file(dir, "no dataset.json (not a dataset folder, or datagen did not finish)");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    fail_file(dir, "no dataset.json (not a dataset folder, or datagen did not finish)");
+  require_regular_file(path, st);  // a named pipe would block the reader for good
   json j;
   try {
     j = json::parse(read_whole_file(path));

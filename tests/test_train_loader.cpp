@@ -270,8 +270,8 @@ TEST(Loader, RanksGetDisjointFilesCoveringAll) {
 TEST(Loader, JpegFilesDecodeToTheRawPixels) {
   const std::string raw = make("raw", Encoding::raw), jpeg = make("jpeg", Encoding::jpeg);
   const DatasetMeta mr = read_dataset_meta(raw), mj = read_dataset_meta(jpeg);
-  const DecodedFile a = load_batch_file(join_path(raw, mr.files[0].name), mr.shape);
-  const DecodedFile b = load_batch_file(join_path(jpeg, mj.files[0].name), mj.shape);
+  const DecodedFile a = load_batch_file(raw, mr, 0);
+  const DecodedFile b = load_batch_file(jpeg, mj, 0);
   ASSERT_EQ(a.pixels.size(), b.pixels.size());
   EXPECT_EQ(a.labels, b.labels);
   double err = 0;
@@ -383,11 +383,11 @@ TEST(Loader, EveryFlipAndTruncationIsRefusedWithTheFileName) {
     const std::string path = join_path(dir, meta.files[0].name), victim = path + ".victim";
     const std::string good = read_whole_file(path);
     LoadedFile f;
-    f.load(path, meta.shape);
+    f.load(path, meta.files[0], meta.shape);
     ASSERT_EQ(f.count(), 3u);
     auto refused = [&] {
       try {
-        f.load(victim, meta.shape);
+        f.load(victim, meta.files[0], meta.shape);
       } catch (const Error& e) {
         return std::string(e.what()).rfind(victim + ": ", 0) == 0;
       }
@@ -421,7 +421,7 @@ TEST(Loader, FlipsAtChunkBoundariesAreFound) {
   const std::string good = read_whole_file(path);
   const Batch want = read_batch_file(path);
   LoadedFile f;
-  f.load(path, meta.shape);
+  f.load(path, meta.files[0], meta.shape);
   ASSERT_EQ(f.count(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(f.label(i), want.labels[i]);
@@ -434,7 +434,7 @@ TEST(Loader, FlipsAtChunkBoundariesAreFound) {
       std::string bad = good;
       bad[at] ^= 0x80;
       write_file_atomic(victim, bad);
-      EXPECT_THROW(f.load(victim, meta.shape), Error) << "flip at " << at;
+      EXPECT_THROW(f.load(victim, meta.files[0], meta.shape), Error) << "flip at " << at;
     }
 }
 

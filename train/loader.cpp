@@ -17,9 +17,11 @@
 
 namespace convoy {
 
-DecodedFile load_batch_file(const std::string& path, const ImageShape& shape) {
+DecodedFile load_batch_file(const std::string& dir, const DatasetMeta& meta, size_t file) {
+  const std::string path = join_path(dir, meta.files[file].name);
+  const ImageShape& shape = meta.shape;
   LoadedFile f;
-  f.load(path, shape);
+  f.load(path, meta.files[file], shape);
   DecodedFile d;
   const size_t n = f.count(), bytes = shape.bytes();
   d.pixels.resize(n * bytes);
@@ -355,10 +357,7 @@ bool Loader::load_next_file(std::unique_lock<std::mutex>& lk) {
   lk.unlock();
   const std::string path = join_path(opt_.dir, meta_.files[f].name);
   try {
-    data->load(path, meta_.shape);
-    if (data->count() != meta_.files[f].count)
-      fail_file(path, "holds " + std::to_string(data->count()) + " samples, dataset.json says " +
-                          std::to_string(meta_.files[f].count));
+    data->load(path, meta_.files[f], meta_.shape);
   } catch (...) {
     err = std::current_exception();
   }
@@ -389,8 +388,7 @@ bool Loader::read_ahead(std::unique_lock<std::mutex>& lk) {
   lk.unlock();
   bool ok = true;
   try {
-    data->load(join_path(opt_.dir, meta_.files[f].name), meta_.shape);
-    ok = data->count() == meta_.files[f].count;
+    data->load(join_path(opt_.dir, meta_.files[f].name), meta_.files[f], meta_.shape);
   } catch (...) {
     ok = false;
   }

@@ -44,13 +44,14 @@ struct LoaderOptions {
   AugmentSpec augment;
 };
 
-// Raw HWC pixels of every sample in one batch file (JPEG samples decoded whole).
+// Raw HWC pixels of every sample in batch file number `file` of the dataset in `dir` (JPEG samples
+// decoded whole).
 struct DecodedFile {
   std::vector<uint8_t> pixels;
   std::vector<int32_t> labels;
   std::vector<int64_t> ids;
 };
-DecodedFile load_batch_file(const std::string& path, const ImageShape& shape);
+DecodedFile load_batch_file(const std::string& dir, const DatasetMeta& meta, size_t file);
 
 class Loader {
  public:
