@@ -3,10 +3,12 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +19,7 @@
 
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
+#include "train/augment_rules.h"
 #include "train/epoch_plan.h"
 #include "train/loader.h"
 #include "train/loader_sizing.h"
@@ -73,10 +76,87 @@ int local_ranks_from_env() {
   return 1;
 }
 
-std::pair<double, double> checked_pair(const std::pair<double, double>& p, const char* name) {
-  if (!(p.first > 0 && p.first <= p.second))
-    throw py::value_error(std::string(name) + " must be (low, high) with 0 < low <= high");
-  return p;
+// The constructor's arguments as Python passes them.
+struct Args {
+  std::string path;
+  int batch_size = 0, rank = 0, world_size = 1;
+  uint64_t seed = 0;
+  int epoch = 0, crop = 0, pad = 0;
+  bool flip = false, random_resized_crop = false;
+  std::optional<std::pair<double, double>> scale, ratio;  // None: the defaults
+  bool train = true;
+  int eval_resize = 0, readers = 0;
+  bool drop_last = true;
+  int window_files = 4, prefetch = 0;
+  bool with_ids = false, as_torch = false;
+};
+
+// Each argument on its own and with the others, before any file is read; ValueError names it.
+void check_args(const Args& a) {
+  if (a.batch_size <= 0) throw py::value_error("batch_size must be positive");
+  if (a.world_size <= 0 || a.rank < 0 || a.rank >= a.world_size)
+    throw py::value_error("rank must be in [0, world_size) and world_size positive");
+  if (a.epoch < 0) throw py::value_error("epoch must not be negative");
+  if (a.crop < 0 || a.pad < 0 || a.eval_resize < 0 || a.readers < 0 || a.prefetch < 0)
+    throw py::value_error("crop, pad, eval_resize, readers and prefetch must not be negative");
+  if (a.window_files <= 0) throw py::value_error("window_files must be positive");
+  if (a.train && !a.drop_last)
+    throw py::value_error(
+        "drop_last=False is not supported with train=True: in training the loader yields the same number of full "
+        "batches on every rank (as `train` does), so the samples past them are left out; use train=False for "
+        "every sample");
+  if ((a.scale || a.ratio) && !a.random_resized_crop)
+    throw py::value_error(
+        "scale and ratio are random_resized_crop's: without random_resized_crop=True they would "
+        "change nothing");
+}
+
+convoy::LoaderOptions loader_options(const Args& a) {
+  convoy::LoaderOptions o;
+  o.dir = a.path;
+  o.local_batch = a.batch_size;
+  o.rank = a.rank;
+  o.ranks = a.world_size;
+  o.seed = a.seed;
+  o.train = a.train;
+  o.window_files = a.window_files;
+  o.prefetch = a.prefetch;
+  // The consumer takes pixels only: the loader mirrors them itself, so the flips are all 0.
+  o.raw = true;
+  o.mirror = true;
+  // One core for the Python thread that runs the step, as the CUDA backend keeps one for its host thread.
+  o.readers = convoy::choose_readers(a.readers, 1, local_ranks_from_env()).readers;
+  convoy::AugmentSpec& g = o.augment;
+  g.crop = a.crop, g.pad = a.pad, g.flip = a.flip, g.random_resized_crop = a.random_resized_crop;
+  if (a.scale) g.scale[0] = a.scale->first, g.scale[1] = a.scale->second;
+  if (a.ratio) g.ratio[0] = a.ratio->first, g.ratio[1] = a.ratio->second;
+  g.eval_resize = a.eval_resize;
+  if (const std::string problem = convoy::augment_problem(g); !problem.empty()) throw py::value_error(problem);
+  return o;
+}
+
+// Batches per epoch on this rank; a batch_size that leaves none is refused, as an epoch of no
+// batches would end every loop at once without a word.
+long long batches_per_epoch(const convoy::DatasetMeta& meta, const Args& a) {
+  const std::string rank = "rank " + std::to_string(a.rank) + " of " + std::to_string(a.world_size);
+  const std::string b = "batch_size " + std::to_string(a.batch_size);
+  if (a.train) {
+    const long long n = convoy::samples_every_rank_gets(meta, a.world_size);
+    if (n < a.batch_size)
+      throw py::value_error(b + ": every rank of " + std::to_string(a.world_size) + " is sure of only " +
+                            std::to_string(n) + " samples an epoch (the " + std::to_string(meta.files.size()) +
+                            " batch files dealt in turn, the smallest counted), so training would yield no batch");
+    return n / a.batch_size;
+  }
+  // Evaluation deals files by stride in file order, the same share in every epoch.
+  const convoy::PlanOptions plan{a.seed, a.epoch, a.rank, a.world_size, false, a.window_files};
+  const long long n = (long long)convoy::rank_stream(meta, plan).size();
+  const long long len = a.drop_last ? n / a.batch_size : (n + a.batch_size - 1) / a.batch_size;
+  if (len == 0)
+    throw py::value_error(b + ": " + rank + " is dealt " + std::to_string(n) + " samples (of " +
+                          std::to_string(meta.files.size()) + " batch files dealt in turn)" +
+                          (a.drop_last ? " and drop_last=True" : "") + ", so evaluation would yield no batch");
+  return len;
 }
 
 // How long next() waits for a late batch before it looks at Python's signals (Ctrl-C) again.
@@ -84,58 +164,16 @@ constexpr std::chrono::milliseconds kSignalCheck{100};
 
 class PyLoader {
  public:
-  PyLoader(const std::string& path, int batch_size, int rank, int world_size, uint64_t seed, int epoch, int crop,
-           int pad, bool flip, bool random_resized_crop, std::pair<double, double> scale,
-           std::pair<double, double> ratio, bool train, int eval_resize, int readers, bool drop_last, int window_files,
-           int prefetch, bool with_ids, bool as_torch)
-      : pool_(std::make_shared<SlotPool>()), epoch_(epoch), drop_last_(drop_last), with_ids_(with_ids) {
-    if (batch_size <= 0) throw py::value_error("batch_size must be positive");
-    if (world_size <= 0 || rank < 0 || rank >= world_size)
-      throw py::value_error("rank must be in [0, world_size) and world_size positive");
-    if (epoch < 0) throw py::value_error("epoch must not be negative");
-    if (crop < 0 || pad < 0 || eval_resize < 0 || readers < 0 || prefetch < 0)
-      throw py::value_error("crop, pad, eval_resize, readers and prefetch must not be negative");
-    if (window_files <= 0) throw py::value_error("window_files must be positive");
-    if (train && !drop_last)
-      throw py::value_error(
-          "drop_last=False is not supported with train=True: in training the loader yields the same number of full "
-          "batches on every rank (as `train` does), so the samples past them are left out; use train=False for "
-          "every sample");
-    if (as_torch) from_dlpack_ = py::module_::import("torch").attr("from_dlpack");
+  explicit PyLoader(const Args& a)
+      : pool_(std::make_shared<SlotPool>()), epoch_(a.epoch), drop_last_(a.drop_last), with_ids_(a.with_ids) {
+    check_args(a);
+    opt_ = loader_options(a);
+    if (a.as_torch) from_dlpack_ = py::module_::import("torch").attr("from_dlpack");
     current_thread_ = py::module_::import("threading").attr("current_thread");
     weak_ref_ = py::module_::import("weakref").attr("ref");
-    meta_ = convoy::read_dataset_meta(path);
-    opt_.dir = path;
-    opt_.local_batch = batch_size;
-    opt_.rank = rank;
-    opt_.ranks = world_size;
-    opt_.seed = seed;
-    opt_.train = train;
-    opt_.window_files = window_files;
-    opt_.prefetch = prefetch;
-    // The consumer takes pixels only: the loader mirrors them itself, so the flips are all 0.
-    opt_.raw = true;
-    opt_.mirror = true;
-    // One core for the Python thread that runs the step, as the CUDA backend keeps one for its host thread.
-    opt_.readers = convoy::choose_readers(readers, 1, local_ranks_from_env()).readers;
-    opt_.augment.crop = crop;
-    opt_.augment.pad = pad;
-    opt_.augment.flip = flip;
-    opt_.augment.random_resized_crop = random_resized_crop;
-    scale = checked_pair(scale, "scale");
-    ratio = checked_pair(ratio, "ratio");
-    opt_.augment.scale[0] = scale.first, opt_.augment.scale[1] = scale.second;
-    opt_.augment.ratio[0] = ratio.first, opt_.augment.ratio[1] = ratio.second;
-    opt_.augment.eval_resize = eval_resize;
+    meta_ = convoy::read_dataset_meta(a.path);
+    len_ = batches_per_epoch(meta_, a);
     loader_ = std::make_unique<convoy::Loader>(opt_, meta_);
-    const convoy::PlanOptions plan{seed, epoch, rank, world_size, train, window_files};
-    if (train) {
-      len_ = convoy::steps_per_epoch(meta_, plan, batch_size);
-    } else {
-      // Evaluation deals files by stride in file order, the same share in every epoch.
-      const long long n = (long long)convoy::rank_stream(meta_, plan).size();
-      len_ = drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
-    }
     // The readers start on the first epoch now, while the caller builds its model.
     start(epoch_);
   }
@@ -305,7 +343,7 @@ PYBIND11_MODULE(convoy, m) {
 
   py::class_<PyLoader>(m, "Loader", R"doc(
 Loader(path, batch_size, *, rank=0, world_size=1, seed=0, epoch=0, crop=0, pad=0, flip=False,
-       random_resized_crop=False, scale=(0.08, 1.0), ratio=(3/4, 4/3), train=True, eval_resize=0,
+       random_resized_crop=False, scale=None, ratio=None, train=True, eval_resize=0,
        readers=0, drop_last=True, window_files=4, prefetch=0, with_ids=False, as_torch=False)
 
 Iterating gives one epoch of (images, labels): images uint8 [n, h, w, c] (NHWC, already cropped,
@@ -321,21 +359,34 @@ reading it. Training yields len(loader) full batches, the same number on every r
 them are left out, so drop_last=False is refused); evaluation (train=False) takes every sample of the
 rank in file order with the centred crop (eval_resize: the short side first to that size), and
 drop_last=False keeps the last partial batch. readers=0 picks one reader per core of this process's
-share, less one for the caller. Damaged files raise convoy.Error naming the file.
+share, less one for the caller. random_resized_crop=True takes scale (area fraction, default
+(0.08, 1.0)) and ratio (w/h, default (3/4, 4/3)), and needs crop; arguments out of range or that
+would change nothing (scale without random_resized_crop, a batch_size larger than the rank's share)
+raise ValueError. Damaged files, and files that are not the ones dataset.json lists, raise
+convoy.Error naming the file.
 
 Threads: a Loader is one stream of batches; threads that read in parallel each need their own.
 Threads may share one pass through next() (each batch goes to one of them), but starting the epoch
 over (iter() once batches were taken, or set_epoch()) while another thread iterates an unfinished
 epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C interrupts the wait.
 )doc")
-      .def(py::init<const std::string&, int, int, int, uint64_t, int, int, int, bool, bool, std::pair<double, double>,
-                    std::pair<double, double>, bool, int, int, bool, int, int, bool, bool>(),
+      .def(py::init([](const std::filesystem::path& path, int batch_size, int rank, int world_size, uint64_t seed,
+                       int epoch, int crop, int pad, bool flip, bool random_resized_crop,
+                       std::optional<std::pair<double, double>> scale, std::optional<std::pair<double, double>> ratio,
+                       bool train, int eval_resize, int readers, bool drop_last, int window_files, int prefetch,
+                       bool with_ids, bool as_torch) {
+             return std::make_unique<PyLoader>(
+                 Args{path.string(), batch_size,   rank,     world_size,  seed,
+                      epoch,         crop,         pad,      flip,        random_resized_crop,
+                      scale,         ratio,        train,    eval_resize, readers,
+                      drop_last,     window_files, prefetch, with_ids,    as_torch});
+           }),
            py::arg("path"), py::arg("batch_size"), py::kw_only(), py::arg("rank") = 0, py::arg("world_size") = 1,
            py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("crop") = 0, py::arg("pad") = 0, py::arg("flip") = false,
-           py::arg("random_resized_crop") = false, py::arg("scale") = std::make_pair(0.08, 1.0),
-           py::arg("ratio") = std::make_pair(3.0 / 4.0, 4.0 / 3.0), py::arg("train") = true, py::arg("eval_resize") = 0,
-           py::arg("readers") = 0, py::arg("drop_last") = true, py::arg("window_files") = 4, py::arg("prefetch") = 0,
-           py::arg("with_ids") = false, py::arg("as_torch") = false)
+           py::arg("random_resized_crop") = false, py::arg("scale") = py::none(), py::arg("ratio") = py::none(),
+           py::arg("train") = true, py::arg("eval_resize") = 0, py::arg("readers") = 0, py::arg("drop_last") = true,
+           py::arg("window_files") = 4, py::arg("prefetch") = 0, py::arg("with_ids") = false,
+           py::arg("as_torch") = false)
       .def("__iter__", &PyLoader::iter, py::return_value_policy::reference_internal)
       .def("__next__", &PyLoader::next)
       .def("__len__", &PyLoader::len, "batches per epoch on this rank")

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -503,4 +504,34 @@ TEST(Loader, SwappedFilesAreRefused) {
       EXPECT_NE(what.find("dataset.json"), std::string::npos) << what;
     }
   }
+}
+
+TEST(Loader, RefusesOptionsThatMeanNothing) {
+  // Every caller of the loader (train's flags and config, bench-loader's flags, the Python module)
+  // gets the same rules: each refused with one line naming the option.
+  const std::string dir = make("options", Encoding::raw, {16, 16});
+  const DatasetMeta meta = read_dataset_meta(dir);
+  auto refused = [&](const std::function<void(LoaderOptions&)>& change, const std::string& named) {
+    LoaderOptions o = options(dir, true);
+    change(o);
+    try {
+      Loader l(o, meta);
+    } catch (const Error& e) {
+      return std::string(e.what()).find(named) != std::string::npos ? "" : std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.local_batch = 0; }, "batch 0"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.rank = 2, o.ranks = 2; }, "rank 2 of 2"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.pad = -1; }, "pad"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.pad = 2000; }, "pad"), "");
+  EXPECT_EQ(
+      refused([](LoaderOptions& o) { o.augment.random_resized_crop = true, o.augment.pad = 0, o.augment.crop = 0; },
+              "need crop"),
+      "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.random_resized_crop = true; }, "takes no pad"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.scale[1] = 1.5; }, "scale"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.ratio[0] = 2, o.augment.ratio[1] = 1; }, "ratio"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.eval_resize = 8; }, "eval_resize 8 must be at least crop"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.crop = 12, o.augment.pad = 0; }, "x"), "accepted");
 }

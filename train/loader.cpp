@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <system_error>
 
 #include "shared/atomic_file.h"
 #include "shared/counter_rng.h"
 #include "shared/error.h"
 #include "shared/jpeg_region.h"
+#include "train/augment_rules.h"
 
 namespace convoy {
 
@@ -45,8 +47,21 @@ DecodedFile load_batch_file(const std::string& dir, const DatasetMeta& meta, siz
   return d;
 }
 
+namespace {
+
+// The callers check their own flags; this is for every one of them, before anything is built.
+const LoaderOptions& checked(const LoaderOptions& o) {
+  if (o.local_batch < 1) fail("loader: batch " + std::to_string(o.local_batch) + " must be positive");
+  if (o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks)
+    fail("loader: rank " + std::to_string(o.rank) + " of " + std::to_string(o.ranks) + " is not a rank");
+  if (const std::string problem = augment_problem(o.augment); !problem.empty()) fail(problem);
+  return o;
+}
+
+}  // namespace
+
 Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
-    : opt_(o), meta_(meta), aug_(meta.shape, o.augment, o.train, meta.mean, meta.std) {
+    : opt_(checked(o)), meta_(meta), aug_(meta.shape, o.augment, o.train, meta.mean, meta.std) {
   if (meta_.files.empty()) fail_file(join_path(o.dir, kDatasetJson), "lists no batch files");
   opt_.readers = std::max(1, opt_.readers);
   const size_t out_bytes = opt_.raw ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes();
@@ -173,7 +188,14 @@ void Loader::start_epoch(int epoch, long long first) {
         ahead_order_.push_back(r.file);
     }
   }
-  for (int t = 0; t < opt_.readers; ++t) threads_.emplace_back([this] { worker(); });
+  try {
+    for (int t = 0; t < opt_.readers; ++t) threads_.emplace_back([this] { worker(); });
+  } catch (const std::system_error& e) {
+    const size_t started = threads_.size();
+    stop();
+    fail("loader: cannot start reader thread " + std::to_string(started + 1) + " of " + std::to_string(opt_.readers) +
+         " (" + e.what() + "); ask for fewer readers");
+  }
 }
 
 int Loader::files_read_ahead() {
