@@ -83,7 +83,7 @@ struct Args {
   uint64_t seed = 0;
   int epoch = 0, crop = 0, pad = 0;
   bool flip = false, random_resized_crop = false;
-  std::optional<std::pair<double, double>> scale, ratio;  // None: the defaults
+  std::pair<double, double> scale{0.08, 1.0}, ratio{3.0 / 4.0, 4.0 / 3.0};
   bool train = true;
   int eval_resize = 0, readers = 0;
   bool drop_last = true;
@@ -105,10 +105,6 @@ void check_args(const Args& a) {
         "drop_last=False is not supported with train=True: in training the loader yields the same number of full "
         "batches on every rank (as `train` does), so the samples past them are left out; use train=False for "
         "every sample");
-  if ((a.scale || a.ratio) && !a.random_resized_crop)
-    throw py::value_error(
-        "scale and ratio are random_resized_crop's: without random_resized_crop=True they would "
-        "change nothing");
 }
 
 convoy::LoaderOptions loader_options(const Args& a) {
@@ -128,8 +124,8 @@ convoy::LoaderOptions loader_options(const Args& a) {
   o.readers = convoy::choose_readers(a.readers, 1, local_ranks_from_env()).readers;
   convoy::AugmentSpec& g = o.augment;
   g.crop = a.crop, g.pad = a.pad, g.flip = a.flip, g.random_resized_crop = a.random_resized_crop;
-  if (a.scale) g.scale[0] = a.scale->first, g.scale[1] = a.scale->second;
-  if (a.ratio) g.ratio[0] = a.ratio->first, g.ratio[1] = a.ratio->second;
+  g.scale[0] = a.scale.first, g.scale[1] = a.scale.second;
+  g.ratio[0] = a.ratio.first, g.ratio[1] = a.ratio.second;
   g.eval_resize = a.eval_resize;
   if (const std::string problem = convoy::augment_problem(g); !problem.empty()) throw py::value_error(problem);
   return o;
@@ -343,7 +339,7 @@ PYBIND11_MODULE(convoy, m) {
 
   py::class_<PyLoader>(m, "Loader", R"doc(
 Loader(path, batch_size, *, rank=0, world_size=1, seed=0, epoch=0, crop=0, pad=0, flip=False,
-       random_resized_crop=False, scale=None, ratio=None, train=True, eval_resize=0,
+       random_resized_crop=False, scale=(0.08, 1.0), ratio=(3/4, 4/3), train=True, eval_resize=0,
        readers=0, drop_last=True, window_files=4, prefetch=0, with_ids=False, as_torch=False)
 
 Iterating gives one epoch of (images, labels): images uint8 [n, h, w, c] (NHWC, already cropped,
@@ -359,11 +355,11 @@ reading it. Training yields len(loader) full batches, the same number on every r
 them are left out, so drop_last=False is refused); evaluation (train=False) takes every sample of the
 rank in file order with the centred crop (eval_resize: the short side first to that size), and
 drop_last=False keeps the last partial batch. readers=0 picks one reader per core of this process's
-share, less one for the caller. random_resized_crop=True takes scale (area fraction, default
-(0.08, 1.0)) and ratio (w/h, default (3/4, 4/3)), and needs crop; arguments out of range or that
-would change nothing (scale without random_resized_crop, a batch_size larger than the rank's share)
-raise ValueError. Damaged files, and files that are not the ones dataset.json lists, raise
-convoy.Error naming the file.
+share, less one for the caller. random_resized_crop=True draws the area fraction from scale and
+the aspect ratio (w/h) from ratio, and needs crop. Arguments out of range (by the rules of a config's
+[data] section), and a batch_size larger than the rank's share, which would yield no batch, raise
+ValueError. Damaged files, and files that are not the ones dataset.json lists, raise convoy.Error
+naming the file.
 
 Threads: a Loader is one stream of batches; threads that read in parallel each need their own.
 Threads may share one pass through next() (each batch goes to one of them), but starting the epoch
@@ -372,21 +368,22 @@ epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C 
 )doc")
       .def(py::init([](const std::filesystem::path& path, int batch_size, int rank, int world_size, uint64_t seed,
                        int epoch, int crop, int pad, bool flip, bool random_resized_crop,
-                       std::optional<std::pair<double, double>> scale, std::optional<std::pair<double, double>> ratio,
-                       bool train, int eval_resize, int readers, bool drop_last, int window_files, int prefetch,
-                       bool with_ids, bool as_torch) {
-             return std::make_unique<PyLoader>(
-                 Args{path.string(), batch_size,   rank,     world_size,  seed,
-                      epoch,         crop,         pad,      flip,        random_resized_crop,
-                      scale,         ratio,        train,    eval_resize, readers,
-                      drop_last,     window_files, prefetch, with_ids,    as_torch});
+                       std::pair<double, double> scale, std::pair<double, double> ratio, bool train, int eval_resize,
+                       int readers, bool drop_last, int window_files, int prefetch, bool with_ids, bool as_torch) {
+             Args a;
+             a.path = path.string(), a.batch_size = batch_size, a.rank = rank, a.world_size = world_size;
+             a.seed = seed, a.epoch = epoch, a.crop = crop, a.pad = pad, a.flip = flip;
+             a.random_resized_crop = random_resized_crop, a.scale = scale, a.ratio = ratio, a.train = train;
+             a.eval_resize = eval_resize, a.readers = readers, a.drop_last = drop_last;
+             a.window_files = window_files, a.prefetch = prefetch, a.with_ids = with_ids, a.as_torch = as_torch;
+             return std::make_unique<PyLoader>(a);
            }),
            py::arg("path"), py::arg("batch_size"), py::kw_only(), py::arg("rank") = 0, py::arg("world_size") = 1,
            py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("crop") = 0, py::arg("pad") = 0, py::arg("flip") = false,
-           py::arg("random_resized_crop") = false, py::arg("scale") = py::none(), py::arg("ratio") = py::none(),
-           py::arg("train") = true, py::arg("eval_resize") = 0, py::arg("readers") = 0, py::arg("drop_last") = true,
-           py::arg("window_files") = 4, py::arg("prefetch") = 0, py::arg("with_ids") = false,
-           py::arg("as_torch") = false)
+           py::arg("random_resized_crop") = false, py::arg("scale") = std::make_pair(0.08, 1.0),
+           py::arg("ratio") = std::make_pair(3.0 / 4.0, 4.0 / 3.0), py::arg("train") = true, py::arg("eval_resize") = 0,
+           py::arg("readers") = 0, py::arg("drop_last") = true, py::arg("window_files") = 4, py::arg("prefetch") = 0,
+           py::arg("with_ids") = false, py::arg("as_torch") = false)
       .def("__iter__", &PyLoader::iter, py::return_value_policy::reference_internal)
       .def("__next__", &PyLoader::next)
       .def("__len__", &PyLoader::len, "batches per epoch on this rank")
