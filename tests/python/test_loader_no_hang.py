@@ -18,14 +18,20 @@ SHIM = os.path.join(BIN, "libconvoy_io_fault.so")
 
 
 def script(code, *args, timeout=60, env=None):
-    """Runs code in a fresh interpreter; its CompletedProcess, or a failure naming the hang."""
+    """Runs code in a fresh interpreter; its CompletedProcess, or a failure naming the hang (the
+    interpreter and any process it forked are killed then)."""
     full = dict(os.environ, PYTHONPATH=MODULE, PYTHONFAULTHANDLER="1")
     full.update(env or {})
-    try:
-        return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], capture_output=True,
-                              text=True, timeout=timeout, env=full)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"hung for {timeout} s:\n{e.stdout}\n{e.stderr}")
+    argv = [sys.executable, "-c", textwrap.dedent(code), *map(str, args)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full,
+                          start_new_session=True) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            pytest.fail(f"hung for {timeout} s:\n{out}\n{err}")
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 
 def ok(p):
@@ -263,3 +269,32 @@ def test_fifo_in_place_of_a_file_is_refused(name, raw_data, copy_of):
             print(e)
     """, data, timeout=30)
     assert ok(p).startswith(fifo + ": ") and "not a regular file" in p.stdout, p.stdout
+
+
+def test_loader_used_after_fork(jpeg_data):
+    # A child of os.fork() has none of its parent's reader threads: using the parent's loader there
+    # is refused (its batches would never come), and the child's exit does not wait for those
+    # threads; the parent goes on as before.
+    out = ok(script("""
+        import os, sys
+        import convoy
+        loader = convoy.Loader(sys.argv[1], 8, readers=1, prefetch=1, crop=24, random_resized_crop=True)
+        n = len(loader)
+        next(iter(loader))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for call in (lambda: [next(loader) for _ in range(n)], lambda: loader.set_epoch(1)):
+                    call()
+                    print("child: accepted", flush=True)
+            except RuntimeError as e:
+                print("child:", e, flush=True)
+            sys.exit(0)  # a normal exit: the loader is destroyed in the child
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        print("parent:", sum(1 for _ in loader), n)
+    """, jpeg_data, timeout=30))
+    child, parent = out.splitlines()
+    assert "child:" in child and "fork" in child and "accepted" not in child, child
+    words = parent.split()
+    assert words[0] == "parent:" and words[1] == words[2] == str(305 // 8), parent
