@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -174,13 +175,23 @@ class PyLoader {
     start(epoch_);
   }
 
+  ~PyLoader() {
+    // In a child of fork() the reader threads are the parent's: joining them would wait forever.
+    // The child's copy of the loader is left unfreed instead.
+    if (::getpid() != pid_) (void)loader_.release();
+  }
+  PyLoader(const PyLoader&) = delete;
+  PyLoader& operator=(const PyLoader&) = delete;
+
   PyLoader& iter() {
+    same_process("iter()");
     claim("iter()");
     if (taken_ > 0 || done_) start(epoch_);
     return *this;
   }
 
   py::object next() {
+    same_process("next()");
     if (owner_.is_none()) owner_ = weak_ref_(current_thread_());
     if (done_ || taken_ >= len_) {
       done_ = true;
@@ -226,6 +237,7 @@ class PyLoader {
 
   void set_epoch(int epoch) {
     if (epoch < 0) throw py::value_error("epoch must not be negative");
+    same_process("set_epoch()");
     claim("set_epoch()");
     epoch_ = epoch;
     start(epoch_);
@@ -290,6 +302,15 @@ class PyLoader {
     owner_ = weak_ref_(me);
   }
 
+  // A child of fork() has none of the parent's reader threads: its batches would never come.
+  void same_process(const char* what) const {
+    if (::getpid() == pid_) return;
+    throw std::runtime_error("convoy.Loader: " + std::string(what) + " in process " + std::to_string(::getpid()) +
+                             ", a fork of process " + std::to_string(pid_) +
+                             " that made the loader, whose reader threads are not in this one: make the Loader in "
+                             "the process that iterates it (after the fork)");
+  }
+
   // Everything the epoch yields is fixed by (seed, epoch, rank); starting it again replays it.
   void start(int epoch) {
     std::unique_lock<std::mutex> lk;
@@ -316,6 +337,7 @@ class PyLoader {
   // in cycles).
   py::object owner_ = py::none();
   int in_next_ = 0;
+  const pid_t pid_ = ::getpid();  // the process whose reader threads the loader has
   int epoch_ = 0;
   long long taken_ = 0, len_ = 0;
   bool done_ = false, drop_last_ = true, with_ids_ = false;
