@@ -535,3 +535,19 @@ TEST(Loader, RefusesOptionsThatMeanNothing) {
   EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.eval_resize = 8; }, "eval_resize 8 must be at least crop"), "");
   EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.crop = 12, o.augment.pad = 0; }, "x"), "accepted");
 }
+
+TEST(Loader, DatasetJsonListingAFileTwiceIsRefused) {
+  // Each entry's checks pass against the same file, so its samples would come twice an epoch.
+  const std::string dir = make("listed_twice", Encoding::raw, {16, 16});
+  const std::string path = join_path(dir, kDatasetJson);
+  nlohmann::json j = nlohmann::json::parse(read_whole_file(path));
+  j["files"].push_back(j["files"][0]);
+  j["num_samples"] = j["num_samples"].get<uint64_t>() + j["files"][0]["count"].get<uint64_t>();
+  write_file_atomic(path, j.dump(2));
+  try {
+    read_dataset_meta(dir);
+    ADD_FAILURE() << "a dataset.json that lists a file twice was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": lists batch file 'batch-00000.cvb' twice");
+  }
+}
