@@ -104,7 +104,7 @@ PlainDecodeRates plain_decode_rates(const std::string& dir, const DatasetMeta& m
   std::vector<std::vector<uint8_t>> jpegs;
   LoadedFile f;
   for (size_t k = 0; k < meta.files.size() && jpegs.size() < max_samples; ++k) {
-    f.load(join_path(dir, meta.files[k].name), meta.shape);
+    f.load(join_path(dir, meta.files[k].name), meta.files[k], meta.shape);
     for (size_t i = 0; i < f.count() && jpegs.size() < max_samples; ++i)
       jpegs.emplace_back(f.jpeg_data(i), f.jpeg_data(i) + f.jpeg_size(i));
   }

@@ -3,16 +3,24 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <exception>
+#include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
+#include "train/augment_rules.h"
 #include "train/epoch_plan.h"
 #include "train/loader.h"
 #include "train/loader_sizing.h"
@@ -69,92 +77,145 @@ int local_ranks_from_env() {
   return 1;
 }
 
-std::pair<double, double> checked_pair(const std::pair<double, double>& p, const char* name) {
-  if (!(p.first > 0 && p.first <= p.second))
-    throw py::value_error(std::string(name) + " must be (low, high) with 0 < low <= high");
-  return p;
+// The constructor's arguments as Python passes them.
+struct Args {
+  std::string path;
+  int batch_size = 0, rank = 0, world_size = 1;
+  uint64_t seed = 0;
+  int epoch = 0, crop = 0, pad = 0;
+  bool flip = false, random_resized_crop = false;
+  std::pair<double, double> scale{0.08, 1.0}, ratio{3.0 / 4.0, 4.0 / 3.0};
+  bool train = true;
+  int eval_resize = 0, readers = 0;
+  bool drop_last = true;
+  int window_files = 4, prefetch = 0;
+  bool with_ids = false, as_torch = false;
+};
+
+// Each argument on its own and with the others, before any file is read; ValueError names it.
+void check_args(const Args& a) {
+  if (a.batch_size <= 0) throw py::value_error("batch_size must be positive");
+  if (a.world_size <= 0 || a.rank < 0 || a.rank >= a.world_size)
+    throw py::value_error("rank must be in [0, world_size) and world_size positive");
+  if (a.epoch < 0) throw py::value_error("epoch must not be negative");
+  if (a.crop < 0 || a.pad < 0 || a.eval_resize < 0 || a.readers < 0 || a.prefetch < 0)
+    throw py::value_error("crop, pad, eval_resize, readers and prefetch must not be negative");
+  if (a.window_files <= 0) throw py::value_error("window_files must be positive");
+  if (a.train && !a.drop_last)
+    throw py::value_error(
+        "drop_last=False is not supported with train=True: in training the loader yields the same number of full "
+        "batches on every rank (as `train` does), so the samples past them are left out; use train=False for "
+        "every sample");
 }
+
+convoy::LoaderOptions loader_options(const Args& a) {
+  convoy::LoaderOptions o;
+  o.dir = a.path;
+  o.local_batch = a.batch_size;
+  o.rank = a.rank;
+  o.ranks = a.world_size;
+  o.seed = a.seed;
+  o.train = a.train;
+  o.window_files = a.window_files;
+  o.prefetch = a.prefetch;
+  // The consumer takes pixels only: the loader mirrors them itself, so the flips are all 0.
+  o.raw = true;
+  o.mirror = true;
+  // One core for the Python thread that runs the step, as the CUDA backend keeps one for its host thread.
+  o.readers = convoy::choose_readers(a.readers, 1, local_ranks_from_env()).readers;
+  convoy::AugmentSpec& g = o.augment;
+  g.crop = a.crop, g.pad = a.pad, g.flip = a.flip, g.random_resized_crop = a.random_resized_crop;
+  g.scale[0] = a.scale.first, g.scale[1] = a.scale.second;
+  g.ratio[0] = a.ratio.first, g.ratio[1] = a.ratio.second;
+  g.eval_resize = a.eval_resize;
+  if (const std::string problem = convoy::augment_problem(g); !problem.empty()) throw py::value_error(problem);
+  return o;
+}
+
+// Batches per epoch on this rank; a batch_size that leaves none is refused, as an epoch of no
+// batches would end every loop at once without a word.
+long long batches_per_epoch(const convoy::DatasetMeta& meta, const Args& a) {
+  const std::string rank = "rank " + std::to_string(a.rank) + " of " + std::to_string(a.world_size);
+  const std::string b = "batch_size " + std::to_string(a.batch_size);
+  if (a.train) {
+    const long long n = convoy::samples_every_rank_gets(meta, a.world_size);
+    if (n < a.batch_size)
+      throw py::value_error(b + ": every rank of " + std::to_string(a.world_size) + " is sure of only " +
+                            std::to_string(n) + " samples an epoch (the " + std::to_string(meta.files.size()) +
+                            " batch files dealt in turn, the smallest counted), so training would yield no batch");
+    return n / a.batch_size;
+  }
+  // Evaluation deals files by stride in file order, the same share in every epoch.
+  const convoy::PlanOptions plan{a.seed, a.epoch, a.rank, a.world_size, false, a.window_files};
+  const long long n = (long long)convoy::rank_stream(meta, plan).size();
+  const long long len = a.drop_last ? n / a.batch_size : (n + a.batch_size - 1) / a.batch_size;
+  if (len == 0)
+    throw py::value_error(b + ": " + rank + " is dealt " + std::to_string(n) + " samples (of " +
+                          std::to_string(meta.files.size()) + " batch files dealt in turn)" +
+                          (a.drop_last ? " and drop_last=True" : "") + ", so evaluation would yield no batch");
+  return len;
+}
+
+// How long next() waits for a late batch before it looks at Python's signals (Ctrl-C) again.
+constexpr std::chrono::milliseconds kSignalCheck{100};
 
 class PyLoader {
  public:
-  PyLoader(const std::string& path, int batch_size, int rank, int world_size, uint64_t seed, int epoch, int crop,
-           int pad, bool flip, bool random_resized_crop, std::pair<double, double> scale,
-           std::pair<double, double> ratio, bool train, int eval_resize, int readers, bool drop_last, int window_files,
-           int prefetch, bool with_ids, bool as_torch)
-      : pool_(std::make_shared<SlotPool>()), epoch_(epoch), drop_last_(drop_last), with_ids_(with_ids) {
-    if (batch_size <= 0) throw py::value_error("batch_size must be positive");
-    if (world_size <= 0 || rank < 0 || rank >= world_size)
-      throw py::value_error("rank must be in [0, world_size) and world_size positive");
-    if (epoch < 0) throw py::value_error("epoch must not be negative");
-    if (crop < 0 || pad < 0 || eval_resize < 0 || readers < 0 || prefetch < 0)
-      throw py::value_error("crop, pad, eval_resize, readers and prefetch must not be negative");
-    if (window_files <= 0) throw py::value_error("window_files must be positive");
-    if (train && !drop_last)
-      throw py::value_error(
-          "drop_last=False is not supported with train=True: in training the loader yields the same number of full "
-          "batches on every rank (as `train` does), so the samples past them are left out; use train=False for "
-          "every sample");
-    if (as_torch) from_dlpack_ = py::module_::import("torch").attr("from_dlpack");
-    meta_ = convoy::read_dataset_meta(path);
-    opt_.dir = path;
-    opt_.local_batch = batch_size;
-    opt_.rank = rank;
-    opt_.ranks = world_size;
-    opt_.seed = seed;
-    opt_.train = train;
-    opt_.window_files = window_files;
-    opt_.prefetch = prefetch;
-    // The consumer takes pixels only: the loader mirrors them itself, so the flips are all 0.
-    opt_.raw = true;
-    opt_.mirror = true;
-    // One core for the Python thread that runs the step, as the CUDA backend keeps one for its host thread.
-    opt_.readers = convoy::choose_readers(readers, 1, local_ranks_from_env()).readers;
-    opt_.augment.crop = crop;
-    opt_.augment.pad = pad;
-    opt_.augment.flip = flip;
-    opt_.augment.random_resized_crop = random_resized_crop;
-    scale = checked_pair(scale, "scale");
-    ratio = checked_pair(ratio, "ratio");
-    opt_.augment.scale[0] = scale.first, opt_.augment.scale[1] = scale.second;
-    opt_.augment.ratio[0] = ratio.first, opt_.augment.ratio[1] = ratio.second;
-    opt_.augment.eval_resize = eval_resize;
+  explicit PyLoader(const Args& a)
+      : pool_(std::make_shared<SlotPool>()), epoch_(a.epoch), drop_last_(a.drop_last), with_ids_(a.with_ids) {
+    check_args(a);
+    opt_ = loader_options(a);
+    if (a.as_torch) from_dlpack_ = py::module_::import("torch").attr("from_dlpack");
+    current_thread_ = py::module_::import("threading").attr("current_thread");
+    weak_ref_ = py::module_::import("weakref").attr("ref");
+    meta_ = convoy::read_dataset_meta(a.path);
+    len_ = batches_per_epoch(meta_, a);
     loader_ = std::make_unique<convoy::Loader>(opt_, meta_);
-    const convoy::PlanOptions plan{seed, epoch, rank, world_size, train, window_files};
-    if (train) {
-      len_ = convoy::steps_per_epoch(meta_, plan, batch_size);
-    } else {
-      // Evaluation deals files by stride in file order, the same share in every epoch.
-      const long long n = (long long)convoy::rank_stream(meta_, plan).size();
-      len_ = drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
-    }
     // The readers start on the first epoch now, while the caller builds its model.
     start(epoch_);
   }
 
+  ~PyLoader() {
+    // In a child of fork() the reader threads are the parent's: joining them would wait forever.
+    // The child's copy of the loader is left unfreed instead.
+    if (::getpid() != pid_) (void)loader_.release();
+  }
+  PyLoader(const PyLoader&) = delete;
+  PyLoader& operator=(const PyLoader&) = delete;
+
   PyLoader& iter() {
-    if (started_ != epoch_ || taken_ > 0 || done_) start(epoch_);
+    same_process("iter()");
+    claim("iter()");
+    if (taken_ > 0 || done_) start(epoch_);
     return *this;
   }
 
   py::object next() {
-    if (started_ < 0) start(epoch_);
+    same_process("next()");
+    if (owner_.is_none()) owner_ = weak_ref_(current_thread_());
     if (done_ || taken_ >= len_) {
       done_ = true;
       throw py::stop_iteration();
     }
     std::unique_ptr<Slot> slot = pool_->take();
-    bool got = false;
-    {
-      py::gil_scoped_release nogil;
-      std::lock_guard<std::mutex> lk(busy_);
-      got = loader_->next(slot->batch);
+    InNext inside(in_next_);
+    for (;;) {
+      std::unique_lock<std::mutex> lk;
+      const convoy::Loader::Take t = without_gil(lk, [&] { return loader_->next_for(slot->batch, kSignalCheck); });
+      if (t == convoy::Loader::Take::batch) {
+        ++taken_;
+        break;
+      }
+      if (t == convoy::Loader::Take::end) {
+        done_ = true;
+        lk.unlock();
+        pool_->give(std::move(slot));
+        throw py::stop_iteration();
+      }
+      // A batch is late (a slow or hung file system): Ctrl-C raises KeyboardInterrupt now, not when it comes.
+      lk.unlock();
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    if (!got) {
-      pool_->give(std::move(slot));
-      done_ = true;
-      throw py::stop_iteration();
-    }
-    ++taken_;
     const HostBatch& b = slot->batch;
     slot->labels.assign(b.labels.begin(), b.labels.end());
     const py::ssize_t n = b.n, h = loader_->out_height(), w = loader_->out_width(), c = loader_->out_channels();
@@ -176,8 +237,11 @@ class PyLoader {
 
   void set_epoch(int epoch) {
     if (epoch < 0) throw py::value_error("epoch must not be negative");
+    same_process("set_epoch()");
+    claim("set_epoch()");
     epoch_ = epoch;
     start(epoch_);
+    owner_ = py::none();  // the thread that iterates it next takes it
   }
 
   long long len() const { return len_; }
@@ -188,14 +252,72 @@ class PyLoader {
   bool drop_last() const { return drop_last_; }
 
  private:
+  // Threads inside next(), counted while they wait without the GIL.
+  struct InNext {
+    int& n;
+    explicit InNext(int& count) : n(count) { ++n; }
+    ~InNext() { --n; }
+    InNext(const InNext&) = delete;
+    InNext& operator=(const InNext&) = delete;
+  };
+
+  // Runs f() without the GIL and with busy_ held (in lk), then takes the GIL back with busy_ still
+  // held, so that f's work on the loader and the caller's bookkeeping after it are one step to every
+  // other thread. Lock order: busy_, then the GIL; no thread waits for busy_ holding the GIL. The GIL
+  // is taken back by a plain call, not in a destructor: at interpreter exit Python ends a daemon
+  // thread inside that call with pthread_exit, whose unwinding out of a destructor (noexcept) would
+  // abort the whole process.
+  template <class F>
+  auto without_gil(std::unique_lock<std::mutex>& lk, F&& f) -> decltype(f()) {
+    std::optional<decltype(f())> result;
+    std::exception_ptr error;
+    PyThreadState* state = PyEval_SaveThread();
+    try {
+      lk = std::unique_lock<std::mutex>(busy_);
+      result.emplace(f());
+    } catch (...) {
+      error = std::current_exception();
+    }
+    PyEval_RestoreThread(state);
+    if (error) std::rethrow_exception(error);
+    return std::move(*result);
+  }
+
+  // A Loader is one stream of batches. Restarting it (iter() once batches were taken, set_epoch())
+  // while another thread iterates it would hand that thread batches of a new pass, or split one epoch
+  // between two `for` loops, without a word: refused while that thread is alive and its epoch is
+  // unfinished, or while another thread is inside next(). Threads may share one pass through next().
+  void claim(const char* what) {
+    py::object me = current_thread_(), owner = owner_.is_none() ? py::none() : owner_();
+    const bool held = !owner.is_none() && !owner.is(me) && !done_ && owner.attr("is_alive")().cast<bool>();
+    if (held || in_next_ > 0) {
+      const std::string other = held ? "another thread, '" + owner.attr("name").cast<std::string>() + "', iterates"
+                                     : "another thread takes batches of";
+      throw std::runtime_error("convoy.Loader: " + std::string(what) + " in thread '" +
+                               me.attr("name").cast<std::string>() + "' while " + other + " epoch " +
+                               std::to_string(epoch_) + " (" + std::to_string(taken_) + " of " + std::to_string(len_) +
+                               " batches taken): a Loader is one stream of batches; give each thread its own "
+                               "convoy.Loader, or let that thread finish the epoch (or call set_epoch()) first");
+    }
+    owner_ = weak_ref_(me);
+  }
+
+  // A child of fork() has none of the parent's reader threads: its batches would never come.
+  void same_process(const char* what) const {
+    if (::getpid() == pid_) return;
+    throw std::runtime_error("convoy.Loader: " + std::string(what) + " in process " + std::to_string(::getpid()) +
+                             ", a fork of process " + std::to_string(pid_) +
+                             " that made the loader, whose reader threads are not in this one: make the Loader in "
+                             "the process that iterates it (after the fork)");
+  }
+
   // Everything the epoch yields is fixed by (seed, epoch, rank); starting it again replays it.
   void start(int epoch) {
-    {
-      py::gil_scoped_release nogil;
-      std::lock_guard<std::mutex> lk(busy_);
+    std::unique_lock<std::mutex> lk;
+    without_gil(lk, [&] {
       loader_->start_epoch(epoch);
-    }
-    started_ = epoch;
+      return true;
+    });
     taken_ = 0;
     done_ = false;
   }
@@ -206,9 +328,17 @@ class PyLoader {
   convoy::LoaderOptions opt_;
   std::unique_ptr<convoy::Loader> loader_;
   std::shared_ptr<SlotPool> pool_;
-  std::mutex busy_;  // the loader is used from one thread at a time; the GIL is not held around it
-  py::object from_dlpack_ = py::none();
-  int epoch_ = 0, started_ = -1;
+  // loader_ is used by one thread at a time, without the GIL; the fields below are the GIL's, and
+  // those of the pass (taken_, done_) change only with busy_ held too (without_gil).
+  std::mutex busy_;
+  py::object from_dlpack_ = py::none(), current_thread_ = py::none(), weak_ref_ = py::none();
+  // A weak reference to the threading.Thread iterating the pass, or None. Weak: a Thread object that
+  // holds the loader would otherwise keep both alive for good (pybind11 objects are not collected
+  // in cycles).
+  py::object owner_ = py::none();
+  int in_next_ = 0;
+  const pid_t pid_ = ::getpid();  // the process whose reader threads the loader has
+  int epoch_ = 0;
   long long taken_ = 0, len_ = 0;
   bool done_ = false, drop_last_ = true, with_ids_ = false;
 };
@@ -222,6 +352,12 @@ PYBIND11_MODULE(convoy, m) {
   m.attr("__version__") = CONVOY_VERSION;
   // Errors name the file (as the C++ tools print them); a subclass of RuntimeError.
   py::register_exception<convoy::Error>(m, "Error", PyExc_RuntimeError);
+  // pybind11 2.10 (before its gil_safe_call_once) looks numpy's C API up on first use into a
+  // function-local static, importing numpy.core.multiarray under the static's guard; the import can
+  // let the GIL go, and a second thread that takes it and reaches the same static waits on the guard
+  // holding the GIL: both wait forever (two loaders' first batches in two threads). Looked up here,
+  // once, while the module is imported.
+  (void)py::dtype::of<uint8_t>();
 
   py::class_<PyLoader>(m, "Loader", R"doc(
 Loader(path, batch_size, *, rank=0, world_size=1, seed=0, epoch=0, crop=0, pad=0, flip=False,
@@ -241,10 +377,29 @@ reading it. Training yields len(loader) full batches, the same number on every r
 them are left out, so drop_last=False is refused); evaluation (train=False) takes every sample of the
 rank in file order with the centred crop (eval_resize: the short side first to that size), and
 drop_last=False keeps the last partial batch. readers=0 picks one reader per core of this process's
-share, less one for the caller. Damaged files raise convoy.Error naming the file.
+share, less one for the caller. random_resized_crop=True draws the area fraction from scale and
+the aspect ratio (w/h) from ratio, and needs crop. Arguments out of range (by the rules of a config's
+[data] section), and a batch_size larger than the rank's share, which would yield no batch, raise
+ValueError. Damaged files, and files that are not the ones dataset.json lists, raise convoy.Error
+naming the file.
+
+Threads: a Loader is one stream of batches; threads that read in parallel each need their own.
+Threads may share one pass through next() (each batch goes to one of them), but starting the epoch
+over (iter() once batches were taken, or set_epoch()) while another thread iterates an unfinished
+epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C interrupts the wait.
 )doc")
-      .def(py::init<const std::string&, int, int, int, uint64_t, int, int, int, bool, bool, std::pair<double, double>,
-                    std::pair<double, double>, bool, int, int, bool, int, int, bool, bool>(),
+      .def(py::init([](const std::filesystem::path& path, int batch_size, int rank, int world_size, uint64_t seed,
+                       int epoch, int crop, int pad, bool flip, bool random_resized_crop,
+                       std::pair<double, double> scale, std::pair<double, double> ratio, bool train, int eval_resize,
+                       int readers, bool drop_last, int window_files, int prefetch, bool with_ids, bool as_torch) {
+             Args a;
+             a.path = path.string(), a.batch_size = batch_size, a.rank = rank, a.world_size = world_size;
+             a.seed = seed, a.epoch = epoch, a.crop = crop, a.pad = pad, a.flip = flip;
+             a.random_resized_crop = random_resized_crop, a.scale = scale, a.ratio = ratio, a.train = train;
+             a.eval_resize = eval_resize, a.readers = readers, a.drop_last = drop_last;
+             a.window_files = window_files, a.prefetch = prefetch, a.with_ids = with_ids, a.as_torch = as_torch;
+             return std::make_unique<PyLoader>(a);
+           }),
            py::arg("path"), py::arg("batch_size"), py::kw_only(), py::arg("rank") = 0, py::arg("world_size") = 1,
            py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("crop") = 0, py::arg("pad") = 0, py::arg("flip") = false,
            py::arg("random_resized_crop") = false, py::arg("scale") = std::make_pair(0.08, 1.0),

@@ -2,8 +2,11 @@
 // file is refused with the field that is wrong, not with a crash later in the loader.
 #include "shared/dataset_meta.h"
 
+#include <set>
+
 #include "shared/atomic_file.h"
 #include "shared/error.h"
+#include "shared/regular_file.h"
 
 namespace convoy {
 
@@ -70,9 +73,12 @@ DatasetMeta dataset_from_json(const json& j, const std::string& where) {
     fail_file(where, "bad mean_image name '" + m.mean_image + "'");
   if (m.class_counts.size() != m.classes.size()) fail_file(where, "class_counts and classes differ in length");
   uint64_t total = 0;
+  std::set<std::string> names;
   for (const auto& f : m.files) {
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
       fail_file(where, "bad batch-file name '" + f.name + "'");
+    // Each entry would pass its checks against the same file: its samples would come twice.
+    if (!names.insert(f.name).second) fail_file(where, "lists batch file '" + f.name + "' twice");
     total += f.count;
   }
   if (total != m.num_samples) fail_file(where, "file counts do not add up to num_samples");
@@ -85,7 +91,10 @@ void write_dataset_meta(const std::string& dir, const DatasetMeta& meta) {
 
 DatasetMeta read_dataset_meta(const std::string& dir) {
   const std::string path = join_path(dir, kDatasetJson);
-  if (!file_exists(path)) fail_file(dir, "no dataset.json (not a dataset folder, or datagen did not finish)");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    fail_file(dir, "no dataset.json (not a dataset folder, or datagen did not finish)");
+  require_regular_file(path, st);  // a named pipe would block the reader for good
   json j;
   try {
     j = json::parse(read_whole_file(path));

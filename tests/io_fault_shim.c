@@ -5,8 +5,10 @@
 // CONVOY_FAULT_OP    read | pread | write | pwrite | fsync (pread and pwrite include the *64 names,
 //                    fsync includes fdatasync)
 // CONVOY_FAULT_NTH   the matching call to fault, counting from 1 over all threads; 0 only counts
-// CONVOY_FAULT_MODE  eio (the call fails with EIO) or short (it moves half the bytes asked, at least
-//                    one; calls asking for fewer than 2 bytes are not counted then)
+// CONVOY_FAULT_MODE  eio (the call fails with EIO), short (it moves half the bytes asked, at least
+//                    one; calls asking for fewer than 2 bytes are not counted then) or stall (it sleeps
+//                    CONVOY_FAULT_STALL_MS milliseconds, default 5000, and then runs: a hung network
+//                    file system)
 // CONVOY_FAULT_LOG   optional file: a line "fault <op> <mode> call <n> <path>" when the fault fires,
 //                    and "calls <n>" at exit when any matched, so a test can tell the fault really
 //                    happened and count the calls of a run.
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 enum op { OP_NONE, OP_READ, OP_PREAD, OP_WRITE, OP_PWRITE, OP_FSYNC };
@@ -32,6 +35,8 @@ static const char* log_path;
 static enum op want_op = OP_NONE;
 static long nth;
 static int mode_short;
+static int mode_stall;
+static long stall_ms;
 
 // An fd is watched from the open that named a matching path until its close. Paths are kept only
 // to name the file in the log line.
@@ -77,6 +82,9 @@ static void setup(void) {
   const char* mode = getenv("CONVOY_FAULT_MODE");
   nth = n ? atol(n) : 0;
   mode_short = mode && strcmp(mode, "short") == 0;
+  mode_stall = mode && strcmp(mode, "stall") == 0;
+  const char* ms = getenv("CONVOY_FAULT_STALL_MS");
+  stall_ms = ms ? atol(ms) : 5000;
   if (!want_path || !*want_path || !want_op_name) return;
   if (strcmp(want_op_name, "read") == 0)
     want_op = OP_READ;
@@ -119,11 +127,17 @@ static int fault_here(int fd, enum op op, size_t n) {
   if (k != nth) return 0;
   char line[4200];
   pthread_mutex_lock(&names_mu);
-  snprintf(line, sizeof line, "fault %s %s call %ld %s\n", want_op_name, mode_short ? "short" : "eio", k,
-           names[fd] ? names[fd] : "?");
+  snprintf(line, sizeof line, "fault %s %s call %ld %s\n", want_op_name,
+           mode_short   ? "short"
+           : mode_stall ? "stall"
+                        : "eio",
+           k, names[fd] ? names[fd] : "?");
   pthread_mutex_unlock(&names_mu);
   append_log(line);
-  return 1;
+  if (!mode_stall) return 1;
+  const struct timespec t = {stall_ms / 1000, (stall_ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+  return 0;  // then the call runs as asked
 }
 
 __attribute__((destructor)) static void report_calls(void) {

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -71,6 +73,14 @@ void put_byte(const std::string& path, size_t at, char c) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(std::streamoff(at));
   f.put(c);
+}
+
+// The first batch (from the start) that uses `file` in epoch 0 of `o`.
+long long first_batch_of(const DatasetMeta& meta, const LoaderOptions& o, uint32_t file) {
+  const std::vector<SampleRef> order = rank_stream(meta, PlanOptions{o.seed, 0, 0, 1, o.train, o.window_files});
+  size_t first_use = 0;
+  while (order[first_use].file != file) ++first_use;
+  return (long long)first_use / o.local_batch;
 }
 
 }  // namespace
@@ -261,8 +271,8 @@ TEST(Loader, RanksGetDisjointFilesCoveringAll) {
 TEST(Loader, JpegFilesDecodeToTheRawPixels) {
   const std::string raw = make("raw", Encoding::raw), jpeg = make("jpeg", Encoding::jpeg);
   const DatasetMeta mr = read_dataset_meta(raw), mj = read_dataset_meta(jpeg);
-  const DecodedFile a = load_batch_file(join_path(raw, mr.files[0].name), mr.shape);
-  const DecodedFile b = load_batch_file(join_path(jpeg, mj.files[0].name), mj.shape);
+  const DecodedFile a = load_batch_file(raw, mr, 0);
+  const DecodedFile b = load_batch_file(jpeg, mj, 0);
   ASSERT_EQ(a.pixels.size(), b.pixels.size());
   EXPECT_EQ(a.labels, b.labels);
   double err = 0;
@@ -374,11 +384,11 @@ TEST(Loader, EveryFlipAndTruncationIsRefusedWithTheFileName) {
     const std::string path = join_path(dir, meta.files[0].name), victim = path + ".victim";
     const std::string good = read_whole_file(path);
     LoadedFile f;
-    f.load(path, meta.shape);
+    f.load(path, meta.files[0], meta.shape);
     ASSERT_EQ(f.count(), 3u);
     auto refused = [&] {
       try {
-        f.load(victim, meta.shape);
+        f.load(victim, meta.files[0], meta.shape);
       } catch (const Error& e) {
         return std::string(e.what()).rfind(victim + ": ", 0) == 0;
       }
@@ -412,7 +422,7 @@ TEST(Loader, FlipsAtChunkBoundariesAreFound) {
   const std::string good = read_whole_file(path);
   const Batch want = read_batch_file(path);
   LoadedFile f;
-  f.load(path, meta.shape);
+  f.load(path, meta.files[0], meta.shape);
   ASSERT_EQ(f.count(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(f.label(i), want.labels[i]);
@@ -425,6 +435,119 @@ TEST(Loader, FlipsAtChunkBoundariesAreFound) {
       std::string bad = good;
       bad[at] ^= 0x80;
       write_file_atomic(victim, bad);
-      EXPECT_THROW(f.load(victim, meta.shape), Error) << "flip at " << at;
+      EXPECT_THROW(f.load(victim, meta.files[0], meta.shape), Error) << "flip at " << at;
     }
+}
+
+TEST(Loader, WrongFileFailsAtTheFirstBatchThatNeedsIt) {
+  // A batch file sound by itself but not the one dataset.json lists (here another dataset's file of
+  // the same shape, count and size): refused with one line naming it and dataset.json, where it is
+  // first needed, for any number of readers; the batches before it are whole.
+  const std::vector<uint32_t> counts(8, 16);
+  const std::string dir = make("wrong_late", Encoding::raw, counts);
+  SyntheticSpec spec;
+  spec.file_counts = counts;
+  spec.shape = {12, 12, 3};
+  spec.classes = 5;
+  spec.seed = 4;
+  const std::string other = kTmp + "/wrong_other";
+  write_synthetic_dataset(other, spec);
+  const DatasetMeta meta = read_dataset_meta(dir), other_meta = read_dataset_meta(other);
+  for (bool train : {true, false}) {
+    LoaderOptions base = options(dir, train);
+    const std::vector<SampleRef> order = rank_stream(meta, PlanOptions{base.seed, 0, 0, 1, train, base.window_files});
+    const uint32_t victim_file = order.back().file;  // needed late: the loader has read it well before
+    const long long fails_at = first_batch_of(meta, base, victim_file);
+    ASSERT_GT(fails_at, 2);
+    const std::string victim = join_path(dir, meta.files[victim_file].name);
+    const std::string good = read_whole_file(victim);
+    ASSERT_EQ(other_meta.files[victim_file].bytes, meta.files[victim_file].bytes);
+    write_file_atomic(victim, read_whole_file(join_path(other, other_meta.files[victim_file].name)));
+    for (int readers : {1, 4}) {
+      LoaderOptions o = base;
+      o.readers = readers;
+      Loader l(o, meta);
+      l.start_epoch(0);
+      HostBatch b;
+      for (long long k = 0; k < fails_at; ++k) ASSERT_TRUE(l.next(b)) << "batch " << k;
+      try {
+        l.next(b);
+        ADD_FAILURE() << "batch " << fails_at << " came from another dataset's file (" << readers << " readers)";
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_EQ(what.rfind(victim + ": ", 0), 0u) << what;
+        EXPECT_NE(what.find("dataset.json"), std::string::npos) << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      }
+    }
+    write_file_atomic(victim, good);
+  }
+}
+
+TEST(Loader, SwappedFilesAreRefused) {
+  // Two files of one dataset swapped: each is sound and of the right size, but neither is the file
+  // dataset.json lists under its name.
+  const std::string dir = make("swapped", Encoding::jpeg, {16, 16, 16, 16});
+  const DatasetMeta meta = read_dataset_meta(dir);
+  const std::string a = join_path(dir, meta.files[1].name), b = join_path(dir, meta.files[2].name);
+  ASSERT_EQ(::rename(a.c_str(), (a + ".tmp").c_str()), 0);
+  ASSERT_EQ(::rename(b.c_str(), a.c_str()), 0);
+  ASSERT_EQ(::rename((a + ".tmp").c_str(), b.c_str()), 0);
+  for (bool train : {true, false}) {
+    Loader l(options(dir, train), meta);
+    try {
+      epoch(l, 0);
+      ADD_FAILURE() << "swapped files were read (train " << train << ")";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.rfind(a + ": ", 0) == 0 || what.rfind(b + ": ", 0) == 0) << what;
+      EXPECT_NE(what.find("dataset.json"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(Loader, RefusesOptionsThatMeanNothing) {
+  // Every caller of the loader (train's flags and config, bench-loader's flags, the Python module)
+  // gets the same rules: each refused with one line naming the option.
+  const std::string dir = make("options", Encoding::raw, {16, 16});
+  const DatasetMeta meta = read_dataset_meta(dir);
+  auto refused = [&](const std::function<void(LoaderOptions&)>& change, const std::string& named) {
+    LoaderOptions o = options(dir, true);
+    change(o);
+    try {
+      Loader l(o, meta);
+    } catch (const Error& e) {
+      return std::string(e.what()).find(named) != std::string::npos ? "" : std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.local_batch = 0; }, "batch 0"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.rank = 2, o.ranks = 2; }, "rank 2 of 2"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.pad = -1; }, "pad"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.pad = 2000; }, "pad"), "");
+  EXPECT_EQ(
+      refused([](LoaderOptions& o) { o.augment.random_resized_crop = true, o.augment.pad = 0, o.augment.crop = 0; },
+              "need crop"),
+      "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.random_resized_crop = true; }, "takes no pad"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.scale[1] = 1.5; }, "scale"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.ratio[0] = 2, o.augment.ratio[1] = 1; }, "ratio"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.eval_resize = 8; }, "eval_resize 8 must be at least crop"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.crop = 12, o.augment.pad = 0; }, "x"), "accepted");
+}
+
+TEST(Loader, DatasetJsonListingAFileTwiceIsRefused) {
+  // Each entry's checks pass against the same file, so its samples would come twice an epoch.
+  const std::string dir = make("listed_twice", Encoding::raw, {16, 16});
+  const std::string path = join_path(dir, kDatasetJson);
+  nlohmann::json j = nlohmann::json::parse(read_whole_file(path));
+  j["files"].push_back(j["files"][0]);
+  j["num_samples"] = j["num_samples"].get<uint64_t>() + j["files"][0]["count"].get<uint64_t>();
+  write_file_atomic(path, j.dump(2));
+  try {
+    read_dataset_meta(dir);
+    ADD_FAILURE() << "a dataset.json that lists a file twice was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": lists batch file 'batch-00000.cvb' twice");
+  }
 }

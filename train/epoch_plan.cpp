@@ -45,16 +45,20 @@ std::vector<SampleRef> rank_stream(const DatasetMeta& meta, const PlanOptions& o
   return out;
 }
 
-long long steps_per_epoch(const DatasetMeta& meta, PlanOptions o, int local_batch) {
-  // The smallest share any rank can be dealt in any epoch: floor(files / ranks) of the smallest
-  // files. Fixed for the whole run, so the lr schedule's length is known up front.
+long long samples_every_rank_gets(const DatasetMeta& meta, int ranks) {
   std::vector<uint32_t> counts;
   for (const auto& f : meta.files) counts.push_back(f.count);
   std::sort(counts.begin(), counts.end());
-  const size_t share = counts.size() / size_t(std::max(1, o.ranks));
+  const size_t share = counts.size() / size_t(std::max(1, ranks));
   long long samples = 0;
   for (size_t i = 0; i < share; ++i) samples += counts[i];
-  return samples / std::max(1, local_batch);
+  return samples;
+}
+
+long long steps_per_epoch(const DatasetMeta& meta, PlanOptions o, int local_batch) {
+  // The smallest share any rank can be dealt in any epoch, fixed for the whole run, so the lr
+  // schedule's length is known up front.
+  return samples_every_rank_gets(meta, o.ranks) / std::max(1, local_batch);
 }
 
 }  // namespace convoy

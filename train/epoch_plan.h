@@ -25,6 +25,9 @@ struct PlanOptions {
 
 std::vector<uint32_t> rank_files(const DatasetMeta& meta, const PlanOptions& o);
 std::vector<SampleRef> rank_stream(const DatasetMeta& meta, const PlanOptions& o);
+// The samples every one of `ranks` ranks is sure to be dealt in any epoch: floor(files / ranks) of
+// the smallest files.
+long long samples_every_rank_gets(const DatasetMeta& meta, int ranks);
 // Full batches every rank can fill in every epoch: the same number on every rank, so no rank
 // waits in an all-reduce that another never reaches.
 long long steps_per_epoch(const DatasetMeta& meta, PlanOptions o, int local_batch);

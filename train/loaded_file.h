@@ -1,6 +1,7 @@
 // One batch file in the loader's memory: read with pread into a buffer that is kept for the next
-// file, every checksum verified in place. JPEG samples stay compressed: the readers decode each
-// one, or the part of it a crop needs, when they build its batch.
+// file, every checksum verified in place and the file checked against its dataset.json entry. JPEG
+// samples stay compressed: the readers decode each one, or the part of it a crop needs, when they
+// build its batch.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "shared/batch_file.h"
+#include "shared/dataset_meta.h"
 
 namespace convoy {
 
@@ -26,9 +28,10 @@ class ByteBuffer {
 
 class LoadedFile {
  public:
-  // Replaces the contents with the file at `path`, whose samples must have `shape`; throws
+  // Replaces the contents with the file at `path`, which must be the file dataset.json lists as
+  // `want` (its sample count, size and header CRC) with samples of `shape`; throws
   // Error("<path>: <problem>") for a file that is unreadable, damaged, or not what it should be.
-  void load(const std::string& path, const ImageShape& shape);
+  void load(const std::string& path, const BatchFileEntry& want, const ImageShape& shape);
 
   size_t count() const { return labels_.size(); }
   bool jpeg() const { return encoding_ == Encoding::jpeg; }
@@ -48,7 +51,8 @@ class LoadedFile {
   size_t sample_bytes_ = 0;
 };
 
-// Reads the batch file at `path` into `buf` and verifies it (verify_batch's checks).
-BatchView read_verified(const std::string& path, ByteBuffer& buf);
+// Reads the batch file at `path` into `buf` and verifies it (verify_batch's checks), refusing a
+// file that is not a regular one or not `want` before reading past its header.
+BatchView read_verified(const std::string& path, const BatchFileEntry& want, ByteBuffer& buf);
 
 }  // namespace convoy

@@ -9,17 +9,21 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <system_error>
 
 #include "shared/atomic_file.h"
 #include "shared/counter_rng.h"
 #include "shared/error.h"
 #include "shared/jpeg_region.h"
+#include "train/augment_rules.h"
 
 namespace convoy {
 
-DecodedFile load_batch_file(const std::string& path, const ImageShape& shape) {
+DecodedFile load_batch_file(const std::string& dir, const DatasetMeta& meta, size_t file) {
+  const std::string path = join_path(dir, meta.files[file].name);
+  const ImageShape& shape = meta.shape;
   LoadedFile f;
-  f.load(path, shape);
+  f.load(path, meta.files[file], shape);
   DecodedFile d;
   const size_t n = f.count(), bytes = shape.bytes();
   d.pixels.resize(n * bytes);
@@ -43,8 +47,21 @@ DecodedFile load_batch_file(const std::string& path, const ImageShape& shape) {
   return d;
 }
 
+namespace {
+
+// The callers check their own flags; this is for every one of them, before anything is built.
+const LoaderOptions& checked(const LoaderOptions& o) {
+  if (o.local_batch < 1) fail("loader: batch " + std::to_string(o.local_batch) + " must be positive");
+  if (o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks)
+    fail("loader: rank " + std::to_string(o.rank) + " of " + std::to_string(o.ranks) + " is not a rank");
+  if (const std::string problem = augment_problem(o.augment); !problem.empty()) fail(problem);
+  return o;
+}
+
+}  // namespace
+
 Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
-    : opt_(o), meta_(meta), aug_(meta.shape, o.augment, o.train, meta.mean, meta.std) {
+    : opt_(checked(o)), meta_(meta), aug_(meta.shape, o.augment, o.train, meta.mean, meta.std) {
   if (meta_.files.empty()) fail_file(join_path(o.dir, kDatasetJson), "lists no batch files");
   opt_.readers = std::max(1, opt_.readers);
   const size_t out_bytes = opt_.raw ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes();
@@ -171,7 +188,14 @@ void Loader::start_epoch(int epoch, long long first) {
         ahead_order_.push_back(r.file);
     }
   }
-  for (int t = 0; t < opt_.readers; ++t) threads_.emplace_back([this] { worker(); });
+  try {
+    for (int t = 0; t < opt_.readers; ++t) threads_.emplace_back([this] { worker(); });
+  } catch (const std::system_error& e) {
+    const size_t started = threads_.size();
+    stop();
+    fail("loader: cannot start reader thread " + std::to_string(started + 1) + " of " + std::to_string(opt_.readers) +
+         " (" + e.what() + "); ask for fewer readers");
+  }
 }
 
 int Loader::files_read_ahead() {
@@ -355,10 +379,7 @@ bool Loader::load_next_file(std::unique_lock<std::mutex>& lk) {
   lk.unlock();
   const std::string path = join_path(opt_.dir, meta_.files[f].name);
   try {
-    data->load(path, meta_.shape);
-    if (data->count() != meta_.files[f].count)
-      fail_file(path, "holds " + std::to_string(data->count()) + " samples, dataset.json says " +
-                          std::to_string(meta_.files[f].count));
+    data->load(path, meta_.files[f], meta_.shape);
   } catch (...) {
     err = std::current_exception();
   }
@@ -389,8 +410,7 @@ bool Loader::read_ahead(std::unique_lock<std::mutex>& lk) {
   lk.unlock();
   bool ok = true;
   try {
-    data->load(join_path(opt_.dir, meta_.files[f].name), meta_.shape);
-    ok = data->count() == meta_.files[f].count;
+    data->load(join_path(opt_.dir, meta_.files[f].name), meta_.files[f], meta_.shape);
   } catch (...) {
     ok = false;
   }
@@ -403,6 +423,12 @@ bool Loader::read_ahead(std::unique_lock<std::mutex>& lk) {
 }
 
 bool Loader::next(HostBatch& out) {
+  Take t;
+  while ((t = next_for(out, std::chrono::hours(1))) == Take::waiting) continue;
+  return t == Take::batch;
+}
+
+Loader::Take Loader::next_for(HostBatch& out, std::chrono::milliseconds patience) {
   std::unique_lock<std::mutex> lk(mu_);
   if (next_take_ >= end_) {
     // An evaluation pass runs once per training epoch: its buffers would sit idle in between.
@@ -410,12 +436,12 @@ bool Loader::next(HostBatch& out) {
       spare_files_.clear();
       spare_batches_.clear();
     }
-    return false;
+    return Take::end;
   }
   ReadySlot& r = ready_[size_t(next_take_ % opt_.prefetch)];
   std::exception_ptr err;
   if (!r.done) work_cv_.notify_all();  // the readers may be waiting for the window to empty further
-  ready_cv_.wait(lk, [&] { return r.done || (err = file_error(next_take_)); });
+  if (!ready_cv_.wait_for(lk, patience, [&] { return r.done || (err = file_error(next_take_)); })) return Take::waiting;
   if (!r.done) std::rethrow_exception(err);
   if (r.error) std::rethrow_exception(r.error);
   std::swap(out, r.batch);
@@ -426,7 +452,7 @@ bool Loader::next(HostBatch& out) {
   const bool wake = next_take_ + opt_.prefetch >= next_build_ + wake_at_;  // wake_at_ slots free
   lk.unlock();
   if (wake) work_cv_.notify_all();
-  return true;
+  return Take::batch;
 }
 
 }  // namespace convoy

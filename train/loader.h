@@ -3,6 +3,7 @@
 // batches, a few samples at a time (a part), so that decoding spreads over every reader. Batch k
 // is always built from the same samples with the same augmentation, whichever thread builds it.
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -43,13 +44,14 @@ struct LoaderOptions {
   AugmentSpec augment;
 };
 
-// Raw HWC pixels of every sample in one batch file (JPEG samples decoded whole).
+// Raw HWC pixels of every sample in batch file number `file` of the dataset in `dir` (JPEG samples
+// decoded whole).
 struct DecodedFile {
   std::vector<uint8_t> pixels;
   std::vector<int32_t> labels;
   std::vector<int64_t> ids;
 };
-DecodedFile load_batch_file(const std::string& path, const ImageShape& shape);
+DecodedFile load_batch_file(const std::string& dir, const DatasetMeta& meta, size_t file);
 
 class Loader {
  public:
@@ -71,6 +73,10 @@ class Loader {
   // The next batch in order; false after the last one of the epoch. `out`'s previous buffers go
   // back to the loader to be filled again, so steady state allocates nothing.
   bool next(HostBatch& out);
+  // next() that waits at most `patience` for the batch, so that a caller can attend to other things
+  // (a Python caller to its signals) while a batch is late: `waiting` leaves everything as it was.
+  enum class Take { batch, end, waiting };
+  Take next_for(HostBatch& out, std::chrono::milliseconds patience);
   int prefetch() const { return opt_.prefetch; }
   int readers() const { return opt_.readers; }
   // The most memory the loader's buffers take: max_files() files of the largest size, the prefetch

@@ -1,14 +1,16 @@
 # The convoy module's loader: the API, zero-copy hand-over, the same batches as `train` (through
 # bench-loader's digest and pixels rebuilt with scripts/batches.py), sharding, and damaged files.
 import os
+import pathlib
 import re
+import shutil
 
 import numpy as np
 import pytest
 
 import batches
 import convoy
-from conftest import TRAIN, run_tool
+from conftest import TRAIN, run_tool, synth
 
 
 def epoch_digest(loader):
@@ -209,6 +211,50 @@ def test_bad_arguments(raw_data, tmp_path):
         convoy.Loader(raw_data, 4, crop=13)
     with pytest.raises(convoy.Error, match=str(tmp_path)):
         convoy.Loader(str(tmp_path), 4)
+    assert len(convoy.Loader(pathlib.Path(raw_data), 4)) == 263 // 4, "a path object names the folder too"
+
+
+# Each argument outside what it means, and the argument named in the error (the same rules as a
+# config's [data] section).
+BAD_AUGMENT = [
+    (dict(pad=2000, crop=8), "pad"),
+    (dict(crop=100000), "crop"),
+    (dict(eval_resize=100000, crop=8, train=False), "eval_resize"),
+    (dict(random_resized_crop=True, crop=8, scale=(0.5, 2.0)), "scale"),
+    (dict(random_resized_crop=True, crop=8, scale=(0.0, 1.0)), "scale"),
+    (dict(random_resized_crop=True, crop=8, ratio=(1e-4, 1.0)), "ratio"),
+    (dict(random_resized_crop=True), "crop"),
+    (dict(eval_resize=16, train=False), "crop"),
+    (dict(random_resized_crop=True, crop=8, pad=2), "pad"),
+    (dict(eval_resize=8, crop=10, train=False), "eval_resize"),
+    (dict(scale=(0.5, 1.5)), "scale"),  # checked without random_resized_crop too, as in a config
+]
+
+
+@pytest.mark.parametrize("kw,named", BAD_AUGMENT, ids=[str(c[0]) for c in BAD_AUGMENT])
+def test_bad_augmentation_arguments(kw, named, raw_data):
+    with pytest.raises(ValueError, match=named):
+        convoy.Loader(raw_data, 4, **kw)
+
+
+# A batch larger than what the rank is dealt would yield no batch at all: (arguments, the rank's
+# samples). raw_data: 6 files of 40 and one of 23.
+NO_BATCH = [
+    (dict(batch_size=300), 263),
+    (dict(batch_size=64, rank=1, world_size=3), 63),  # training: the 2 smallest files, on every rank
+    (dict(batch_size=8, rank=2, world_size=8), 0),
+    (dict(batch_size=300, train=False), 263),
+    (dict(batch_size=200, train=False, rank=1, world_size=2), 120),
+    (dict(batch_size=8, train=False, drop_last=False, rank=7, world_size=8), 0),
+]
+
+
+@pytest.mark.parametrize("kw,samples", NO_BATCH, ids=[str(c[0]) for c in NO_BATCH])
+def test_batch_larger_than_the_share_is_refused(kw, samples, raw_data):
+    with pytest.raises(ValueError) as e:
+        convoy.Loader(raw_data, **kw)
+    msg = str(e.value)
+    assert f"batch_size {kw['batch_size']}" in msg and f"{samples} samples" in msg, msg
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
@@ -231,3 +277,28 @@ def test_damaged_file_names_its_path(damage, raw_data, copy_of):
                 pass
         assert victim in str(e.value)
         assert isinstance(e.value, RuntimeError)
+
+
+@pytest.mark.parametrize("how", ["another dataset's file", "two files swapped"])
+def test_wrong_file_names_its_path(how, raw_data, copy_of, tmp_path):
+    # Files that are sound by themselves but not the ones dataset.json lists: refused before any of
+    # their samples is used, as `datagen verify` refuses them.
+    data = copy_of(raw_data)
+    a, b = (os.path.join(data, f"batch-0000{i}.cvb") for i in (1, 2))
+    if how == "another dataset's file":
+        # Of the same shape and size: only the contents differ.
+        other = synth(tmp_path / "other", files=7, per_file=40, last=23, size=12, channels=3, classes=5, seed=9)
+        shutil.copy(os.path.join(other, "batch-00001.cvb"), a)
+        victims = [a]
+    else:
+        os.rename(a, a + ".tmp")
+        os.rename(b, a)
+        os.rename(a + ".tmp", b)
+        victims = [a, b]
+    for train in (True, False):
+        loader = convoy.Loader(data, 16, train=train, drop_last=train)
+        with pytest.raises(convoy.Error) as e:
+            for _ in loader:
+                pass
+        msg = str(e.value)
+        assert any(msg.startswith(v + ": ") for v in victims) and "dataset.json" in msg and "\n" not in msg, msg
