@@ -12,7 +12,7 @@ config="${CONVOY_SRC:?}/tests/data/small_conv_bn.toml"
 "$train" synth --out "$work/data" --files 8 --per-file 50 --size 16 --classes 4 2> /dev/null
 # 3 epochs of 20 steps, a checkpoint every 10 (not at an epoch's end): at steps 10, 30, 50 and 60.
 args=(--config "$config" --data "$work/data" --epochs 3 --batch 20 --seed 5 --threads 1 --checkpoint-every 10)
-count_calls batch- pread "$train" "${args[@]}" --checkpoint "$work/ref.ckpt"
+count_calls batch_ pread "$train" "${args[@]}" --checkpoint "$work/ref.ckpt"
 loader_reads=$counted
 count_calls count.ckpt write "$train" "${args[@]}" --checkpoint "$work/count.ckpt"
 checkpoint_writes=$counted
@@ -63,10 +63,10 @@ short_case() {  # short_case <case> <path part> <op> <nth>
 }
 
 # The loader's reads of batch files: the first (nothing saved yet) and one in the middle of the run.
-eio_case loader-eio-first batch- pread 1
-eio_case loader-eio-middle batch- pread $((loader_reads / 2))
-short_case loader-short-first batch- pread 1
-short_case loader-short-middle batch- pread $((loader_reads / 2))
+eio_case loader-eio-first batch_ pread 1
+eio_case loader-eio-middle batch_ pread $((loader_reads / 2))
+short_case loader-short-first batch_ pread 1
+short_case loader-short-middle batch_ pread $((loader_reads / 2))
 # Checkpoints: the second write (the first stays), the last one (the run's work is all done, yet
 # it must not look finished), an fsync, and a short write.
 eio_case checkpoint-eio-second run.ckpt write 2

@@ -58,19 +58,19 @@ all_refuse() {  # all_refuse <dataset> <file> <words>
 
 # Another dataset's file of the same shape, count and size.
 cp -r "$work/good" "$work/mixed"
-cp "$work/other/batch-00002.cvb" "$work/mixed/batch-00002.cvb"
-all_refuse "$work/mixed" "$work/mixed/batch-00002.cvb" "dataset.json"
+cp "$work/other/batch_00002.cvb" "$work/mixed/batch_00002.cvb"
+all_refuse "$work/mixed" "$work/mixed/batch_00002.cvb" "dataset.json"
 
 # Two files of the dataset swapped.
 cp -r "$work/good" "$work/swapped"
-mv "$work/swapped/batch-00001.cvb" "$work/swapped/tmp"
-mv "$work/swapped/batch-00003.cvb" "$work/swapped/batch-00001.cvb"
-mv "$work/swapped/tmp" "$work/swapped/batch-00003.cvb"
-all_refuse "$work/swapped" "$work/swapped/batch-0000[13].cvb" "dataset.json"
+mv "$work/swapped/batch_00001.cvb" "$work/swapped/tmp"
+mv "$work/swapped/batch_00003.cvb" "$work/swapped/batch_00001.cvb"
+mv "$work/swapped/tmp" "$work/swapped/batch_00003.cvb"
+all_refuse "$work/swapped" "$work/swapped/batch_0000[13].cvb" "dataset.json"
 
 # A named pipe in place of a batch file: it would block its reader forever.
 cp -r "$work/good" "$work/fifo"
-rm "$work/fifo/batch-00000.cvb"
-mkfifo "$work/fifo/batch-00000.cvb"
-all_refuse "$work/fifo" "$work/fifo/batch-00000.cvb" "not a regular file"
+rm "$work/fifo/batch_00000.cvb"
+mkfifo "$work/fifo/batch_00000.cvb"
+all_refuse "$work/fifo" "$work/fifo/batch_00000.cvb" "not a regular file"
 echo "wrong files and named pipes refused by every reader"

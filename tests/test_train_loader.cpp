@@ -548,6 +548,6 @@ TEST(Loader, DatasetJsonListingAFileTwiceIsRefused) {
     read_dataset_meta(dir);
     ADD_FAILURE() << "a dataset.json that lists a file twice was read";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), path + ": lists batch file 'batch-00000.cvb' twice");
+    EXPECT_EQ(std::string(e.what()), path + ": lists batch file 'batch_00000.cvb' twice");
   }
 }

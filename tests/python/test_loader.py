@@ -284,11 +284,11 @@ def test_wrong_file_names_its_path(how, raw_data, copy_of, tmp_path):
     # Files that are sound by themselves but not the ones dataset.json lists: refused before any of
     # their samples is used, as `datagen verify` refuses them.
     data = copy_of(raw_data)
-    a, b = (os.path.join(data, f"batch-0000{i}.cvb") for i in (1, 2))
+    a, b = (os.path.join(data, f"batch_0000{i}.cvb") for i in (1, 2))
     if how == "another dataset's file":
         # Of the same shape and size: only the contents differ.
         other = synth(tmp_path / "other", files=7, per_file=40, last=23, size=12, channels=3, classes=5, seed=9)
-        shutil.copy(os.path.join(other, "batch-00001.cvb"), a)
+        shutil.copy(os.path.join(other, "batch_00001.cvb"), a)
         victims = [a]
     else:
         os.rename(a, a + ".tmp")

@@ -192,7 +192,7 @@ def test_loader_dropped_while_a_thread_iterates(raw_data):
 
 def stalled(data, ms):
     """Environment that stalls the reading of the data set's second file for `ms` milliseconds."""
-    return dict(LD_PRELOAD=SHIM, CONVOY_FAULT_PATH=os.path.join(data, "batch-00001.cvb"), CONVOY_FAULT_OP="pread",
+    return dict(LD_PRELOAD=SHIM, CONVOY_FAULT_PATH=os.path.join(data, "batch_00001.cvb"), CONVOY_FAULT_OP="pread",
                 CONVOY_FAULT_NTH="1", CONVOY_FAULT_MODE="stall", CONVOY_FAULT_STALL_MS=str(ms))
 
 
@@ -250,7 +250,7 @@ def test_interpreter_exit_while_a_daemon_thread_iterates(stall, jpeg_data):
         assert time.monotonic() - t < 20
 
 
-@pytest.mark.parametrize("name", ["batch-00002.cvb", "dataset.json"])
+@pytest.mark.parametrize("name", ["batch_00002.cvb", "dataset.json"])
 def test_fifo_in_place_of_a_file_is_refused(name, raw_data, copy_of):
     # A named pipe where a file should be would block its reader forever: refused, naming it.
     data = copy_of(raw_data)
