@@ -135,12 +135,18 @@ echo "trial 6: INT to an mpirun that allows no time between SIGTERM and SIGKILL"
 ckpt=$work/t5.ckpt
 at=$(moment 0.6 1)
 mpi_extra=(--mca odls_base_sigkill_timeout 0)
-run_and_signal "$work/run5.log" "$at" INT "$train" "${args[@]}" --checkpoint-every 50 --checkpoint "$ckpt"
+run_and_signal "$work/run5.log" "$at" INT "$train" "${args[@]}" --checkpoint-every 50 --metrics "$work/m5.jsonl" \
+  --checkpoint "$ckpt"
 if [ -e "$ckpt" ]; then
   read -r epoch step < <(ckpt_step "$ckpt")
   echo "  mpirun exited $rc; checkpoint at epoch $epoch, step $step"
   resume_matches "$ckpt" "$work/resume5.log"
 else
   echo "  mpirun exited $rc; no checkpoint yet"
+fi
+# Rank 0 said so after its second step, naming the setting that gives the ranks time.
+if grep -q '"global_step":2,' "$work/m5.jsonl" 2> /dev/null; then
+  grep -q "warning: a step takes .* mpirun sends its ranks SIGKILL 0 s after their SIGTERM.*odls_base_sigkill_timeout" \
+    "$work/run5.log" || { echo "no warning that mpirun's grace is too short"; tail -n 20 "$work/run5.log"; exit 1; }
 fi
 echo ok
