@@ -21,8 +21,8 @@ trap cleanup EXIT
 
 config="${CONVOY_SRC:?}/tests/data/small_conv_bn.toml"
 "$train" synth --out "$work/data" --files 40 --per-file 50 --size 16 --classes 4 2> /dev/null
-# 6 epochs of 100 steps (10 samples per rank and step); a progress line (and metrics record) per step.
-args=(--config "$config" --data "$work/data" --epochs 6 --batch 20 --seed 5 --threads 1 --log-every 1)
+# 3 epochs of 100 steps (10 samples per rank and step); a progress line (and metrics record) per step.
+args=(--config "$config" --data "$work/data" --epochs 3 --batch 20 --seed 5 --threads 1 --log-every 1)
 mpi_extra=()  # more mpirun arguments for one trial
 
 start=$(now)
