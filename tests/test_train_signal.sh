@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# SIGTERM, SIGHUP (terminal closed) and SIGPIPE (the reader of train's output gone) during training
-# write a checkpoint and exit 128 + the signal; resuming from it ends with a checkpoint byte-identical
-# to an uninterrupted run's (same weights, optimiser state, position). A SIGHUP ignored (nohup) stays
-# ignored.
+# SIGTERM, SIGHUP (terminal closed), SIGPIPE (the reader of train's output gone) and SIGUSR1 (a
+# scheduler's warning before its time limit) during training write a checkpoint and exit 128 + the
+# signal; resuming from it ends with a checkpoint byte-identical to an uninterrupted run's (same
+# weights, optimiser state, position). A SIGHUP ignored (nohup) stays ignored.
 set -euo pipefail
 train="$CONVOY_BIN/train"
 tmp=$(mktemp -d)
@@ -49,6 +49,7 @@ check_stop() {
 stopped_by TERM term
 grep -q "stopped by signal 15" "$tmp/term.err" || { echo "no stop message"; cat "$tmp/term.err"; exit 1; }
 stopped_by HUP hup
+stopped_by USR1 usr1
 
 # The reader of train's output goes away (`train ... | head`): the next line it writes gets SIGPIPE.
 rc=0
