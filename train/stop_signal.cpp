@@ -20,8 +20,9 @@ StopSignals::StopSignals(bool warn_grace) : grace_(warn_grace) {
   sigemptyset(&act.sa_mask);
   for (int i = 0; i < kCount; ++i) {
     sigaction(kSignals[i], nullptr, &old_[i]);
-    // A hangup or broken pipe that the user asked to be ignored (nohup) stays ignored.
-    const bool optional = kSignals[i] == SIGHUP || kSignals[i] == SIGPIPE;
+    // A signal the caller asked to be ignored (nohup) stays ignored, but for SIGINT and SIGTERM,
+    // caught as always (a shell ignores SIGINT in the jobs it starts in the background).
+    const bool optional = kSignals[i] != SIGINT && kSignals[i] != SIGTERM;
     if (optional && old_[i].sa_handler == SIG_IGN) continue;
     caught_[i] = sigaction(kSignals[i], &act, nullptr) == 0;
   }

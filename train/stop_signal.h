@@ -1,5 +1,5 @@
-// SIGINT, SIGTERM, SIGHUP and SIGPIPE during training, and the loss of the launcher: each only
-// records a stop, which the loop reads after each step; it writes the checkpoint, exits 128 + signal.
+// The signals that would end training (INT, TERM, HUP, PIPE, USR1, USR2) and the loss of the
+// launcher only record a stop; the loop reads it after each step, writes the checkpoint and exits.
 #pragma once
 #include <csignal>
 
@@ -8,11 +8,13 @@
 
 namespace convoy {
 
-// While it lives, SIGINT and SIGTERM, and SIGHUP and SIGPIPE unless they were ignored (nohup), are
-// recorded instead of ending the process, and so is the loss of the launcher (launcher_watch.h).
-// SIGHUP: the terminal was closed. SIGPIPE: whatever read the output went away, mpirun included,
-// which relays its ranks' output and may exit before them (launcher_watch.h). Their earlier actions
-// come back at its end, which must come before MPI_Finalize.
+// While it lives, SIGINT and SIGTERM, and the others unless they were ignored (nohup), are
+// recorded instead of ending the process (the exit status is then 128 + the signal), and so is the
+// loss of the launcher (launcher_watch.h). SIGHUP: the terminal was closed. SIGPIPE: whatever read
+// the output went away, mpirun included, which relays its ranks' output and may exit before them.
+// SIGUSR1, SIGUSR2: a scheduler's warning ahead of its time limit (Slurm's --signal, LSF's -wa),
+// which mpirun forwards to its ranks. Their earlier actions come back at its end, which must come
+// before MPI_Finalize.
 class StopSignals {
  public:
   // warn_grace: warn when mpirun's grace looks too short for a step (kill_grace.h); rank 0 of a
@@ -26,8 +28,8 @@ class StopSignals {
   void step_done() { grace_.step_done(); }
 
  private:
-  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-  static constexpr int kCount = 4;
+  static constexpr int kCount = 6;
+  static constexpr int kSignals[kCount] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2};
   struct sigaction old_[kCount] = {};
   bool caught_[kCount] = {};
   LauncherWatch launcher_;
