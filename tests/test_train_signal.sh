@@ -9,7 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 config="${CONVOY_SRC:?}/tests/data/small_conv_bn.toml"
 "$train" synth --out "$tmp/data" --files 40 --per-file 50 --size 16 --classes 4
-args=(--config "$config" --data "$tmp/data" --epochs 12 --batch 20 --seed 5 --threads 1 --log-every 1)
+args=(--config "$config" --data "$tmp/data" --epochs 6 --batch 20 --seed 5 --threads 1 --log-every 1)
 
 "$train" "${args[@]}" --checkpoint "$tmp/full.ckpt" 2>/dev/null
 
