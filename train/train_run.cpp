@@ -104,7 +104,7 @@ TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
       (unsigned long long)meta_.num_samples, ranks, omp_get_max_threads(), blas_core_name(), rec_.batch, local_batch_,
       per_epoch_);
   open_metrics();
-  catch_stop_signals();
+  stop_signals_.emplace(rank_ == 0 && !o_.checkpoint.empty());
 }
 
 void TrainRun::restore() {
@@ -203,6 +203,7 @@ void TrainRun::log_step(int epoch, long long step, long long first, double lr, E
 }
 
 std::optional<int> TrainRun::stop_or_checkpoint(int epoch, long long step, EpochSums& sums) {
+  stop_signals_->step_done();
   bool stop = stop_signal() != 0 || (o_.stop_after > 0 && global_step_ >= o_.stop_after);
   if (ranks_ > 1) stop = any_rank(stop);
   const bool at_end = step + 1 == per_epoch_;

@@ -14,6 +14,7 @@
 #include "train/metrics_log.h"
 #include "train/run_spec.h"
 #include "train/step.h"
+#include "train/stop_signal.h"
 
 namespace convoy {
 
@@ -67,6 +68,7 @@ class TrainRun {
   std::unique_ptr<MetricsLog> metrics_;
   std::optional<EvalResult> last_eval_;
   HostBatch batch_;
+  std::optional<StopSignals> stop_signals_;  // from the end of the set-up on
 };
 
 }  // namespace convoy
