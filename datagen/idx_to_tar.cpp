@@ -5,6 +5,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -69,6 +70,13 @@ std::vector<uint32_t> idx_dims(const std::string& path, const std::string& d, in
   return out;
 }
 
+// The member name of image i: in its class's folder, or at the root for a flat tar.
+std::string member_name(size_t i, const std::string& cls, bool flat) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s%s%05zu.png", flat ? "" : cls.c_str(), flat ? "" : "/", i);
+  return name;
+}
+
 la_ssize_t write_cb(archive*, void* client, const void* buf, size_t n) {
   static_cast<AtomicFile*>(client)->write(buf, n);
   return static_cast<la_ssize_t>(n);
@@ -87,9 +95,12 @@ size_t idx_to_tar(const IdxToTarOptions& opt) {
   const std::string labels = read_idx_file(opt.labels);
   const auto idim = idx_dims(opt.images, images, 3);
   const auto ldim = idx_dims(opt.labels, labels, 1);
-  const size_t n = idim[0], h = idim[1], w = idim[2];
-  if (ldim[0] != n)
-    fail_file(opt.labels, std::to_string(ldim[0]) + " labels for " + std::to_string(n) + " images in " + opt.images);
+  const size_t all = idim[0], h = idim[1], w = idim[2];
+  if (ldim[0] != all)
+    fail_file(opt.labels, std::to_string(ldim[0]) + " labels for " + std::to_string(all) + " images in " + opt.images);
+  const size_t n = opt.first > 0 ? std::min(opt.first, all) : all;
+  const bool flat = !opt.flat_labels.empty();
+  std::string label_lines;
   const auto& classes = fashion_mnist_classes();
   const size_t header = 16, lheader = 8;
 
@@ -100,16 +111,16 @@ size_t idx_to_tar(const IdxToTarOptions& opt) {
   if (archive_write_open(a.get(), &out, nullptr, write_cb, nullptr) != ARCHIVE_OK)
     fail_file(opt.out, std::string("cannot start the tar: ") + archive_error_string(a.get()));
   std::unique_ptr<archive_entry, EntryFree> entry(archive_entry_new());
-  char name[64];
   for (size_t i = 0; i < n; ++i) {
     const unsigned label = static_cast<unsigned char>(labels[lheader + i]);
     if (label >= classes.size())
       fail_file(opt.labels, "label " + std::to_string(label) + " of image " + std::to_string(i) + " is out of range");
     const std::string png = png_encode(reinterpret_cast<const uint8_t*>(images.data() + header + i * h * w), int(w),
                                        int(h), 1);
-    std::snprintf(name, sizeof name, "%s/%05zu.png", classes[label].c_str(), i);
+    const std::string name = member_name(i, classes[label], flat);
+    if (flat) label_lines += name + " " + classes[label] + "\n";
     archive_entry_clear(entry.get());
-    archive_entry_set_pathname(entry.get(), name);
+    archive_entry_set_pathname(entry.get(), name.c_str());
     archive_entry_set_size(entry.get(), static_cast<la_int64_t>(png.size()));
     archive_entry_set_filetype(entry.get(), AE_IFREG);
     archive_entry_set_perm(entry.get(), 0644);
@@ -120,6 +131,7 @@ size_t idx_to_tar(const IdxToTarOptions& opt) {
   if (archive_write_close(a.get()) != ARCHIVE_OK)
     fail_file(opt.out, std::string("tar write failed: ") + archive_error_string(a.get()));
   out.commit();
+  if (flat) write_file_atomic(opt.flat_labels, label_lines);
 
   if (!opt.classes_out.empty()) {
     std::string text;

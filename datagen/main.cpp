@@ -130,11 +130,14 @@ struct Idx2Tar {
   CLI::App* cmd;
 
   explicit Idx2Tar(CLI::App& app)
-      : cmd(app.add_subcommand("idx2tar", "Fashion-MNIST IDX files -> tar of PNGs in per-class folders")) {
+      : cmd(app.add_subcommand("idx2tar", "Fashion-MNIST IDX files -> tar of PNGs in per-class folders (or flat)")) {
     cmd->add_option("--images", idx.images, "images IDX file (.gz or plain)")->required();
     cmd->add_option("--labels", idx.labels, "labels IDX file (.gz or plain)")->required();
     cmd->add_option("--out", idx.out, "tar file to write (- for standard output)")->required();
     cmd->add_option("--classes-out", idx.classes_out, "also write the class names, one per line");
+    cmd->add_option("--flat-labels", idx.flat_labels,
+                    "the PNGs at the tar's root, and this label file ('name class' per line) for --labels");
+    cmd->add_option("--first", idx.first, "only the first N images (default: all)")->check(CLI::PositiveNumber);
   }
   int operator()() const {
     const size_t n = idx_to_tar(idx);
