@@ -89,12 +89,17 @@ void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
              "divided by the ranks in fp32) or fp32 (averaged in fp32); auto (default): fp32 with --precision fp32, "
              "else bf16. Weights and optimiser state stay fp32 either way");
   app.add_option("--bucket-mb", b.bucket_mb,
-                 "CUDA backend, several ranks: all-reduce bucket size in MiB on the wire (the last buckets of the "
-                 "backward pass are smaller)")
+                 "CUDA backend, several ranks: all-reduce bucket size in MiB of fp32 gradients, half that on the "
+                 "wire in bf16 (the last buckets of the backward pass are smaller)")
       ->check(CLI::Range(0.0625, 1024.0));
   app.add_flag("!--no-bucket-updates", b.bucket_updates,
                "CUDA backend, several ranks: update the weights once after the last all-reduce instead of each "
                "bucket's as its all-reduce ends (the same result, bit for bit)");
+  app.add_option("--defer-mb", b.defer_mb,
+                 "CUDA backend, several ranks: the last buckets of the backward pass, up to this many MiB on the "
+                 "wire, are all-reduced and updated at the next step's start, beside its forward pass, which waits "
+                 "layer by layer for the weights it reads (0: off)")
+      ->check(CLI::Range(0.0, 65536.0));
   add_choice(app, "--precision", b.precision, convoy::precision_names(),
              "CUDA backend: fp32, tf32 (tensor cores for conv and fc) or bf16 (bf16 NHWC activations and "
              "gradients on the tensor cores, fp32 master weights, gradients and optimiser state)");

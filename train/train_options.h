@@ -44,11 +44,13 @@ struct BackendOptions {
   ConvAlgos conv_algos = ConvAlgos::heuristic;
   int cudnn_workspace_mb = 1024;
   // Several ranks: the gradients' all-reduce (bf16 sums, or fp32 means; weights and optimiser state
-  // stay fp32 either way), its bucket size in MiB on the wire, and whether each bucket's update
-  // starts as its all-reduce ends (or one update follows the last all-reduce).
+  // stay fp32 either way), its bucket size in MiB of fp32 gradients, whether each bucket's update starts
+  // as its all-reduce ends (or one update follows the last all-reduce), and how many MiB of the last
+  // buckets are all-reduced beside the next step's forward pass.
   GradComm grad_comm = GradComm::automatic;
-  double bucket_mb = 4;
+  double bucket_mb = 8;
   bool bucket_updates = true;
+  double defer_mb = 0;
 };
 
 struct TrainOptions {
