@@ -172,25 +172,3 @@ TEST(GpuDataParallel, EpochRecordCountsTheBytesOnTheWire) {
     EXPECT_FALSE(j->contains("t_comm"));
   }
 }
-
-// Buckets left to the next step's forward pass change nothing but the timing: with --defer-mb (the
-// small net's 3.4 kB of bf16 gradients in one bucket, all of it left to the next step), 2 ranks end
-// two epochs, each evaluated after its tail is completed, and a checkpoint every 7 steps, with the
-// weights of a run without, bit for bit.
-TEST(GpuDataParallel, DeferredBucketsChangeNoBit) {
-  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
-  const std::string tmp = prepare();
-  const std::string common = " --config " + tmp + "/net.toml --data " + tmp + "/data --val " + tmp +
-                             "/data --batch 12 --epochs 2 --threads 1 --log-every 5 --checkpoint-every 7 --seed 3" +
-                             " --device cuda --precision bf16";
-  auto train = [&](const std::string& flags, const std::string& name) {
-    const std::string ckpt = tmp + "/" + name + ".ckpt";
-    EXPECT_EQ(run("mpirun -np 2 " + kTrain + common + flags + " --checkpoint " + ckpt), 0) << name;
-    return read_checkpoint(ckpt);
-  };
-  const Checkpoint now = train("", "defer0"), deferred = train(" --defer-mb 1", "defer1");
-  EXPECT_EQ(deferred.info.at("global_step").get<long long>(), 48);
-  EXPECT_EQ(now.weights, deferred.weights);
-  EXPECT_EQ(now.m, deferred.m);
-  EXPECT_EQ(now.state, deferred.state);
-}

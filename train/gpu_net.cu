@@ -326,14 +326,13 @@ GpuLayer GpuNet::layer(int i) {
 }
 
 void GpuNet::forward(int n, const void* x, const int32_t* labels, bool train, const uint64_t* key,
-                     const uint64_t* sample_keys, const std::function<void(size_t lo, size_t hi)>& reading) {
+                     const uint64_t* sample_keys) {
   if (n > max_batch_)
     fail("GpuNet: batch of " + std::to_string(n) + " exceeds the " + std::to_string(max_batch_) + " it was built for");
   batch_ = {n, train, labels, key, sample_keys, probs_.get(), losses_.get(), net_.classes()};
   x_ = x;
   const auto& nodes = net_.nodes();
   for (int i = 0; i < int(nodes.size()); ++i) {
-    if (const FlatRange r = param_range(nodes[i]); reading && !r.empty()) reading(r.lo, r.hi);
     if (events_) record_event(events_[4 * i].get(), ctx_.stream());
     if (!fused_[i]) nodes[i].op().gpu_forward(layer(i));  // a fused ReLU's input wrote its output
     if (events_) record_event(events_[4 * i + 1].get(), ctx_.stream());

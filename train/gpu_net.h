@@ -35,11 +35,9 @@ class GpuNet {
   // x: device [n, input dims] in the net's storage (see stores_bf16()); labels: device int32 [n]; key:
   // device pointer to the step's key and sample_keys: device [n] (dropout). Queues the forward pass
   // on the context's stream; per-sample losses stay on the device. Reads no host value that
-  // changes from step to step, so the queued work can be captured once as a CUDA graph. Before each
-  // node's pass is queued, `reading(lo, hi)` (if set) is told the range of the flat buffer whose
-  // parameters it reads; nodes come in order, so the ranges move from the buffer's start to its end.
+  // changes from step to step, so the queued work can be captured once as a CUDA graph.
   void forward(int n, const void* x, const int32_t* labels, bool train, const uint64_t* key,
-               const uint64_t* sample_keys, const std::function<void(size_t lo, size_t hi)>& reading = nullptr);
+               const uint64_t* sample_keys);
   // Gradients of the mean loss of the last forward into grads() (fp32). After each node's
   // gradients are queued, `ready(lo, hi)` (if set) is told their range [lo, hi) of the flat
   // buffer; nodes come in reverse order, so the ranges move from the end of the buffer to its start.

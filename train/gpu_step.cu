@@ -131,20 +131,16 @@ void GpuStep::queue_normalize(const Slot& sl, int n) {
                     reinterpret_cast<float*>(x_.get()), Layout::nchw);
 }
 
-// tail: the step before left its last buckets to this one; the forward pass waits for each.
-void GpuStep::queue_compute(int slot, int n, bool tail) {
+void GpuStep::queue_compute(int slot, int n) {
   const Slot& sl = *slots_[slot];
   cudaStream_t s = ctx_.stream();
   StepScalars* scalars = sl.d<StepScalars>(sl.scalars);
   const int32_t* labels = sl.d<int32_t>(sl.labels);
-  if (tail) sync_->queue_tail(s, updater());
   queue_normalize(sl, n);
   if (state_before_.size())
     CONVOY_CUDA_CHECK(cudaMemcpyAsync(state_before_.get(), net_.state(), state_before_.size() * sizeof(float),
                                       cudaMemcpyDeviceToDevice, s));
-  const auto reading = [&](size_t lo, size_t hi) { sync_->wait_for_params(s, {lo, hi}); };
-  net_.forward(n, x_.get(), labels, true, &scalars->key, sl.d<uint64_t>(sl.keys),
-               tail ? reading : std::function<void(size_t, size_t)>());
+  net_.forward(n, x_.get(), labels, true, &scalars->key, sl.d<uint64_t>(sl.keys));
   // The loss decides whether the update runs (StepScalars::nonfinite). It is known once the forward
   // pass is done, and so agreed on (GradientSync::agree) before the backward pass begins, so that
   // each bucket's update can start as soon as its all-reduce ends.
@@ -162,33 +158,21 @@ void GpuStep::queue_compute(int slot, int n, bool tail) {
 // averaged in buckets as the backward pass completes them, and updated bucket by bucket (or at once).
 void GpuStep::queue_backward_and_update(const Slot& sl, StepScalars* scalars) {
   cudaStream_t s = ctx_.stream();
-  const GradientSync::Update update = updater();
+  const GradientSync::Update update = [this, scalars](const UpdateSpan& at, const Gradients& g) {
+    queue_update(at, g, scalars);
+  };
   if (!sync_) {
     net_.backward();
     record_event(sl.bwd.get(), s);
     record_event(sl.comm.get(), s);
-    return update({0, net_.param_count(), s}, Gradients{net_.grads()}, scalars);
+    return update({0, net_.param_count(), s}, Gradients{net_.grads()});
   }
-  sync_->agree(s, scalars);
+  sync_->agree(s, &scalars->nonfinite);
   net_.backward([&](size_t lo, size_t hi) { sync_->ready(s, {lo, hi}, update); });
   record_event(sl.bwd.get(), s);
   sync_->wait_for_comm(s);
   record_event(sl.comm.get(), s);
   sync_->finish(s, update);
-}
-
-GradientSync::Update GpuStep::updater() {
-  return [this](const UpdateSpan& at, const Gradients& g, const StepScalars* scalars) { queue_update(at, g, scalars); };
-}
-
-// Outside the steps (before the weights are read, written back or evaluated): the tail the last
-// step left, all-reduced and applied now. Every rank comes here at the same step (take_times at an
-// epoch's end, sync_to for a checkpoint), as the all-reduces need.
-void GpuStep::complete_tail() {
-  if (!tail_pending_) return;
-  sync_->queue_tail(ctx_.stream(), updater());
-  sync_->end_tail(ctx_.stream());
-  tail_pending_ = false;
 }
 
 void GpuStep::queue_update(const UpdateSpan& at, const Gradients& g, const StepScalars* scalars) {
@@ -234,17 +218,15 @@ void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
   // The first full step runs op by op (cuDNN and cuBLAS set themselves up on first use, which a
   // capture forbids); each slot's graph is captured at its first full step after that.
   if (o_.graph && b.n == max_batch_ && k >= 1) {
-    CudaGraphExec& g = graph_[slot][tail_pending_];
-    if (!g) {
+    if (!graph_[slot]) {
       CONVOY_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      queue_compute(slot, b.n, tail_pending_);
-      g = CudaGraphExec::end_capture(s);
+      queue_compute(slot, b.n);
+      graph_[slot] = CudaGraphExec::end_capture(s);
     }
-    g.launch(s);
+    graph_[slot].launch(s);
   } else {
-    queue_compute(slot, b.n, tail_pending_);
+    queue_compute(slot, b.n);
   }
-  tail_pending_ = sync_ && sync_->defers();
   CONVOY_CUDA_CHECK(cudaEventRecord(e.end.get(), s));
   pending_.push_back(k);
   if (gap_from_ < 0) gap_from_ = k + 1;
@@ -294,7 +276,6 @@ StepMetrics GpuStep::take_metrics() {
 }
 
 StepTimes GpuStep::take_times() {
-  complete_tail();
   drain();
   StepTimes t = times_;
   times_ = StepTimes{};
@@ -304,7 +285,6 @@ StepTimes GpuStep::take_times() {
 void GpuStep::evaluate(const HostBatch& b) {
   if (b.pixels.empty() || b.n <= 0 || b.n > max_batch_ || b.flips.size() != size_t(b.n))
     fail("GpuStep: evaluation needs a raw batch within the built size");
-  complete_tail();  // a no-op after take_times(), which every rank calls before it evaluates
   drain();
   Slot& sl = *slots_[0];
   std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data(), b.pixels.size());
@@ -325,7 +305,6 @@ void GpuStep::evaluate(const HostBatch& b) {
 }
 
 void GpuStep::sync_to(Net& net, Optimizer& opt) {
-  complete_tail();
   drain();
   net_.download(net.weights(), net.state());
   m_.download(opt.m.data(), opt.m.size());

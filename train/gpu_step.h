@@ -82,20 +82,14 @@ class GpuStep {
   const float* probs() const { return reinterpret_cast<const float*>(probs_host_.data()); }
   // Copies weights, running statistics and optimiser state back (checkpoints, the end of training).
   void sync_to(Net& net, Optimizer& opt);
-  // Waits for the queued steps; their phase times since the last take. Collective with several
-  // ranks (it completes the tail the last step left, GradSyncOptions::defer_bytes), as are train()
-  // and sync_to(); evaluate() expects no tail left (take_times() before it).
+  // Waits for the queued steps; their phase times since the last take.
   StepTimes take_times();
   // With GpuStepOptions::profile: adds the per-node times of the steps so far to net's profile.
   void add_profile_to(Net& net);
   const char* device_name() const { return name_.c_str(); }
   size_t arena_bytes() const { return arena_.bytes(); }
   InputFold input_fold() const { return net_.input_layout().fold; }
-  bool graphed() const {
-    for (const auto& g : graph_)
-      if (g[0] || g[1]) return true;
-    return false;
-  }
+  bool graphed() const { return bool(graph_[0]) || bool(graph_[1]); }
   // Bytes each training step puts on the wire, per rank (0 for one rank).
   double comm_bytes_per_step() const { return sync_ ? sync_->wire_bytes_per_step() : 0.0; }
 
@@ -103,9 +97,7 @@ class GpuStep {
   struct Slot;        // pinned and device buffers of one batch in flight
   struct StepEvents;  // the events recorded around one step
   void queue_normalize(const Slot& sl, int n);
-  void queue_compute(int slot, int n, bool tail);
-  GradientSync::Update updater();
-  void complete_tail();
+  void queue_compute(int slot, int n);
   void queue_backward_and_update(const Slot& sl, StepScalars* scalars);
   void queue_update(const UpdateSpan& at, const Gradients& g, const StepScalars* scalars);
   void harvest(long long step);
@@ -126,11 +118,10 @@ class GpuStep {
   DeviceBuffer<float> state_before_;  // skip_nonfinite: the running statistics before the step
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four steps
-  CudaGraphExec graph_[2][2];                        // per slot, without and with the step before's tail (GradientSync)
-  bool tail_pending_ = false;                        // the last step left its tail buckets to the next
-  long long step_ = 0;                               // training steps queued
-  std::deque<long long> pending_;                    // queued steps whose times are not yet harvested
-  long long gap_from_ = -1;                          // first step whose idle gap to its predecessor is meaningful
+  CudaGraphExec graph_[2];
+  long long step_ = 0;             // training steps queued
+  std::deque<long long> pending_;  // queued steps whose times are not yet harvested
+  long long gap_from_ = -1;        // first step whose idle gap to its predecessor is meaningful
   PinnedBuffer losses_host_, probs_host_, acc_host_;
   PinnedBuffer checks_host_;  // per slot, the StepScalars of its last step as the step left them
   long long skipped_ = 0;     // steps with a non-finite loss harvested since the last take_metrics

@@ -1,7 +1,6 @@
 // A training step's gradients averaged over the ranks while the backward pass runs: NCCL all-reduces
 // of the buckets bucket_plan.h cuts, on an urgent stream of their own, in bf16 or fp32; and each
 // bucket's optimiser update queued as soon as its all-reduce ends (or one update after the last).
-// The last buckets may wait for the next step, whose forward pass waits layer by layer for them.
 #pragma once
 #include <functional>
 #include <memory>
@@ -20,71 +19,51 @@ struct GradSyncOptions {
   GradComm precision = GradComm::bf16;
   size_t bucket_bytes = size_t(8) << 20;  // an all-reduce's fp32 gradient bytes (plan_buckets)
   bool bucket_updates = true;             // each bucket's update as its all-reduce ends
-  // The last buckets of the backward pass, up to this many bytes on the wire, are all-reduced and
-  // updated at the start of the next step, beside its forward pass (the tail); 0: none.
-  size_t defer_bytes = 0;
 };
 
 class GradientSync {
  public:
-  // Queues the update of the span's parameters from g, gated and scaled by s, on the span's stream.
-  using Update = std::function<void(const UpdateSpan& at, const Gradients& g, const StepScalars* s)>;
+  // Queues the update of the span's parameters from g on the span's stream.
+  using Update = std::function<void(const UpdateSpan& at, const Gradients& g)>;
 
-  // Plans the buckets of net's flat gradient buffer and requests the bf16 sums' buffer (and the
-  // tail's step scalars) from the arena (before its owner commits it).
+  // Plans the buckets of net's flat gradient buffer and requests the bf16 sums' buffer from the
+  // arena (before its owner commits it).
   GradientSync(Arena& arena, const Net& net, int ranks, const GradSyncOptions& o);
   // Once the arena is committed: joins the NCCL communicator of every rank (collective) and takes the
   // flat gradient buffer the backward pass writes.
   void start(int rank, float* grads);
 
-  // A step, on the compute stream s, in this order: queue_tail() first where the step before
-  // deferred buckets, and then wait_for_params() before the forward pass reads each node's
-  // parameters; agree() once the forward pass has written the step's verdict on its loss
-  // (StepScalars::nonfinite), which is all-reduced with max so that every rank skips the step if one
-  // must; ready() for each range the backward pass completes (GpuNet::backward's callback); then
-  // wait_for_comm() and finish().
-  void queue_tail(cudaStream_t s, const Update& update);
-  void wait_for_params(cudaStream_t s, const FlatRange& r);
-  void agree(cudaStream_t s, StepScalars* scalars);
+  // In a step, on the compute stream s, in this order: agree() once the forward pass has written the
+  // step's verdict on its loss (StepScalars::nonfinite), which is all-reduced with max so that every
+  // rank skips the step if one must; ready() for each range the backward pass completes
+  // (GpuNet::backward's callback); then wait_for_comm() and finish().
+  void agree(cudaStream_t s, uint32_t* nonfinite);
   void ready(cudaStream_t s, const FlatRange& r, const Update& update);
-  // s waits for the last all-reduce of this step.
+  // s waits for the last all-reduce.
   void wait_for_comm(cudaStream_t s);
   // The updates that are left (all of them, without bucket updates) follow on s, which waits for them.
   void finish(cudaStream_t s, const Update& update);
-  // s waits for the whole tail queued last; outside a step, after queue_tail, this completes the
-  // step before (before its weights are read or written back).
-  void end_tail(cudaStream_t s);
 
-  // Whether steps leave buckets to the next (GradSyncOptions::defer_bytes).
-  bool defers() const { return deferred_ > 0; }
   // Bytes each step puts on the wire, per rank (step_wire_bytes).
   double wire_bytes_per_step() const { return wire_bytes_; }
   const std::vector<FlatRange>& buckets() const { return buckets_; }
 
  private:
-  void all_reduce(const FlatRange& b);
   void flush(cudaStream_t s, const FlatRange& b, const Update& update);
   Gradients gradients() const;
-  const FlatRange& tail_bucket(size_t j) const { return buckets_[buckets_.size() - 1 - j]; }
 
   GradSyncOptions o_;
   int ranks_;
   size_t params_;
   std::vector<FlatRange> buckets_;
-  size_t deferred_ = 0, split_ = 0;  // the last `deferred_` buckets, elements [0, split_), form the tail
   double wire_bytes_ = 0;
   std::unique_ptr<NcclComm> nccl_;
   float* grads_ = nullptr;
-  DeviceBuffer<bf16> sums_;                 // bf16: the rounded gradients, summed in place by the all-reduces
-  DeviceBuffer<StepScalars> tail_scalars_;  // the scalars of the step whose tail is pending
+  DeviceBuffer<bf16> sums_;  // bf16: the rounded gradients, summed in place by the all-reduces
   CudaStream comm_{CudaStream::Urgent{}}, update_;
   CudaEvent fork_, reduced_, comm_done_, updates_done_;
-  std::unique_ptr<CudaEvent[]> tail_done_;  // per tail bucket, in forward order: its update is done
-  const StepScalars* scalars_ = nullptr;    // this step's
-  size_t next_ = 0;                         // the bucket the backward pass fills now
-  FlatRange open_;                          // its ranges so far
-  bool tail_queued_ = false;                // in this step
-  size_t waited_ = 0;                       // tail buckets the compute stream waits for so far
+  size_t next_ = 0;  // the bucket the backward pass fills now
+  FlatRange open_;   // its ranges so far
 };
 
 }  // namespace convoy::gpu

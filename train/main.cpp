@@ -95,11 +95,6 @@ void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
   app.add_flag("!--no-bucket-updates", b.bucket_updates,
                "CUDA backend, several ranks: update the weights once after the last all-reduce instead of each "
                "bucket's as its all-reduce ends (the same result, bit for bit)");
-  app.add_option("--defer-mb", b.defer_mb,
-                 "CUDA backend, several ranks: the last buckets of the backward pass, up to this many MiB on the "
-                 "wire, are all-reduced and updated at the next step's start, beside its forward pass, which waits "
-                 "layer by layer for the weights it reads (0: off)")
-      ->check(CLI::Range(0.0, 65536.0));
   add_choice(app, "--precision", b.precision, convoy::precision_names(),
              "CUDA backend: fp32, tf32 (tensor cores for conv and fc) or bf16 (bf16 NHWC activations and "
              "gradients on the tensor cores, fp32 master weights, gradients and optimiser state)");

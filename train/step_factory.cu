@@ -54,21 +54,17 @@ gpu::GpuStepOptions gpu_options(const StepSetup& s) {
   go.sync.precision = grad_comm_for(s.backend.grad_comm, s.backend.precision);
   go.sync.bucket_bytes = size_t(s.backend.bucket_mb * double(1 << 20));
   go.sync.bucket_updates = s.backend.bucket_updates;
-  go.sync.defer_bytes = size_t(s.backend.defer_mb * double(1 << 20));
   return go;
 }
 
 std::string sync_note(const StepSetup& s, const gpu::GpuStep& step) {
   if (s.ranks < 2) return "";
-  char text[320], tail[96] = "";
-  if (s.backend.defer_mb > 0)
-    std::snprintf(tail, sizeof tail, ", the last %.3g MiB beside the next step's forward pass", s.backend.defer_mb);
+  char text[320];
   std::snprintf(text, sizeof text,
                 ", gradients averaged with NCCL in %s (%.1f MB a step on the wire) in buckets of up to %.3g MiB of "
-                "fp32 gradients "
-                "overlapping the backward pass%s, %s",
+                "fp32 gradients overlapping the backward pass, %s",
                 name_of(grad_comm_names(), grad_comm_for(s.backend.grad_comm, s.backend.precision)).c_str(),
-                step.comm_bytes_per_step() / 1e6, s.backend.bucket_mb, tail,
+                step.comm_bytes_per_step() / 1e6, s.backend.bucket_mb,
                 s.backend.bucket_updates ? "each bucket updated as its all-reduce ends" : "updated after the last");
   return text;
 }

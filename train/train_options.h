@@ -44,13 +44,11 @@ struct BackendOptions {
   ConvAlgos conv_algos = ConvAlgos::heuristic;
   int cudnn_workspace_mb = 1024;
   // Several ranks: the gradients' all-reduce (bf16 sums, or fp32 means; weights and optimiser state
-  // stay fp32 either way), its bucket size in MiB of fp32 gradients, whether each bucket's update starts
-  // as its all-reduce ends (or one update follows the last all-reduce), and how many MiB of the last
-  // buckets are all-reduced beside the next step's forward pass.
+  // stay fp32 either way), its bucket size in MiB of fp32 gradients, and whether each bucket's update
+  // starts as its all-reduce ends (or one update follows the last all-reduce).
   GradComm grad_comm = GradComm::automatic;
   double bucket_mb = 8;
   bool bucket_updates = true;
-  double defer_mb = 0;
 };
 
 struct TrainOptions {
