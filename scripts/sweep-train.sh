@@ -140,7 +140,7 @@ if not ep:
 timed = [r for r in ep if r["epoch"] > warmup] or ep
 n = json.load(open(data + "/dataset.json"))["num_samples"] * len(timed)
 s = sum(r["train_seconds"] for r in timed)
-ph = [sum(r.get(k, 0.0) for r in timed) for k in ("t_io", "t_h2d", "t_fwd", "t_bwd", "t_update", "t_comm")]
+ph = [sum(r.get(k, 0.0) for r in timed) for k in ("t_io", "t_h2d", "t_fwd", "t_bwd", "t_update", "t_comm_exposed")]
 last = ep[-1]
 print(",".join([str(len(ep)), str(len(timed)), f"{s:.6g}", str(n), f"{n / s:.6g}" if s > 0 else ""]
                + [f"{v:.6g}" for v in ph]

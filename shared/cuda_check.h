@@ -71,6 +71,13 @@ inline std::string current_device_text() {
 class CudaStream {
  public:
   CudaStream() { CONVOY_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  // A stream whose kernels the GPU schedules first (cudaDeviceGetStreamPriorityRange's greatest).
+  struct Urgent {};
+  explicit CudaStream(Urgent) {
+    int least = 0, greatest = 0;
+    CONVOY_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CONVOY_CUDA_CHECK(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, greatest));
+  }
   ~CudaStream() {
     if (s_ && cudaStreamDestroy(s_) != cudaSuccess) cudaGetLastError();
   }
@@ -100,12 +107,13 @@ class CudaEvent {
 class CudaGraphExec {
  public:
   CudaGraphExec() = default;
-  // Ends the capture running on `s` and instantiates what it recorded.
+  // Ends the capture running on `s` and instantiates what it recorded. Kernels keep the priority of
+  // the stream they were captured on (an urgent stream's stay urgent), not the launching stream's.
   static CudaGraphExec end_capture(cudaStream_t s) {
     cudaGraph_t g = nullptr;
     CONVOY_CUDA_CHECK(cudaStreamEndCapture(s, &g));
     CudaGraphExec e;
-    const cudaError_t rc = cudaGraphInstantiate(&e.exec_, g, 0);
+    const cudaError_t rc = cudaGraphInstantiate(&e.exec_, g, cudaGraphInstantiateFlagUseNodePriority);
     cudaGraphDestroy(g);
     CONVOY_CUDA_CHECK(rc);
     return e;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "train/bucket_plan.h"
 #include "train/data_parallel.h"
 
 namespace convoy {
@@ -22,7 +23,9 @@ void CpuStep::train(const HostBatch& b, uint64_t key, double lr, EpochSums& sums
   last_loss_ = loss;
   const long long k = steps_++;
   bool finite = std::isfinite(loss);
+  ++times_.steps;
   if (ranks_ > 1) finite = !any_rank(!finite);
+  times_.comm_bytes += ring_allreduce_bytes(sizeof(int), ranks_);
   if (finite) return update(b, loss, lr, sums);
   if (nonfinite_.step < 0) nonfinite_ = {k, loss};
   if (skip_nonfinite_) skip(sums);
@@ -32,7 +35,8 @@ void CpuStep::update(const HostBatch& b, double loss, double lr, EpochSums& sums
   net_.backward();
   times_.bwd += lap_.lap();
   if (ranks_ > 1) average_gradients(net_.grads(), ranks_);
-  times_.comm += lap_.lap();
+  times_.comm_exposed += lap_.lap();  // nothing hides it on the CPU
+  times_.comm_bytes += ring_allreduce_bytes(double(net_.grads().size()) * sizeof(float), ranks_);
   opt_.step(net_.weights(), net_.grads(), lr);
   times_.update += lap_.lap();
   double top1 = 0, top5 = 0;

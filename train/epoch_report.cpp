@@ -1,5 +1,6 @@
 // The epoch's lines and record. The input stall is the share of the training time spent waiting
-// for the loader; the peak resident memory is the process's so far.
+// for the loader; the peak resident memory is the process's so far; the bytes on the wire are this
+// rank's, per step.
 #include "train/epoch_report.h"
 
 #include <sys/resource.h>
@@ -21,6 +22,7 @@ long long peak_rss_bytes() {
 
 double train_loss(const EpochReport& r) { return r.sums.loss / std::max(1.0, r.sums.samples); }
 double train_acc(const EpochReport& r) { return r.sums.correct / std::max(1.0, r.sums.samples); }
+double comm_bytes_per_step(const PhaseTimes& t) { return t.steps ? t.comm_bytes / double(t.steps) : 0.0; }
 
 }  // namespace
 
@@ -42,10 +44,10 @@ void log_breakdown(const EpochReport& r) {
   char idle[48] = "";
   if (t.idle) std::snprintf(idle, sizeof idle, ", t_idle %.2f s", *t.idle);
   log_info(
-      "epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, t_comm %.2f s%s"
-      "; input stall %.2f %%, peak RSS %.0f MiB",
-      r.epoch + 1, r.t_io, t.h2d, t.fwd, t.bwd, t.update, t.comm, idle, 100 * r.t_io / r.train_seconds,
-      double(peak_rss_bytes()) / (1 << 20));
+      "epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, "
+      "t_comm_exposed %.2f s (%.2f MB a step on the wire)%s; input stall %.2f %%, peak RSS %.0f MiB",
+      r.epoch + 1, r.t_io, t.h2d, t.fwd, t.bwd, t.update, t.comm_exposed, comm_bytes_per_step(t) / 1e6, idle,
+      100 * r.t_io / r.train_seconds, double(peak_rss_bytes()) / (1 << 20));
 }
 
 nlohmann::json epoch_record(const EpochReport& r) {
@@ -62,7 +64,8 @@ nlohmann::json epoch_record(const EpochReport& r) {
                       {"t_fwd", t.fwd},
                       {"t_bwd", t.bwd},
                       {"t_update", t.update},
-                      {"t_comm", t.comm},
+                      {"t_comm_exposed", t.comm_exposed},
+                      {"comm_bytes_per_step", comm_bytes_per_step(t)},
                       {"images", r.timed_samples},
                       {"images_per_second", r.timed_samples / r.train_seconds},
                       {"input_stall", r.t_io / r.train_seconds},

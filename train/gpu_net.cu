@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "train/bucket_plan.h"
 #include "train/cuda/channels.cuh"
 #include "train/layers/elementwise.h"
 
@@ -345,11 +346,7 @@ void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
     if (events_) record_event(events_[4 * idx + 2].get(), ctx_.stream());
     backward_node(idx);
     if (events_) record_event(events_[4 * idx + 3].get(), ctx_.stream());
-    if (ready && (nd.w_count || nd.b_count)) {
-      const size_t lo = std::min(nd.w_count ? nd.w_off : nd.b_off, nd.b_count ? nd.b_off : nd.w_off);
-      const size_t hi = std::max(nd.w_off + nd.w_count, nd.b_off + nd.b_count);
-      ready(lo, hi);
-    }
+    if (const FlatRange r = param_range(nd); ready && !r.empty()) ready(r.lo, r.hi);
   }
 }
 

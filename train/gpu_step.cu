@@ -91,6 +91,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(arena_, aug.out_bytes(), max_batch));
   const size_t input_bytes = x_bytes + (arena_.bytes() - before_slots);
   if (o.skip_nonfinite && !cpu.state().empty()) arena_.request(state_before_, cpu.state().size());
+  if (ranks > 1) sync_ = std::make_unique<GradientSync>(arena_, net, ranks, o.sync);
   check_fits(ctx_, name_, max_batch, arena_.bytes(), input_bytes, opt_bytes);
   arena_.commit();
   for (auto& sl : slots_) sl->host = PinnedBuffer(sl->bytes, "a batch's pinned copy");
@@ -106,7 +107,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   m_.upload(opt.m.data(), opt.m.size());
   if (!opt.v.empty()) v_.upload(opt.v.data(), opt.v.size());
   CONVOY_CUDA_CHECK(cudaMemset(acc_.get(), 0, 4 * sizeof(double)));
-  if (ranks > 1) nccl_ = std::make_unique<NcclComm>(rank, ranks);
+  if (sync_) sync_->start(rank, net_.grads());
   for (int i = 0; i < 4; ++i) events_.push_back(std::make_unique<StepEvents>());
   profile_ = o.profile;
   net_.set_profiling(o.profile);
@@ -116,25 +117,6 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
 GpuStep::~GpuStep() {
   // Queued work must not outlive the buffers it reads; errors cannot be thrown from here.
   if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
-}
-
-void GpuStep::bucket_ready(size_t lo, size_t hi) {
-  // Ranges arrive from the end of the flat buffer towards its start, each below the last.
-  if (pend_hi_ > pend_lo_ && hi != pend_lo_) flush_bucket();
-  if (pend_hi_ == pend_lo_) pend_hi_ = hi;
-  pend_lo_ = lo;
-  if ((pend_hi_ - pend_lo_) * sizeof(float) >= o_.bucket_bytes) flush_bucket();
-}
-
-void GpuStep::flush_bucket() {
-  if (pend_hi_ == pend_lo_) return;
-  // The bucket's gradients are queued on the compute stream: the comm stream starts after them
-  // while the compute stream goes on with the layers below.
-  CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), ctx_.stream()));
-  CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_.get(), fork_.get(), 0));
-  float* g = net_.grads() + pend_lo_;
-  CONVOY_NCCL_CHECK(ncclAllReduce(g, g, pend_hi_ - pend_lo_, ncclFloat, ncclAvg, nccl_->get(), comm_stream_.get()));
-  pend_lo_ = pend_hi_ = 0;
 }
 
 // The slot's raw batch to the net's input: fp32 NCHW, or bf16 NHWC for a bf16 net.
@@ -159,37 +141,48 @@ void GpuStep::queue_compute(int slot, int n) {
     CONVOY_CUDA_CHECK(cudaMemcpyAsync(state_before_.get(), net_.state(), state_before_.size() * sizeof(float),
                                       cudaMemcpyDeviceToDevice, s));
   net_.forward(n, x_.get(), labels, true, &scalars->key, sl.d<uint64_t>(sl.keys));
-  record_event(sl.fwd.get(), s);
-  if (nccl_) {
-    net_.backward([this](size_t lo, size_t hi) { bucket_ready(lo, hi); });
-    flush_bucket();
-  } else {
-    net_.backward();
-  }
-  record_event(sl.bwd.get(), s);
-  if (nccl_) {
-    CONVOY_CUDA_CHECK(cudaEventRecord(join_.get(), comm_stream_.get()));
-    CONVOY_CUDA_CHECK(cudaStreamWaitEvent(s, join_.get(), 0));
-  }
-  record_event(sl.comm.get(), s);
-  // The loss decides whether the update runs (StepScalars::nonfinite); with several ranks, one
-  // rank's non-finite loss skips the step on all of them, so their weights stay the same.
+  // The loss decides whether the update runs (StepScalars::nonfinite). It is known once the forward
+  // pass is done, and so agreed on (GradientSync::agree) before the backward pass begins, so that
+  // each bucket's update can start as soon as its all-reduce ends.
   batch_metrics(ctx_, n, net_.classes(), net_.probs(), labels, net_.losses(), acc_.get(), scalars);
-  if (nccl_)
-    CONVOY_NCCL_CHECK(ncclAllReduce(&scalars->nonfinite, &scalars->nonfinite, 1, ncclUint32, ncclMax, nccl_->get(), s));
-  const TrainRecipe& r = host_opt_.recipe;
-  const size_t params = net_.param_count();
-  if (host_opt_.kind == OptimizerKind::sgd)
-    sgd_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), scalars, float(r.momentum), r.nesterov,
-               float(r.weight_decay), net_.weight_copy());
-  else
-    adam_update(ctx_, params, net_.weights(), net_.grads(), m_.get(), v_.get(), scalars, float(r.beta1), float(r.beta2),
-                float(r.adam_eps), float(r.weight_decay), host_opt_.kind == OptimizerKind::adamw, net_.weight_copy());
+  record_event(sl.fwd.get(), s);
+  queue_backward_and_update(sl, scalars);
   if (state_before_.size())
     restore_if_nonfinite(ctx_, state_before_.size(), net_.state(), state_before_.get(), scalars);
   // The step's loss and verdict, for the host to read once it has waited for this step.
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(checks_host_.data() + slot * sizeof(StepScalars), scalars, sizeof(StepScalars),
                                     cudaMemcpyDeviceToHost, s));
+}
+
+// One rank: the update over the whole buffer follows the backward pass. Several: the gradients are
+// averaged in buckets as the backward pass completes them, and updated bucket by bucket (or at once).
+void GpuStep::queue_backward_and_update(const Slot& sl, StepScalars* scalars) {
+  cudaStream_t s = ctx_.stream();
+  const GradientSync::Update update = [this, scalars](const UpdateSpan& at, const Gradients& g) {
+    queue_update(at, g, scalars);
+  };
+  if (!sync_) {
+    net_.backward();
+    record_event(sl.bwd.get(), s);
+    record_event(sl.comm.get(), s);
+    return update({0, net_.param_count(), s}, Gradients{net_.grads()});
+  }
+  sync_->agree(s, &scalars->nonfinite);
+  net_.backward([&](size_t lo, size_t hi) { sync_->ready(s, {lo, hi}, update); });
+  record_event(sl.bwd.get(), s);
+  sync_->wait_for_comm(s);
+  record_event(sl.comm.get(), s);
+  sync_->finish(s, update);
+}
+
+void GpuStep::queue_update(const UpdateSpan& at, const Gradients& g, const StepScalars* scalars) {
+  const TrainRecipe& r = host_opt_.recipe;
+  if (host_opt_.kind == OptimizerKind::sgd)
+    sgd_update(at, net_.weights(), g, m_.get(), scalars, float(r.momentum), r.nesterov, float(r.weight_decay),
+               net_.weight_copy());
+  else
+    adam_update(at, net_.weights(), g, m_.get(), v_.get(), scalars, float(r.beta1), float(r.beta2), float(r.adam_eps),
+                float(r.weight_decay), host_opt_.kind == OptimizerKind::adamw, net_.weight_copy());
 }
 
 void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
@@ -253,7 +246,7 @@ void GpuStep::harvest(long long j) {
   if (j >= gap_from_) times_.idle += elapsed_seconds(events_[size_t((j + 3) % 4)]->end.get(), e.ready.get());
   times_.fwd += elapsed_seconds(e.start.get(), sl.fwd.get());
   times_.bwd += elapsed_seconds(sl.fwd.get(), sl.bwd.get());
-  times_.comm += elapsed_seconds(sl.bwd.get(), sl.comm.get());
+  times_.comm_exposed += elapsed_seconds(sl.bwd.get(), sl.comm.get());
   times_.update += elapsed_seconds(sl.comm.get(), e.end.get());
   ++times_.steps;
   StepScalars c;

@@ -1,6 +1,7 @@
 // One training or evaluation step on this rank's GPU: the loader's raw batch goes up from pinned
-// memory on a copy stream; augmentation, forward, backward, the bucketed NCCL all-reduce and the
-// fused optimiser update run on the compute stream, captured once as a CUDA graph and replayed.
+// memory on a copy stream; augmentation, forward and backward run on the compute stream, the
+// bucketed NCCL all-reduce and the fused optimiser updates beside it (GradientSync), all captured
+// once as a CUDA graph and replayed.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -13,17 +14,18 @@
 #include "train/gpu_augment.h"
 #include "train/gpu_context.h"
 #include "train/gpu_net.h"
+#include "train/gradient_sync.h"
 #include "train/loader.h"
-#include "train/nccl_comm.h"
 #include "train/optimizer.h"
 
 namespace convoy::gpu {
 
 // Seconds summed over steps, from CUDA events. h2d and idle are time the compute stream had
 // nothing to do: waiting for the batch's copy (unhidden h2d) or for the host to queue the step.
-// comm is the part of the all-reduce not hidden behind the backward pass.
+// comm_exposed is the part of the all-reduce not hidden behind the backward pass (from its end to
+// the last all-reduce's end); update, what follows (the updates still running, or all of them).
 struct StepTimes {
-  double h2d = 0, idle = 0, fwd = 0, bwd = 0, comm = 0, update = 0;
+  double h2d = 0, idle = 0, fwd = 0, bwd = 0, comm_exposed = 0, update = 0;
   long long steps = 0;
 };
 
@@ -43,10 +45,10 @@ struct NonFiniteStep {
 };
 
 struct GpuStepOptions {
-  MathMode math = MathMode::tf32;         // bf16: bf16 NHWC activations, fp32 weights and optimiser state
-  bool graph = true;                      // capture the step as a CUDA graph (off: queue it op by op)
-  size_t bucket_bytes = size_t(8) << 20;  // all-reduce bucket size
-  bool profile = false;                   // time every node (waits for each step)
+  MathMode math = MathMode::tf32;  // bf16: bf16 NHWC activations, fp32 weights and optimiser state
+  bool graph = true;               // capture the step as a CUDA graph (off: queue it op by op)
+  GradSyncOptions sync;            // several ranks: the gradients' all-reduce and the updates
+  bool profile = false;            // time every node (waits for each step)
   AlgoSearch algos = AlgoSearch::heuristic;
   size_t workspace_bytes = size_t(1) << 30;   // cuDNN workspace (bounds the algorithms it may use)
   InputFold input_fold = InputFold::patches;  // bf16: how a stride-2 first convolution reads its input
@@ -88,14 +90,16 @@ class GpuStep {
   size_t arena_bytes() const { return arena_.bytes(); }
   InputFold input_fold() const { return net_.input_layout().fold; }
   bool graphed() const { return bool(graph_[0]) || bool(graph_[1]); }
+  // Bytes each training step puts on the wire, per rank (0 for one rank).
+  double comm_bytes_per_step() const { return sync_ ? sync_->wire_bytes_per_step() : 0.0; }
 
  private:
   struct Slot;        // pinned and device buffers of one batch in flight
   struct StepEvents;  // the events recorded around one step
   void queue_normalize(const Slot& sl, int n);
   void queue_compute(int slot, int n);
-  void bucket_ready(size_t lo, size_t hi);
-  void flush_bucket();
+  void queue_backward_and_update(const Slot& sl, StepScalars* scalars);
+  void queue_update(const UpdateSpan& at, const Gradients& g, const StepScalars* scalars);
   void harvest(long long step);
   void drain();
 
@@ -106,11 +110,9 @@ class GpuStep {
   InputShape input_;
   int max_batch_, ranks_;
   GpuStepOptions o_;
-  std::unique_ptr<NcclComm> nccl_;
-  CudaStream copy_stream_, comm_stream_;
-  CudaEvent fork_, join_;
-  size_t pend_lo_ = 0, pend_hi_ = 0;  // the gradient range ready but not yet all-reduced
-  DeviceBuffer<unsigned char> x_;     // the augmented batch, in the net's storage (GpuNet::stores_bf16())
+  std::unique_ptr<GradientSync> sync_;  // several ranks
+  CudaStream copy_stream_;
+  DeviceBuffer<unsigned char> x_;  // the augmented batch, in the net's storage (GpuNet::stores_bf16())
   DeviceBuffer<float> m_, v_, scale_shift_;
   DeviceBuffer<double> acc_;          // StepMetrics, accumulated on the device
   DeviceBuffer<float> state_before_;  // skip_nonfinite: the running statistics before the step

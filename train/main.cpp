@@ -85,6 +85,17 @@ void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
                  "CUDA backend: cuDNN workspace in MiB (16 to 65536), allocated once; larger admits faster convolution "
                  "algorithms")
       ->check(convoy::within(16, 65536));
+  add_choice(app, "--grad-comm", b.grad_comm, convoy::grad_comm_names(),
+             "CUDA backend, several ranks: the gradients' all-reduce in bf16 (half the bytes: summed in bf16, "
+             "divided by the ranks in fp32) or fp32 (averaged in fp32); auto (default): fp32 with --precision fp32, "
+             "else bf16. Weights and optimiser state stay fp32 either way");
+  app.add_option("--bucket-mb", b.bucket_mb,
+                 "CUDA backend, several ranks: all-reduce bucket size in MiB of fp32 gradients, half that on the "
+                 "wire in bf16 (the last buckets of the backward pass are smaller)")
+      ->check(convoy::within(0.0625, 1024.0));
+  app.add_flag("!--no-bucket-updates", b.bucket_updates,
+               "CUDA backend, several ranks: update the weights once after the last all-reduce instead of each "
+               "bucket's as its all-reduce ends (the same result, bit for bit)");
   add_choice(app, "--precision", b.precision, convoy::precision_names(),
              "CUDA backend: fp32, tf32 (tensor cores for conv and fc) or bf16 (bf16 NHWC activations and "
              "gradients on the tensor cores, fp32 master weights, gradients and optimiser state)");

@@ -1,6 +1,7 @@
-// CUDA twin of optimizer_update.cpp: one kernel over the flat buffer of all parameters, so an
-// update is one launch whatever the number of layers. A bf16 net's weight copy is written in the
-// same pass, from the new fp32 weights.
+// CUDA twin of optimizer_update.cpp: one kernel over a span of the flat buffer of all parameters, so
+// an update is one launch whatever the number of layers (the whole buffer, or one all-reduce bucket
+// as soon as its sums have arrived). A bf16 net's weight copy is written in the same pass, from the
+// new fp32 weights.
 #include <cmath>
 
 #include "train/cuda/weight_copy.cuh"
@@ -15,14 +16,25 @@ __device__ __forceinline__ void keep(size_t i, float w, const WeightCopy& copy) 
   if (kCopy) copy.w[copy_index(i, copy.segments, copy.count)] = __float2bfloat16_rn(w);
 }
 
-template <bool kCopy>
-__global__ void sgd(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ buf,
+// Gradient i: fp32 as it is, or a bf16 sum over the ranks divided by their number.
+template <bool kSums>
+__device__ __forceinline__ float grad(const Gradients& g, size_t i) {
+  if (kSums) return __bfloat162float(g.sums[i]) / float(g.ranks);
+  return g.f32[i];
+}
+
+// Grid-stride over the span [lo, hi): i is the element's index in the whole flat buffer.
+#define CONVOY_SPAN_STRIDE(i, lo, hi) \
+  for (size_t i = (lo) + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (hi); i += size_t(gridDim.x) * blockDim.x)
+
+template <bool kCopy, bool kSums>
+__global__ void sgd(size_t lo, size_t hi, float* __restrict__ w, Gradients g, float* __restrict__ buf,
                     const StepScalars* __restrict__ s, float momentum, bool nesterov, float weight_decay,
                     WeightCopy copy) {
   if (s->nonfinite) return;
   const float lr = s->lr;
-  CONVOY_GRID_STRIDE(i, n) {
-    const float d = g[i] + weight_decay * w[i];
+  CONVOY_SPAN_STRIDE(i, lo, hi) {
+    const float d = grad<kSums>(g, i) + weight_decay * w[i];
     const float b = momentum * buf[i] + d;
     buf[i] = b;
     const float wi = w[i] - lr * (nesterov ? d + momentum * b : b);
@@ -31,14 +43,14 @@ __global__ void sgd(size_t n, float* __restrict__ w, const float* __restrict__ g
   }
 }
 
-template <bool kCopy>
-__global__ void adam(size_t n, float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m,
+template <bool kCopy, bool kSums>
+__global__ void adam(size_t lo, size_t hi, float* __restrict__ w, Gradients g, float* __restrict__ m,
                      float* __restrict__ v, const StepScalars* __restrict__ s, float beta1, float beta2, float eps,
                      float weight_decay, bool decoupled, WeightCopy copy) {
   if (s->nonfinite) return;
   const float lr = s->lr, c1 = s->c1, c2 = s->c2;
-  CONVOY_GRID_STRIDE(i, n) {
-    float d = g[i];
+  CONVOY_SPAN_STRIDE(i, lo, hi) {
+    float d = grad<kSums>(g, i);
     float wi = w[i];
     if (decoupled)
       wi -= lr * weight_decay * wi;
@@ -60,6 +72,42 @@ __global__ void restore(size_t n, float* __restrict__ dst, const float* __restri
   CONVOY_GRID_STRIDE(i, n) dst[i] = src[i];
 }
 
+// Launches kernel<kCopy, kSums> for the span, the two flags picked from copy and g.
+template <template <bool, bool> class K, typename... Args>
+void launch_span(const UpdateSpan& at, const WeightCopy& copy, const Gradients& g, Args... args) {
+  if (at.hi <= at.lo) return;
+  const unsigned blocks = grid_for(at.hi - at.lo);
+  const bool c = copy.w != nullptr, sums = g.sums != nullptr;
+  if (c && sums)
+    K<true, true>::launch(blocks, at, g, copy, args...);
+  else if (c)
+    K<true, false>::launch(blocks, at, g, copy, args...);
+  else if (sums)
+    K<false, true>::launch(blocks, at, g, copy, args...);
+  else
+    K<false, false>::launch(blocks, at, g, copy, args...);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
+
+template <bool kCopy, bool kSums>
+struct Sgd {
+  static void launch(unsigned blocks, const UpdateSpan& at, const Gradients& g, const WeightCopy& copy, float* w,
+                     float* buf, const StepScalars* s, float momentum, bool nesterov, float weight_decay) {
+    sgd<kCopy, kSums>
+        <<<blocks, 256, 0, at.stream>>>(at.lo, at.hi, w, g, buf, s, momentum, nesterov, weight_decay, copy);
+  }
+};
+
+template <bool kCopy, bool kSums>
+struct Adam {
+  static void launch(unsigned blocks, const UpdateSpan& at, const Gradients& g, const WeightCopy& copy, float* w,
+                     float* m, float* v, const StepScalars* s, float beta1, float beta2, float eps, float weight_decay,
+                     bool decoupled) {
+    adam<kCopy, kSums>
+        <<<blocks, 256, 0, at.stream>>>(at.lo, at.hi, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled, copy);
+  }
+};
+
 }  // namespace
 
 StepScalars step_scalars(uint64_t key, double lr, double beta1, double beta2, long long t) {
@@ -72,24 +120,14 @@ StepScalars step_scalars(uint64_t key, double lr, double beta1, double beta2, lo
   return s;
 }
 
-void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, const StepScalars* s, float momentum,
+void sgd_update(const UpdateSpan& at, float* w, const Gradients& g, float* buf, const StepScalars* s, float momentum,
                 bool nesterov, float weight_decay, const WeightCopy& copy) {
-  if (copy.w)
-    sgd<true><<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, buf, s, momentum, nesterov, weight_decay, copy);
-  else
-    sgd<false><<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, buf, s, momentum, nesterov, weight_decay, copy);
-  CONVOY_CUDA_CHECK_LAUNCH();
+  launch_span<Sgd>(at, copy, g, w, buf, s, momentum, nesterov, weight_decay);
 }
 
-void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, const StepScalars* s,
+void adam_update(const UpdateSpan& at, float* w, const Gradients& g, float* m, float* v, const StepScalars* s,
                  float beta1, float beta2, float eps, float weight_decay, bool decoupled, const WeightCopy& copy) {
-  if (copy.w)
-    adam<true>
-        <<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled, copy);
-  else
-    adam<false>
-        <<<grid_for(n), 256, 0, ctx.stream()>>>(n, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled, copy);
-  CONVOY_CUDA_CHECK_LAUNCH();
+  launch_span<Adam>(at, copy, g, w, m, v, s, beta1, beta2, eps, weight_decay, decoupled);
 }
 
 void restore_if_nonfinite(Context& ctx, size_t n, float* dst, const float* src, const StepScalars* s) {

@@ -4,7 +4,10 @@
 #include <cstddef>
 
 #if CONVOY_HAVE_CUDA
+#include <cuda_runtime.h>
+
 #include "train/cuda/step_scalars.h"
+#include "train/cuda/storage.h"
 #include "train/cuda/weight_copy.h"
 #endif
 
@@ -25,13 +28,28 @@ namespace convoy::gpu {
 
 class Context;
 
-// Fused over the flat parameter buffer; the same arithmetic as optimizer_update.cpp. The learning
-// rate and Adam's bias corrections come from the device StepScalars; where its `nonfinite` is set,
-// nothing is changed (the step is skipped). A non-empty copy is refreshed from the new weights in
-// the same pass.
-void sgd_update(Context& ctx, size_t n, float* w, const float* g, float* buf, const StepScalars* s, float momentum,
+// The gradients an update reads: fp32 ones (one rank's, or averaged over the ranks by ncclAvg), or
+// the bf16 sums of an all-reduce over `ranks` ranks, divided by ranks in fp32 as they are read.
+struct Gradients {
+  const float* f32 = nullptr;
+  const bf16* sums = nullptr;
+  int ranks = 1;
+};
+
+// The elements [lo, hi) of the flat buffers an update changes, and the stream it is queued on.
+struct UpdateSpan {
+  size_t lo = 0, hi = 0;
+  cudaStream_t stream = nullptr;
+};
+
+// Fused over the span of the flat parameter buffer (every pointer is the buffer's start); the same
+// arithmetic as optimizer_update.cpp, element by element, so an update in spans ends bit for bit
+// where one over the whole buffer does. The learning rate and Adam's bias corrections come from
+// the device StepScalars; where its `nonfinite` is set, nothing is changed (the step is skipped). A
+// non-empty copy is refreshed from the new weights in the same pass.
+void sgd_update(const UpdateSpan& at, float* w, const Gradients& g, float* buf, const StepScalars* s, float momentum,
                 bool nesterov, float weight_decay, const WeightCopy& copy = {});
-void adam_update(Context& ctx, size_t n, float* w, const float* g, float* m, float* v, const StepScalars* s,
+void adam_update(const UpdateSpan& at, float* w, const Gradients& g, float* m, float* v, const StepScalars* s,
                  float beta1, float beta2, float eps, float weight_decay, bool decoupled, const WeightCopy& copy = {});
 // dst = src where s->nonfinite is set, else nothing: batch norm's running statistics, saved before
 // the forward pass of a step whose update is skipped, put back.

@@ -22,11 +22,15 @@ struct EpochSums {
   long long skipped = 0;
 };
 
-// Seconds the steps spent in each phase since the last take. idle: time the device waited for the
-// host to queue a step, for a backend that queues them (none on the CPU).
+// Seconds the steps spent in each phase since the last take. comm_exposed: the time the gradients'
+// averaging over the ranks held the step up, beyond what the backward pass hid of it. idle: time
+// the device waited for the host to queue a step, for a backend that queues them (none on the CPU).
+// comm_bytes: the bytes those steps put on the wire, per rank (bucket_plan.h counts them).
 struct PhaseTimes {
-  double h2d = 0, fwd = 0, bwd = 0, update = 0, comm = 0;
+  double h2d = 0, fwd = 0, bwd = 0, update = 0, comm_exposed = 0;
   std::optional<double> idle;
+  double comm_bytes = 0;
+  long long steps = 0;
 };
 
 // The first training step (counted from 0, the first since the step was made) whose loss was NaN

@@ -3,6 +3,7 @@
 #include "train/step.h"
 
 #include <cstdio>
+#include <string>
 
 #include "shared/error.h"
 #include "shared/log.h"
@@ -50,7 +51,22 @@ gpu::GpuStepOptions gpu_options(const StepSetup& s) {
   go.profile = s.profile;
   go.workspace_bytes = size_t(s.backend.cudnn_workspace_mb) << 20;
   go.algos = algo_search(s.backend.conv_algos);
+  go.sync.precision = grad_comm_for(s.backend.grad_comm, s.backend.precision);
+  go.sync.bucket_bytes = size_t(s.backend.bucket_mb * double(1 << 20));
+  go.sync.bucket_updates = s.backend.bucket_updates;
   return go;
+}
+
+std::string sync_note(const StepSetup& s, const gpu::GpuStep& step) {
+  if (s.ranks < 2) return "";
+  char text[320];
+  std::snprintf(text, sizeof text,
+                ", gradients averaged with NCCL in %s (%.1f MB a step on the wire) in buckets of up to %.3g MiB of "
+                "fp32 gradients overlapping the backward pass, %s",
+                name_of(grad_comm_names(), grad_comm_for(s.backend.grad_comm, s.backend.precision)).c_str(),
+                step.comm_bytes_per_step() / 1e6, s.backend.bucket_mb,
+                s.backend.bucket_updates ? "each bucket updated as its all-reduce ends" : "updated after the last");
+  return text;
 }
 
 // GpuStep keeps the training figures and the phase times on the GPU: they are read (and waited
@@ -71,11 +87,12 @@ class GpuBackendStep final : public Step {
     const gpu::NonFiniteStep bad = step_->first_nonfinite();
     return {bad.step, double(bad.loss)};
   }
-  // t_h2d is the time the GPU waited for a batch's copy, t_comm the all-reduce not hidden behind
-  // the backward pass, t_idle the time it waited for the host to queue a step.
+  // t_h2d is the time the GPU waited for a batch's copy, t_comm_exposed the all-reduce not hidden
+  // behind the backward pass, t_idle the time it waited for the host to queue a step.
   PhaseTimes take_times() override {
     const gpu::StepTimes g = step_->take_times();
-    return {g.h2d, g.fwd, g.bwd, g.update, g.comm, g.idle};
+    return {g.h2d,  g.fwd, g.bwd, g.update, g.comm_exposed, g.idle, double(g.steps) * step_->comm_bytes_per_step(),
+            g.steps};
   }
   void sync_to(Net& net, Optimizer& opt) override { step_->sync_to(net, opt); }
   void add_profile_to(Net& net) override { step_->add_profile_to(net); }
@@ -100,8 +117,7 @@ std::unique_ptr<Step> make_gpu_step(const StepSetup& s) {
       step->device_name(), setup_s, double(step->arena_bytes()) / (1 << 20),
       name_of(precision_names(), s.backend.precision).c_str(),
       name_of(conv_algos_names(), s.backend.conv_algos).c_str(), input_fold_note(step->input_fold()),
-      s.backend.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op",
-      s.ranks > 1 ? ", gradients averaged with NCCL in buckets overlapping the backward pass" : "");
+      s.backend.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op", sync_note(s, *step).c_str());
   return std::make_unique<GpuBackendStep>(std::move(step), setup_s);
 }
 

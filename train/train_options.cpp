@@ -26,4 +26,14 @@ const Names<ConvAlgos>& conv_algos_names() {
   return names;
 }
 
+const Names<GradComm>& grad_comm_names() {
+  static const Names<GradComm> names{{"auto", GradComm::automatic}, {"bf16", GradComm::bf16}, {"fp32", GradComm::fp32}};
+  return names;
+}
+
+GradComm grad_comm_for(GradComm asked, Precision precision) {
+  if (asked != GradComm::automatic) return asked;
+  return precision == Precision::fp32 ? GradComm::fp32 : GradComm::bf16;
+}
+
 }  // namespace convoy

@@ -14,6 +14,9 @@ namespace convoy {
 enum class Device { cpu, cuda, automatic };            // automatic: a GPU when one is visible
 enum class Precision { fp32, tf32, bf16 };             // CUDA backend: exact float, tensor cores, bf16 NHWC activations
 enum class ConvAlgos { heuristic, measure, fastest };  // CUDA backend: how cuDNN's algorithms are chosen
+// CUDA backend, several ranks: the gradients' precision on the wire; automatic: fp32 with
+// Precision::fp32 (exact float arithmetic asked for), else bf16.
+enum class GradComm { automatic, bf16, fp32 };
 
 // A choice's spellings, in the order the help text lists them.
 template <typename E>
@@ -22,6 +25,9 @@ const Names<Device>& device_names();
 const Names<Precision>& precision_names();
 const Names<ConvAlgos>& conv_algos_names();
 const Names<InputFold>& input_fold_names();
+const Names<GradComm>& grad_comm_names();
+// GradComm::automatic resolved for the precision; bf16 and fp32 as they are.
+GradComm grad_comm_for(GradComm asked, Precision precision);
 
 template <typename E>
 const std::string& name_of(const Names<E>& names, E value) {
@@ -38,6 +44,12 @@ struct BackendOptions {
   InputFold input_fold = InputFold::patches;  // bf16: how a stride-2 first convolution reads its input
   ConvAlgos conv_algos = ConvAlgos::heuristic;
   int cudnn_workspace_mb = 1024;
+  // Several ranks: the gradients' all-reduce (bf16 sums, or fp32 means; weights and optimiser state
+  // stay fp32 either way), its bucket size in MiB of fp32 gradients, and whether each bucket's update
+  // starts as its all-reduce ends (or one update follows the last all-reduce).
+  GradComm grad_comm = GradComm::automatic;
+  double bucket_mb = 8;
+  bool bucket_updates = true;
 };
 
 struct TrainOptions {

@@ -1,0 +1,69 @@
+// A training step's gradients averaged over the ranks while the backward pass runs: NCCL all-reduces
+// of the buckets bucket_plan.h cuts, on an urgent stream of their own, in bf16 or fp32; and each
+// bucket's optimiser update queued as soon as its all-reduce ends (or one update after the last).
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "train/bucket_plan.h"
+#include "train/gpu_context.h"
+#include "train/nccl_comm.h"
+#include "train/net.h"
+#include "train/optimizer_update.h"
+#include "train/train_options.h"
+
+namespace convoy::gpu {
+
+struct GradSyncOptions {
+  GradComm precision = GradComm::bf16;
+  size_t bucket_bytes = size_t(8) << 20;  // an all-reduce's fp32 gradient bytes (plan_buckets)
+  bool bucket_updates = true;             // each bucket's update as its all-reduce ends
+};
+
+class GradientSync {
+ public:
+  // Queues the update of the span's parameters from g on the span's stream.
+  using Update = std::function<void(const UpdateSpan& at, const Gradients& g)>;
+
+  // Plans the buckets of net's flat gradient buffer and requests the bf16 sums' buffer from the
+  // arena (before its owner commits it).
+  GradientSync(Arena& arena, const Net& net, int ranks, const GradSyncOptions& o);
+  // Once the arena is committed: joins the NCCL communicator of every rank (collective) and takes the
+  // flat gradient buffer the backward pass writes.
+  void start(int rank, float* grads);
+
+  // In a step, on the compute stream s, in this order: agree() once the forward pass has written the
+  // step's verdict on its loss (StepScalars::nonfinite), which is all-reduced with max so that every
+  // rank skips the step if one must; ready() for each range the backward pass completes
+  // (GpuNet::backward's callback); then wait_for_comm() and finish().
+  void agree(cudaStream_t s, uint32_t* nonfinite);
+  void ready(cudaStream_t s, const FlatRange& r, const Update& update);
+  // s waits for the last all-reduce.
+  void wait_for_comm(cudaStream_t s);
+  // The updates that are left (all of them, without bucket updates) follow on s, which waits for them.
+  void finish(cudaStream_t s, const Update& update);
+
+  // Bytes each step puts on the wire, per rank (step_wire_bytes).
+  double wire_bytes_per_step() const { return wire_bytes_; }
+  const std::vector<FlatRange>& buckets() const { return buckets_; }
+
+ private:
+  void flush(cudaStream_t s, const FlatRange& b, const Update& update);
+  Gradients gradients() const;
+
+  GradSyncOptions o_;
+  int ranks_;
+  size_t params_;
+  std::vector<FlatRange> buckets_;
+  double wire_bytes_ = 0;
+  std::unique_ptr<NcclComm> nccl_;
+  float* grads_ = nullptr;
+  DeviceBuffer<bf16> sums_;  // bf16: the rounded gradients, summed in place by the all-reduces
+  CudaStream comm_{CudaStream::Urgent{}}, update_;
+  CudaEvent fork_, reduced_, comm_done_, updates_done_;
+  size_t next_ = 0;  // the bucket the backward pass fills now
+  FlatRange open_;   // its ranges so far
+};
+
+}  // namespace convoy::gpu
