@@ -284,7 +284,8 @@ TEST_F(Gpu, OptimizerUpdatesMatchCpu) {
     convoy::sgd_update(n, w.data(), g.data(), buf.data(), 0.05f, 0.9f, true, 5e-4f);
     auto gw = up(w0), gg = up(g), gbuf = up(std::vector<float>(n, 0.1f));
     auto sc = up(std::vector<gpu::StepScalars>{gpu::step_scalars(0, 0.05, 0.9, 0.999, t)});
-    gpu::sgd_update(ctx, n, gw.get(), gg.get(), gbuf.get(), sc.get(), 0.9f, true, 5e-4f);
+    gpu::sgd_update(gpu::UpdateSpan{0, n, ctx.stream()}, gw.get(), gpu::Gradients{gg.get()}, gbuf.get(), sc.get(), 0.9f,
+                    true, 5e-4f);
     EXPECT_LT(rel_err(down(ctx, gw), w), 1e-6);
     EXPECT_LT(rel_err(down(ctx, gbuf), buf), 1e-6);
     // AdamW at step t (bias corrections from the device scalars).
@@ -292,7 +293,8 @@ TEST_F(Gpu, OptimizerUpdatesMatchCpu) {
     convoy::adam_update(n, wa.data(), g.data(), m.data(), v.data(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t);
     auto gwa = up(w0), gm = up(std::vector<float>(n, 0.01f)), gv = up(std::vector<float>(n, 0.02f));
     auto sca = up(std::vector<gpu::StepScalars>{gpu::step_scalars(0, 1e-3, 0.9, 0.999, t)});
-    gpu::adam_update(ctx, n, gwa.get(), gg.get(), gm.get(), gv.get(), sca.get(), 0.9f, 0.999f, 1e-8f, 0.01f, true);
+    gpu::adam_update(gpu::UpdateSpan{0, n, ctx.stream()}, gwa.get(), gpu::Gradients{gg.get()}, gm.get(), gv.get(),
+                     sca.get(), 0.9f, 0.999f, 1e-8f, 0.01f, true);
     EXPECT_LT(rel_err(down(ctx, gwa), wa), 1e-6) << "step " << t;
     EXPECT_LT(rel_err(down(ctx, gm), m), 1e-6);
     EXPECT_LT(rel_err(down(ctx, gv), v), 1e-6);
@@ -1039,12 +1041,14 @@ TEST_F(GpuBf16, UpdateRefreshesTheWeightCopy) {
   gpu::refresh_weight_copy(ctx, n, gw.get(), copy);
   EXPECT_EQ(down_bf16(ctx, gcopy), expect(w0));
   auto sc = up(std::vector<gpu::StepScalars>{gpu::step_scalars(0, 0.05, 0.9, 0.999, 1)});
-  gpu::sgd_update(ctx, n, gw.get(), gg.get(), gbuf.get(), sc.get(), 0.9f, true, 5e-4f, copy);
+  gpu::sgd_update(gpu::UpdateSpan{0, n, ctx.stream()}, gw.get(), gpu::Gradients{gg.get()}, gbuf.get(), sc.get(), 0.9f,
+                  true, 5e-4f, copy);
   const auto w1 = down(ctx, gw);
   EXPECT_LT(rel_err(w1, w), 1e-6);
   EXPECT_EQ(down_bf16(ctx, gcopy), expect(w1));
   // Adam refreshes it the same way.
   auto gm = up(std::vector<float>(n, 0.f)), gv = up(std::vector<float>(n, 0.f));
-  gpu::adam_update(ctx, n, gw.get(), gg.get(), gm.get(), gv.get(), sc.get(), 0.9f, 0.999f, 1e-8f, 0.01f, true, copy);
+  gpu::adam_update(gpu::UpdateSpan{0, n, ctx.stream()}, gw.get(), gpu::Gradients{gg.get()}, gm.get(), gv.get(),
+                   sc.get(), 0.9f, 0.999f, 1e-8f, 0.01f, true, copy);
   EXPECT_EQ(down_bf16(ctx, gcopy), expect(down(ctx, gw)));
 }

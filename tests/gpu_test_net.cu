@@ -144,7 +144,8 @@ void steps_match(const NetConfig& cfg, const std::string& config, Dims input, in
     auto sc = gpu::DeviceBuffer<gpu::StepScalars>(1);
     const gpu::StepScalars h = gpu::step_scalars(0, 1e-3, 0.9, 0.999, step + 1);
     sc.upload(&h, 1);
-    gpu::sgd_update(ctx, params, g.weights(), g.grads(), gmom.get(), sc.get(), 0.9f, true, 5e-4f, g.weight_copy());
+    gpu::sgd_update(gpu::UpdateSpan{0, params, ctx.stream()}, g.weights(), gpu::Gradients{g.grads()}, gmom.get(),
+                    sc.get(), 0.9f, true, 5e-4f, g.weight_copy());
   }
   std::vector<float> w, state;
   g.download(w, state);
