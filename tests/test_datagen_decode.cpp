@@ -209,6 +209,25 @@ TEST(DatagenDecode, WholeDecodeGivesTurboJpegsPixels) {
   tjDestroy(tj);
 }
 
+// The placement may decode other images on the same thread before it returns (a GPU lane delivering
+// earlier samples, whose statistics decode their re-encoded JPEG): the image asked for still
+// decodes whole, into the place given.
+TEST(DatagenDecode, APlacementThatDecodesAnotherImageLeavesTheDecodeWhole) {
+  const Bytes a = rgb_jpeg(96, 64, 3), other = rgb_jpeg(40, 30, 9);
+  ImageCodec codec;
+  const cv::Mat want = codec.decode(reinterpret_cast<const uint8_t*>(a.data()), a.size(), 3, 0, {});
+  std::vector<uint8_t> placed;
+  const ImageCodec::Placement place = [&](int width, int height) {
+    const cv::Mat o = codec.decode(reinterpret_cast<const uint8_t*>(other.data()), other.size(), 3, 0, {});
+    EXPECT_EQ(o.size(), cv::Size(40, 30));
+    placed.assign(size_t(width) * size_t(height) * 3, 0);
+    return placed.data();
+  };
+  EXPECT_TRUE(codec.decode(reinterpret_cast<const uint8_t*>(a.data()), a.size(), 3, 0, {}, place).empty());
+  ASSERT_EQ(placed.size(), want.total() * 3);
+  EXPECT_EQ(cv::norm(cv::Mat(64, 96, CV_8UC3, placed.data()), want, cv::NORM_INF), 0.0);
+}
+
 // libjpeg keeps an image's Huffman and quantisation tables for the next one: a JPEG whose tables
 // were lost must not be decoded with those of the image before it (PIL refuses such a file).
 TEST(DatagenDecode, AJpegWithoutItsTablesIsNotDecodedWithTheImageBefores) {
