@@ -20,21 +20,44 @@ std::string tmp_dir(const std::string& name) {
   return dir;
 }
 
+// One 3x3 convolution of 16,384 filters at the stored size: 822 M values an image for its output
+// alone, 3.3 GB in fp32.
+const char* kWideConv = R"(
+[train]
+lr = 0.01
+[[layer]]
+type = "conv"
+filters = 16384
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "global_avg_pool"
+[[layer]]
+type = "fc"
+units = "classes"
+[[layer]]
+type = "softmax_xent"
+)";
+
 }  // namespace
 
-// ResNet-18 at 224 px with a batch of 200,000: activations of terabytes, far beyond any GPU.
+// A convolution whose output takes 3.3 GB an image, at a batch of 64 (the whole dataset, so that the
+// batch is refused for the GPU's memory, not for the data's size): hundreds of GB, beyond any GPU.
 TEST(GpuFaults, BatchBeyondGpuMemoryIsRefusedBeforeTraining) {
   const std::string dir = tmp_dir("oom");
   ASSERT_TRUE(file_exists(kTrain)) << kTrain;
   if (!file_exists(dir + "/data/dataset.json"))
-    ASSERT_EQ(run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 4 --size 224 --channels 3 --classes 10"),
+    ASSERT_EQ(run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 32 --size 224 --channels 3 --classes 10"),
               0);
+  write_file_atomic(dir + "/wide_conv.toml", kWideConv);
   const std::string ckpt = dir + "/run.ckpt";
   std::remove(ckpt.c_str());
   const Outcome o = train_run(
       dir, "oom",
-      "--config " + std::string(CONVOY_SOURCE_DIR) + "/configs/resnet18.toml --data " + dir +
-          "/data --batch 200000 --epochs 1 --device cuda --threads 1 --log-every 1 --checkpoint " + ckpt);
+      "--config " + dir + "/wide_conv.toml --data " + dir +
+          "/data --batch 64 --epochs 1 --device cuda --threads 1 --log-every 1 --checkpoint " + ckpt);
   EXPECT_NE(o.rc, 0) << o.err;
   const std::vector<std::string> errors = lines_containing(o.err, "error");
   ASSERT_EQ(errors.size(), 1u) << o.err;
