@@ -137,4 +137,12 @@ cp "$work/part.ckpt" "$work/part.orig"
 "$train" --resume "$work/part.ckpt" --checkpoint "$work/elsewhere.ckpt" --threads 1 --log-every 0 --stop-after 30 2> /dev/null
 cmp "$work/part.ckpt" "$work/part.orig" || fail "--checkpoint elsewhere still wrote the resumed checkpoint"
 [ "$(ckpt_step "$work/elsewhere.ckpt")" -eq 30 ] || fail "--checkpoint elsewhere was not written"
+
+# A fresh run, or a resume to another file, never writes over an existing checkpoint: run again
+# without --resume (as after a crash), the run it holds would be lost.
+cp "$work/part.ckpt" "$work/part.orig"
+refused_one_line "--resume $work/part.ckpt" "$train" "${args[@]}" --checkpoint "$work/part.ckpt"
+cmp "$work/part.ckpt" "$work/part.orig" || fail "a fresh run wrote over an existing checkpoint"
+refused_one_line "$work/elsewhere.ckpt" "$train" --resume "$work/part.ckpt" --checkpoint "$work/elsewhere.ckpt" \
+  --threads 1
 echo ok
