@@ -39,6 +39,7 @@ TEST(DataParallel, RanksAgreeWithOneRank) {
   Checkpoint one;
   for (int ranks : {1, 2, 3}) {
     const std::string ckpt = kTmp + "/ranks" + std::to_string(ranks) + ".ckpt";
+    std::remove(ckpt.c_str());  // from an earlier test run: train does not write over it
     ASSERT_EQ(run("mpirun -np " + std::to_string(ranks) + " " + kTrain + common + " --seed 3 --checkpoint " + ckpt), 0)
         << ranks << " ranks";
     Checkpoint c = read_checkpoint(ckpt);
@@ -52,6 +53,7 @@ TEST(DataParallel, RanksAgreeWithOneRank) {
     EXPECT_LT(max_diff(one.m, c.m), 2e-5) << ranks << " ranks";
   }
   // The tolerance is far below what a different run gives.
+  std::remove((kTmp + "/seed4.ckpt").c_str());
   ASSERT_EQ(run(kTrain + common + " --seed 4 --checkpoint " + kTmp + "/seed4.ckpt"), 0);
   EXPECT_GT(max_diff(one.weights, read_checkpoint(kTmp + "/seed4.ckpt").weights), 1e-2);
 }

@@ -64,6 +64,13 @@ TrainOptions base(const std::string& config, const std::string& data, const std:
   return o;
 }
 
+// A fresh run's options: its checkpoint from an earlier test run is removed first, as a user starts
+// over (train refuses to write over a checkpoint a run does not resume from).
+TrainOptions fresh(const std::string& config, const std::string& data, const std::string& ckpt) {
+  std::remove(ckpt.c_str());
+  return base(config, data, ckpt);
+}
+
 void expect_same_run(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.info.at("global_step"), b.info.at("global_step"));
   EXPECT_EQ(a.info.at("opt_t"), b.info.at("opt_t"));
@@ -83,14 +90,14 @@ TEST(Resume, InterruptedAndResumedEqualsUninterrupted) {
     const std::string config = kTmp + "/net_" + optimizer + ".toml";
     write_file_atomic(config, net_config(optimizer, schedule));
     const std::string full = kTmp + "/full.ckpt";
-    ASSERT_EQ(run_training(base(config, data, full), 0, 1), 0);
+    ASSERT_EQ(run_training(fresh(config, data, full), 0, 1), 0);
     const Checkpoint a = read_checkpoint(full);
     EXPECT_EQ(a.info.at("global_step").get<long long>(), 3 * (117 / 16));
 
     // Stop mid-epoch (step 10 = epoch 2, step 3) and at an epoch's end (step 7).
     for (long long stop : {10LL, 7LL}) {
       const std::string part = kTmp + "/part.ckpt";
-      TrainOptions first = base(config, data, part);
+      TrainOptions first = fresh(config, data, part);
       first.stop_after = stop;
       ASSERT_EQ(run_training(first, 0, 1), 0);
       EXPECT_EQ(read_checkpoint(part).info.at("global_step").get<long long>(), stop);
@@ -101,7 +108,7 @@ TEST(Resume, InterruptedAndResumedEqualsUninterrupted) {
     }
 
     // A different seed really does change the outcome (the comparison above can fail).
-    TrainOptions other = base(config, data, kTmp + "/other.ckpt");
+    TrainOptions other = fresh(config, data, kTmp + "/other.ckpt");
     other.seed = 8;
     ASSERT_EQ(run_training(other, 0, 1), 0);
     EXPECT_FALSE(read_checkpoint(kTmp + "/other.ckpt").weights == a.weights);
@@ -114,7 +121,7 @@ TEST(Resume, DamagedCheckpointIsRefused) {
   const std::string config = kTmp + "/net_damage.toml";
   write_file_atomic(config, net_config("sgd", "constant"));
   const std::string path = kTmp + "/damage.ckpt";
-  TrainOptions o = base(config, data, path);
+  TrainOptions o = fresh(config, data, path);
   o.stop_after = 2;
   ASSERT_EQ(run_training(o, 0, 1), 0);
   const std::string good = read_whole_file(path);
@@ -167,7 +174,7 @@ TEST(Resume, EvalReadsTheCheckpoint) {
   const std::string data = make_data();
   const std::string config = kTmp + "/net_eval.toml";
   write_file_atomic(config, net_config("sgd", "onecycle"));
-  TrainOptions o = base(config, data, kTmp + "/eval.ckpt");
+  TrainOptions o = fresh(config, data, kTmp + "/eval.ckpt");
   o.epochs = 6;
   o.metrics = kTmp + "/eval.jsonl";
   ASSERT_EQ(run_training(o, 0, 1), 0);
@@ -190,7 +197,7 @@ TEST(Resume, ResumedRunWritesTheCheckpointItResumedFrom) {
   const std::string config = kTmp + "/net_own.toml";
   write_file_atomic(config, net_config("sgd", "onecycle"));
   const std::string path = kTmp + "/own.ckpt";
-  TrainOptions first = base(config, data, path);
+  TrainOptions first = fresh(config, data, path);
   first.stop_after = 5;
   ASSERT_EQ(run_training(first, 0, 1), 0);
   TrainOptions again = base("", data, "");
@@ -211,7 +218,7 @@ TEST(Resume, CheckpointWithoutARecordOfItsDataIsRefused) {
   const std::string config = kTmp + "/net_old.toml";
   write_file_atomic(config, net_config("sgd", "constant"));
   const std::string path = kTmp + "/old.ckpt";
-  TrainOptions o = base(config, data, path);
+  TrainOptions o = fresh(config, data, path);
   o.stop_after = 2;
   ASSERT_EQ(run_training(o, 0, 1), 0);
   Checkpoint c = read_checkpoint(path);

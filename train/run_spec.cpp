@@ -144,6 +144,15 @@ void check_writable_folder(const std::string& path) {
     fail_file(path, "cannot write the checkpoint in " + dir + ": " + errno_text());
 }
 
+// A checkpoint already there holds a run of its own (most often this one's, started again without
+// --resume after a crash): written over, that run would be lost.
+void check_not_another_runs(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return;
+  fail_file(path, "a checkpoint is already there: --resume " + path +
+                      " continues the run it holds; to start over, remove it or name another --checkpoint");
+}
+
 }  // namespace
 
 NetConfig config_of(const Checkpoint& c, const std::string& path) {
@@ -174,6 +183,7 @@ RunSpec read_run_spec(const TrainOptions& o, int ranks) {
          std::to_string(ranks) + ")");
   if (!s.data_dir.empty()) check_declared_input(s.cfg, input_dims(s.data.shape, s.cfg.augment), s.data_dir);
   if (!s.checkpoint.empty()) check_writable_folder(s.checkpoint);
+  if (!s.checkpoint.empty() && s.checkpoint != o.resume) check_not_another_runs(s.checkpoint);
   return s;
 }
 
