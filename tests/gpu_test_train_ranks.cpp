@@ -38,17 +38,24 @@ std::string prepare() {
   return tmp;
 }
 
+// A checkpoint path with no file under it: the folder outlives a test run, and train writes over no
+// checkpoint that it does not resume from.
+std::string fresh(const std::string& path) {
+  std::remove(path.c_str());
+  return path;
+}
+
 }  // namespace
 
 TEST(GpuTrain, ResumeOnOneGpuIsExact) {
   const std::string tmp = prepare();
   const std::string common = " --config " + tmp + "/net.toml --data " + tmp + "/data --batch 12 --epochs 1" +
                              " --threads 1 --log-every 0 --seed 5 --device cuda";
-  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --checkpoint " + tmp + "/whole.ckpt"), 0);
-  ASSERT_EQ(run(kTrain + common + " --stop-after 10 --checkpoint " + tmp + "/part.ckpt"), 0);
-  ASSERT_EQ(
-      run(kTrain + common + " --stop-after 20 --resume " + tmp + "/part.ckpt --checkpoint " + tmp + "/resumed.ckpt"),
-      0);
+  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --checkpoint " + fresh(tmp + "/whole.ckpt")), 0);
+  ASSERT_EQ(run(kTrain + common + " --stop-after 10 --checkpoint " + fresh(tmp + "/part.ckpt")), 0);
+  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --resume " + tmp + "/part.ckpt --checkpoint " +
+                fresh(tmp + "/resumed.ckpt")),
+            0);
   const Checkpoint whole = read_checkpoint(tmp + "/whole.ckpt"), resumed = read_checkpoint(tmp + "/resumed.ckpt");
   EXPECT_EQ(resumed.info.at("global_step").get<long long>(), 20);
   EXPECT_EQ(whole.weights, resumed.weights);
@@ -60,10 +67,10 @@ TEST(GpuTrain, ResumeOnOneGpuIsExactBf16) {
   const std::string tmp = prepare();
   const std::string common = " --config " + tmp + "/net.toml --data " + tmp + "/data --batch 12 --epochs 1" +
                              " --threads 1 --log-every 0 --seed 5 --device cuda --precision bf16";
-  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --checkpoint " + tmp + "/whole16.ckpt"), 0);
-  ASSERT_EQ(run(kTrain + common + " --stop-after 10 --checkpoint " + tmp + "/part16.ckpt"), 0);
-  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --resume " + tmp + "/part16.ckpt --checkpoint " + tmp +
-                "/resumed16.ckpt"),
+  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --checkpoint " + fresh(tmp + "/whole16.ckpt")), 0);
+  ASSERT_EQ(run(kTrain + common + " --stop-after 10 --checkpoint " + fresh(tmp + "/part16.ckpt")), 0);
+  ASSERT_EQ(run(kTrain + common + " --stop-after 20 --resume " + tmp + "/part16.ckpt --checkpoint " +
+                fresh(tmp + "/resumed16.ckpt")),
             0);
   const Checkpoint whole = read_checkpoint(tmp + "/whole16.ckpt"), resumed = read_checkpoint(tmp + "/resumed16.ckpt");
   EXPECT_EQ(resumed.info.at("global_step").get<long long>(), 20);
@@ -79,7 +86,7 @@ TEST(GpuDataParallel, TwoGpusAgreeWithOneAndWithTheCpu) {
                              " --stop-after 20 --shuffle-files 1 --threads 1 --log-every 0 --seed 3";
   auto train = [&](const std::string& launch, const std::string& flags, const std::string& name) {
     const std::string ckpt = tmp + "/" + name + ".ckpt";
-    EXPECT_EQ(run(launch + kTrain + common + flags + " --checkpoint " + ckpt), 0) << name;
+    EXPECT_EQ(run(launch + kTrain + common + flags + " --checkpoint " + fresh(ckpt)), 0) << name;
     return read_checkpoint(ckpt);
   };
   const Checkpoint cpu = train("", " --device cpu", "cpu");
@@ -102,7 +109,7 @@ TEST(GpuDataParallel, TwoGpusBf16GraphReplaysTheOpByOpRun) {
                              " --device cuda --precision bf16";
   auto train = [&](const std::string& flags, const std::string& name) {
     const std::string ckpt = tmp + "/" + name + ".ckpt";
-    EXPECT_EQ(run("mpirun -np 2 " + kTrain + common + flags + " --checkpoint " + ckpt), 0) << name;
+    EXPECT_EQ(run("mpirun -np 2 " + kTrain + common + flags + " --checkpoint " + fresh(ckpt)), 0) << name;
     return read_checkpoint(ckpt);
   };
   const Checkpoint graph = train("", "gpu2bf16"), eager = train(" --no-cuda-graph", "gpu2bf16eager");
@@ -113,7 +120,7 @@ TEST(GpuDataParallel, TwoGpusBf16GraphReplaysTheOpByOpRun) {
   // rounded per sample either way; the sums over the batch and the convolution algorithms for 6
   // and 12 samples differ), so the weights after 20 steps agree to within bf16's precision.
   const std::string ckpt = tmp + "/gpu1bf16.ckpt";
-  EXPECT_EQ(run(kTrain + common + " --checkpoint " + ckpt), 0);
+  EXPECT_EQ(run(kTrain + common + " --checkpoint " + fresh(ckpt)), 0);
   const Checkpoint one = read_checkpoint(ckpt);
   EXPECT_EQ(one.info.at("ranks").get<int>(), 1);
   double diff = 0, norm = 0;
@@ -152,9 +159,9 @@ TEST(GpuDataParallel, EpochRecordCountsTheBytesOnTheWire) {
   auto record = [&](const std::string& launch, const std::string& flags, const std::string& name) {
     const std::string metrics = tmp + "/" + name + ".jsonl";
     std::remove(metrics.c_str());
-    EXPECT_EQ(
-        run(launch + kTrain + common + flags + " --metrics " + metrics + " --checkpoint " + tmp + "/" + name + ".ckpt"),
-        0)
+    EXPECT_EQ(run(launch + kTrain + common + flags + " --metrics " + metrics + " --checkpoint " +
+                  fresh(tmp + "/" + name + ".ckpt")),
+              0)
         << name;
     return last_epoch_record(metrics);
   };
