@@ -7,19 +7,8 @@ train=${CONVOY_BIN:?}/train
 work=$(mktemp -d "${TMPDIR:-/tmp}/convoy_cli_ranges.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-fail() { echo "FAIL: $*"; exit 1; }
-refused() {  # refused <flag> <command...>: non-zero exit (no signal), one line naming the flag
-  local flag=$1
-  shift
-  local rc=0
-  "$@" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
-  [ "$rc" -ne 0 ] || fail "accepted: $*"
-  [ "$rc" -lt 128 ] || { cat "$work/err.txt"; fail "killed by a signal ($rc): $*"; }
-  grep -qF -- "$flag" "$work/err.txt" || fail "the error does not name $flag: $(cat "$work/err.txt") (from: $*)"
-  local lines
-  lines=$(grep -cv '^Run with --help' "$work/err.txt" || true)
-  [ "$lines" -eq 1 ] || { cat "$work/err.txt"; fail "not one line ($lines) from: $*"; }
-}
+# shellcheck source=tests/refusal.sh
+source "${CONVOY_SRC:?}/tests/refusal.sh"
 
 "$train" synth --out "$work/data" --files 2 --per-file 20 --size 8 --classes 4 2> /dev/null
 # The test net with a batch of 20 in its recipe, so that the run below needs no --batch.
@@ -34,31 +23,31 @@ for bad in "--epochs 0" "--epochs -1" "--epochs 1.5" "--epochs 100001" "--batch 
   "--seed -1" "--threads -1" "--readers -1" "--prefetch -1" "--shuffle-files 0" "--log-every -1" \
   "--checkpoint-every -1" "--stop-after 0" "--stop-after -3" "--cudnn-workspace 8"; do
   # shellcheck disable=SC2086
-  refused "${bad%% *}" "${run[@]}" $bad
+  refused_one_line "${bad%% *}" "${run[@]}" $bad
 done
 # A flag that only means something with another: --checkpoint-every without --checkpoint.
-refused "--checkpoint-every" "${run[@]}" --checkpoint-every 5
+refused_one_line "--checkpoint-every" "${run[@]}" --checkpoint-every 5
 
 ev=("$train" eval --checkpoint "$work/run.ckpt" --data "$work/data" --threads 1)
 for bad in "--batch 0" "--batch -1" "--batch 1048577" "--threads -1" "--readers -1"; do
   # shellcheck disable=SC2086
-  refused "${bad%% *}" "${ev[@]}" $bad
+  refused_one_line "${bad%% *}" "${ev[@]}" $bad
 done
 
 syn=("$train" synth --out "$work/s")
 for bad in "--files 0" "--files -2" "--per-file 0" "--last -1" "--size 0" "--size -1" "--size 100000" \
   "--channels 2" "--classes 0" "--classes -3" "--seed -1"; do
   # shellcheck disable=SC2086
-  refused "${bad%% *}" "${syn[@]}" $bad
+  refused_one_line "${bad%% *}" "${syn[@]}" $bad
 done
-refused "--last" "${syn[@]}" --per-file 16 --last 17
+refused_one_line "--last" "${syn[@]}" --per-file 16 --last 17
 [ ! -e "$work/s" ] || fail "a refused synth left $work/s behind"
 
 lb=("$train" bench-loader --data "$work/data" --epochs 1)
 for bad in "--batch 0" "--readers -1" "--prefetch -1" "--shuffle-files 0" "--epochs 0" "--crop -1" "--pad -1" \
   "--eval-resize -1" "--rank -1" "--ranks 0" "--step-us -1" "--seed -1"; do
   # shellcheck disable=SC2086
-  refused "${bad%% *}" "${lb[@]}" $bad
+  refused_one_line "${bad%% *}" "${lb[@]}" $bad
 done
 
 # The edges of the ranges are accepted.

@@ -8,19 +8,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/convoy_eval_cli.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 config="${CONVOY_SRC:?}/tests/data/small_conv_bn.toml"
 
-fail() { echo "FAIL: $*"; exit 1; }
-refused_one_line() {  # refused_one_line <words expected> <command...>: non-zero exit, one line with the words
-  local words=$1
-  shift
-  local rc=0
-  "$@" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
-  [ "$rc" -ne 0 ] || fail "accepted: $*"
-  [ "$rc" -lt 128 ] || { cat "$work/err.txt"; fail "killed by a signal ($rc): $*"; }
-  grep -qF -- "$words" "$work/err.txt" || fail "no '$words' in: $(cat "$work/err.txt") (from: $*)"
-  local lines
-  lines=$(grep -cv '^Run with --help' "$work/err.txt" || true)
-  [ "$lines" -eq 1 ] || { cat "$work/err.txt"; fail "not one line ($lines) from: $*"; }
-}
+# shellcheck source=tests/refusal.sh
+source "${CONVOY_SRC:?}/tests/refusal.sh"
 edit_meta() {  # edit_meta <dataset folder> <python statement on `meta`>
   /usr/bin/python3 - "$1/dataset.json" "$2" << 'PY'
 import json, sys

@@ -8,25 +8,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/convoy_resume_cli.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 config="${CONVOY_SRC:?}/tests/data/small_conv_bn.toml"
 
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/refusal.sh
+source "${CONVOY_SRC:?}/tests/refusal.sh"
 ckpt_step() {  # ckpt_step <checkpoint>: its global step, from its JSON header
   /usr/bin/python3 - "$1" << 'PY'
 import json, struct, sys
 raw = open(sys.argv[1], "rb").read()
 print(json.loads(raw[48:48 + struct.unpack_from("<Q", raw, 8)[0]])["global_step"])
 PY
-}
-refused_one_line() {  # refused_one_line <words expected> <command...>: non-zero exit, one line with the words
-  local words=$1
-  shift
-  local rc=0
-  "$@" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
-  [ "$rc" -ne 0 ] || fail "accepted: $*"
-  [ "$rc" -lt 128 ] || { cat "$work/err.txt"; fail "killed by a signal ($rc): $*"; }
-  grep -qF -- "$words" "$work/err.txt" || fail "no '$words' in: $(cat "$work/err.txt") (from: $*)"
-  local lines
-  lines=$(grep -cv '^Run with --help' "$work/err.txt" || true)
-  [ "$lines" -eq 1 ] || { cat "$work/err.txt"; fail "not one line ($lines) from: $*"; }
 }
 
 # 300 samples of 8x8: 15 steps an epoch at batch 20; another set of 100; one of 300 other images;
