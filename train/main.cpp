@@ -4,13 +4,13 @@
 
 #include <cstdio>
 
-#include "benchmarks/loader_bench.h"
 #include "shared/error.h"
 #include "shared/log.h"
 #include "shared/mpi_context.h"
 #include "train/blas_setup.h"
 #include "train/flag_ranges.h"
 #include "train/gpu_info.h"
+#include "train/loader_bench.h"
 #include "train/net_config.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"

@@ -2,7 +2,7 @@
 // measurement takes the best of several passes to damp noise from other processes, and the passes
 // of the different measurements take turns, so that a busy spell on the machine does not fall on
 // one of them only.
-#include "benchmarks/decode_bench.h"
+#include "datagen/decode_bench.h"
 
 #include <turbojpeg.h>
 

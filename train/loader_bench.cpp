@@ -1,6 +1,6 @@
 // The loader benchmark: drains whole epochs as a trainer would (one batch at a time, in order)
 // and reports samples per second, stored bytes per second and how long the consumer waited.
-#include "benchmarks/loader_bench.h"
+#include "train/loader_bench.h"
 
 #include <sys/resource.h>
 #include <turbojpeg.h>

@@ -2,7 +2,7 @@
 // measured while all the others run: their sum is what the cores give decoding at once, with
 // nothing else of datagen's (no reading, resizing, statistics or writing); --work adds datagen's
 // per-sample work and a write, still with no coordination between the threads.
-#include "benchmarks/decode_ceiling.h"
+#include "datagen/decode_ceiling.h"
 
 #include <fcntl.h>
 #include <pthread.h>
