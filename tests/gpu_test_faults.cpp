@@ -49,15 +49,15 @@ TEST(GpuFaults, BatchBeyondGpuMemoryIsRefusedBeforeTraining) {
   const std::string dir = tmp_dir("oom");
   ASSERT_TRUE(file_exists(kTrain)) << kTrain;
   if (!file_exists(dir + "/data/dataset.json"))
-    ASSERT_EQ(run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 32 --size 224 --channels 3 --classes 10"),
-              0);
+    ASSERT_EQ(
+        run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 32 --size 224 --channels 3 --classes 10"), 0);
   write_file_atomic(dir + "/wide_conv.toml", kWideConv);
   const std::string ckpt = dir + "/run.ckpt";
   std::remove(ckpt.c_str());
-  const Outcome o = train_run(
-      dir, "oom",
-      "--config " + dir + "/wide_conv.toml --data " + dir +
-          "/data --batch 64 --epochs 1 --device cuda --threads 1 --log-every 1 --checkpoint " + ckpt);
+  const Outcome o = train_run(dir, "oom",
+                              "--config " + dir + "/wide_conv.toml --data " + dir +
+                                  "/data --batch 64 --epochs 1 --device cuda --threads 1 --log-every 1 --checkpoint " +
+                                  ckpt);
   EXPECT_NE(o.rc, 0) << o.err;
   const std::vector<std::string> errors = lines_containing(o.err, "error");
   ASSERT_EQ(errors.size(), 1u) << o.err;
