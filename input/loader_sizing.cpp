@@ -1,5 +1,5 @@
 // The loader's default size, from the cores this process may run on.
-#include "train/loader_sizing.h"
+#include "input/loader_sizing.h"
 
 #include <sched.h>
 

@@ -1,7 +1,7 @@
 // Batch files into kept buffers. pread, not mmap: a file cut short while mapped would end the
 // process with SIGBUS instead of one line naming the file. A file is checked against dataset.json
 // from its header, before the rest of it is read.
-#include "train/loaded_file.h"
+#include "input/loaded_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

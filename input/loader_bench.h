@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "input/augment_spec.h"
+
 namespace convoy {
 
 struct LoaderBenchOptions {
@@ -11,11 +13,8 @@ struct LoaderBenchOptions {
   std::string mode = "both";                                     // raw | float | both
   int batch = 256, readers = 0, prefetch = 0, window_files = 4;  // readers 0: every usable core
   int local_ranks = 1;
-  int epochs = 3;  // epoch 0 warms the page cache; the median of the rest is reported
-  int crop = 0, pad = 0;
-  bool flip = true;
-  bool random_resized_crop = false;
-  int eval_resize = 0;
+  int epochs = 3;           // epoch 0 warms the page cache; the median of the rest is reported
+  AugmentSpec augment;      // bench-loader flips unless told --no-flip
   bool train = true;        // false: the evaluation pass (file order, centre crop)
   bool mirror = false;      // raw: mirror in the loader (flips all 0), as the Python module does
   int rank = 0, ranks = 1;  // the share of one rank of `ranks`, as train's rank would read it

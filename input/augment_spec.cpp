@@ -1,5 +1,5 @@
 // Augmentation option rules: each range, then the options that need or exclude another.
-#include "train/augment_rules.h"
+#include "input/augment_spec.h"
 
 #include <sstream>
 
@@ -12,7 +12,8 @@ std::string out_of(const char* name, double v, double lo, double hi) {
   return s.str();
 }
 
-std::string bad_pair(const char* name, const double v[2], double lo, double hi) {
+std::string bad_pair(const char* name, const double v[2], const double range[2]) {
+  const double lo = range[0], hi = range[1];
   if (lo <= v[0] && v[0] <= v[1] && v[1] <= hi) return "";
   std::ostringstream s;
   s << name << " must be (low, high) with " << lo << " <= low <= high <= " << hi << ", not (" << v[0] << ", " << v[1]
@@ -23,11 +24,12 @@ std::string bad_pair(const char* name, const double v[2], double lo, double hi) 
 }  // namespace
 
 std::string augment_problem(const AugmentSpec& a) {
-  if (a.crop < 0 || a.crop > (1 << 16)) return out_of("crop", a.crop, 0, 1 << 16);
-  if (a.pad < 0 || a.pad > (1 << 10)) return out_of("pad", a.pad, 0, 1 << 10);
-  if (a.eval_resize < 0 || a.eval_resize > (1 << 16)) return out_of("eval_resize", a.eval_resize, 0, 1 << 16);
-  if (std::string p = bad_pair("scale", a.scale, 1e-6, 1); !p.empty()) return p;
-  if (std::string p = bad_pair("ratio", a.ratio, 1e-3, 1e3); !p.empty()) return p;
+  if (a.crop < 0 || a.crop > kMaxCrop) return out_of("crop", a.crop, 0, kMaxCrop);
+  if (a.pad < 0 || a.pad > kMaxPad) return out_of("pad", a.pad, 0, kMaxPad);
+  if (a.eval_resize < 0 || a.eval_resize > kMaxEvalResize)
+    return out_of("eval_resize", a.eval_resize, 0, kMaxEvalResize);
+  if (std::string p = bad_pair("scale", a.scale, kScaleRange); !p.empty()) return p;
+  if (std::string p = bad_pair("ratio", a.ratio, kRatioRange); !p.empty()) return p;
   if ((a.random_resized_crop || a.eval_resize) && a.crop == 0)
     return "random_resized_crop and eval_resize need crop (the output side)";
   if (a.random_resized_crop && a.pad) return "random_resized_crop takes no pad";

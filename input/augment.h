@@ -5,9 +5,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "input/augment_spec.h"
+#include "input/sample_format.h"
 #include "shared/batch_file.h"
 #include "shared/jpeg_region.h"
-#include "train/net_config.h"
 
 namespace convoy {
 
@@ -31,6 +32,8 @@ struct Augmenter {
             const std::vector<double>& std);
 
   size_t out_bytes() const { return size_t(out_h) * size_t(out_w) * stored.channels; }
+  // What a raw batch's consumer needs to know of each sample (the CUDA backend normalises them).
+  SampleFormat format() const { return SampleFormat{int(stored.channels), out_h, out_w, scale, shift}; }
   // The region and flip of one sample: drawn from (key, sample id) in training, centred otherwise.
   SampleCrop choose(uint64_t key, int64_t id) const;
   bool resizes(const SampleCrop& c) const { return c.height != out_h || c.width != out_w; }

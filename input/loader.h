@@ -11,11 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "input/augment.h"
+#include "input/epoch_plan.h"
+#include "input/loaded_file.h"
+#include "input/loader_options.h"
+#include "input/sample_format.h"
 #include "shared/dataset_meta.h"
-#include "train/augment.h"
-#include "train/epoch_plan.h"
-#include "train/loaded_file.h"
-#include "train/net_config.h"
 
 namespace convoy {
 
@@ -28,20 +29,6 @@ struct HostBatch {
   std::vector<uint8_t> flips;
   std::vector<int32_t> labels;
   std::vector<uint64_t> keys;  // per-sample keys (dataset ids) for dropout masks
-};
-
-struct LoaderOptions {
-  std::string dir;
-  int local_batch = 128;
-  int readers = 2;      // reader threads (loader_sizing.h chooses the default)
-  int prefetch = 0;     // batches kept ready; 0: about 64 MiB of them (4 to 64)
-  bool train = true;    // shuffle and augment; else file order, centre crop, partial last batch
-  bool raw = false;     // uint8 samples for the consumer to normalise (HostBatch::pixels)
-  bool mirror = false;  // raw: mirror the samples here (flips all 0), for a consumer that cannot
-  int window_files = 4;
-  uint64_t seed = 0;
-  int rank = 0, ranks = 1;
-  AugmentSpec augment;
 };
 
 // Raw HWC pixels of every sample in batch file number `file` of the dataset in `dir` (JPEG samples
@@ -69,7 +56,12 @@ class Loader {
   // epoch now (for tests and logs).
   long long files_taken_over() const { return taken_over_; }
   int files_read_ahead();
-  long long batches_this_epoch() const { return end_; }
+  // The batches start_epoch yields in every epoch: in training the full batches that every rank
+  // can fill (steps_per_epoch, the same on every rank), in evaluation every sample of this rank's
+  // share, the last batch partial; and the samples they come from (in training, the samples every
+  // rank is sure to be dealt).
+  long long batches_per_epoch() const { return batches_per_epoch_; }
+  long long samples_per_epoch() const { return samples_per_epoch_; }
   // The next batch in order; false after the last one of the epoch. `out`'s previous buffers go
   // back to the loader to be filled again, so steady state allocates nothing.
   bool next(HostBatch& out);
@@ -83,11 +75,9 @@ class Loader {
   // window plus two batches in the consumer's hands, and each reader's decode scratch.
   size_t memory_bound() const;
   int max_files() const { return max_files_; }
-  int out_channels() const { return int(meta_.shape.channels); }
-  int out_height() const { return aug_.out_h; }
-  int out_width() const { return aug_.out_w; }
+  // Each sample's size, channels and normalisation, for a consumer of raw batches.
+  const SampleFormat& sample_format() const { return format_; }
   const DatasetMeta& meta() const { return meta_; }
-  const Augmenter& augmenter() const { return aug_; }
 
  private:
   enum class FileState { waiting, loading, ready, failed };
@@ -105,6 +95,7 @@ class Loader {
     std::exception_ptr error;
   };
 
+  PlanOptions plan(int epoch) const;  // this rank's share of `epoch` (epoch_plan.h)
   void stop();
   void worker();
   // The reader's three kinds of work, each called and returning with mu_ held (released while it
@@ -123,6 +114,8 @@ class Loader {
   LoaderOptions opt_;
   DatasetMeta meta_;
   Augmenter aug_;
+  SampleFormat format_;
+  long long batches_per_epoch_ = 0, samples_per_epoch_ = 0;
   int wake_at_ = 1;        // free window slots at which next() wakes the readers
   int part_samples_ = 16;  // samples a reader builds at a time
   int max_files_ = 0;      // files held at once (two shuffle windows); the prefetch window's files always get in

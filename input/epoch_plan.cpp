@@ -1,6 +1,6 @@
 // Epoch plans with a portable Fisher-Yates shuffle driven by the counter hash, so the order is
 // the same on every platform and standard library.
-#include "train/epoch_plan.h"
+#include "input/epoch_plan.h"
 
 #include <algorithm>
 #include <numeric>

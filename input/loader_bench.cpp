@@ -1,6 +1,6 @@
 // The loader benchmark: drains whole epochs as a trainer would (one batch at a time, in order)
 // and reports samples per second, stored bytes per second and how long the consumer waited.
-#include "train/loader_bench.h"
+#include "input/loader_bench.h"
 
 #include <sys/resource.h>
 #include <turbojpeg.h>
@@ -11,14 +11,14 @@
 #include <utility>
 #include <vector>
 
+#include "input/loaded_file.h"
+#include "input/loader.h"
+#include "input/loader_sizing.h"
 #include "shared/atomic_file.h"
 #include "shared/crc32c.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
 #include "shared/timer.h"
-#include "train/loaded_file.h"
-#include "train/loader.h"
-#include "train/loader_sizing.h"
 
 namespace convoy {
 namespace {
@@ -155,23 +155,10 @@ int run_loader_bench(const LoaderBenchOptions& o) {
         cores);
   }
   for (bool raw : modes) {
-    LoaderOptions lo;
-    lo.dir = o.data;
-    lo.local_batch = o.batch;
-    lo.readers = readers.readers;
-    lo.prefetch = o.prefetch;
-    lo.window_files = o.window_files;
-    lo.seed = o.seed;
-    lo.raw = raw;
-    lo.mirror = o.mirror;
-    lo.train = o.train;
-    lo.rank = o.rank;
-    lo.ranks = o.ranks;
-    lo.augment.eval_resize = o.eval_resize;
-    lo.augment.crop = o.crop;
-    lo.augment.pad = o.pad;
-    lo.augment.flip = o.flip;
-    lo.augment.random_resized_crop = o.random_resized_crop;
+    const SampleOutput output = !raw ? SampleOutput::floats : o.mirror ? SampleOutput::mirrored : SampleOutput::raw;
+    const LoaderOptions lo = loader_options(o.data, o.batch, o.train, output, o.augment,
+                                            DataShare{o.rank, o.ranks, o.seed, o.window_files}, readers.readers,
+                                            o.prefetch);
     Loader l(lo, meta);
     std::printf("%s: prefetch window of %d batches\n", raw ? "raw" : "float", l.prefetch());
     std::vector<double> rates, costs;

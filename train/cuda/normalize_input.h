@@ -1,4 +1,4 @@
-// The CUDA twin of Augmenter::normalize (in augment.cu): a batch of the loader's uint8 samples,
+// The CUDA twin of Augmenter::normalize (input/augment.h): a batch of the loader's uint8 samples,
 // mirrored and normalised on the GPU into the element type and layout the net reads.
 #pragma once
 #include <cstdint>

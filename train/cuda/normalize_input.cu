@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "shared/log.h"
+#include "train/cuda/normalize_input.h"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_augment.h"
 #include "train/gpu_context.h"
 
 namespace convoy::gpu {

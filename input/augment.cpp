@@ -1,9 +1,7 @@
 // Augmentation on the CPU, run by the loader's readers for both backends, so the CPU and the CUDA
 // backend train on the same bytes; the flip and the normalisation happen in one pass at the end,
-// on the GPU for the CUDA backend (augment.cu), where mirroring costs nothing.
-#include "train/augment.h"
-
-#include <opencv2/core.hpp>
+// on the GPU for the CUDA backend (train/cuda/normalize_input.cu), where mirroring costs nothing.
+#include "input/augment.h"
 
 #include <algorithm>
 #include <cmath>
@@ -106,8 +104,7 @@ void Augmenter::render(const PixelView& v, const SampleCrop& c, int s, uint8_t* 
   const PixelRect r = source_rect(c, s);
   auto at = [&](int y, int x) { return v.data + size_t(y - v.rect.y) * v.stride + size_t(x - v.rect.x) * size_t(C); };
   if (resizes(c)) {
-    cv::Mat roi(r.h, r.w, CV_8UC(C), const_cast<uint8_t*>(at(r.y, r.x)), v.stride);
-    resize_to_square(roi, out_w, ResizePolicy::squash, out);
+    resize_to_square(PixelsIn{at(r.y, r.x), r.w, r.h, C, v.stride}, out_w, ResizePolicy::squash, out);
     return;
   }
   // A window: output column x shows image column left + x; the columns inside the image form one

@@ -4,18 +4,18 @@
 // (the files of the batches in the window are always let in, so the loader cannot stall on its own
 // limit). Parts and batches may finish out of order and batches are handed out in order; a damaged
 // file surfaces as an error at the first batch that needs it, a damaged sample at its batch.
-#include "train/loader.h"
+#include "input/loader.h"
 
 #include <algorithm>
 #include <cstring>
 #include <new>
 #include <system_error>
 
+#include "input/augment_spec.h"
 #include "shared/atomic_file.h"
 #include "shared/counter_rng.h"
 #include "shared/error.h"
 #include "shared/jpeg_region.h"
-#include "train/augment_rules.h"
 
 namespace convoy {
 
@@ -52,8 +52,8 @@ namespace {
 // The callers check their own flags; this is for every one of them, before anything is built.
 const LoaderOptions& checked(const LoaderOptions& o) {
   if (o.local_batch < 1) fail("loader: batch " + std::to_string(o.local_batch) + " must be positive");
-  if (o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks)
-    fail("loader: rank " + std::to_string(o.rank) + " of " + std::to_string(o.ranks) + " is not a rank");
+  if (o.share.ranks < 1 || o.share.rank < 0 || o.share.rank >= o.share.ranks)
+    fail("loader: rank " + std::to_string(o.share.rank) + " of " + std::to_string(o.share.ranks) + " is not a rank");
   if (const std::string problem = augment_problem(o.augment); !problem.empty()) fail(problem);
   return o;
 }
@@ -64,7 +64,15 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
     : opt_(checked(o)), meta_(meta), aug_(meta.shape, o.augment, o.train, meta.mean, meta.std) {
   if (meta_.files.empty()) fail_file(join_path(o.dir, kDatasetJson), "lists no batch files");
   opt_.readers = std::max(1, opt_.readers);
-  const size_t out_bytes = opt_.raw ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes();
+  format_ = aug_.format();
+  // The same in every epoch: training deals every rank as many full batches (of the samples every
+  // rank is sure of), and evaluation deals files in file order.
+  samples_per_epoch_ = opt_.train ? samples_every_rank_gets(meta_, opt_.share.ranks)
+                                  : (long long)rank_stream(meta_, plan(0)).size();
+  const long long b = opt_.local_batch;
+  batches_per_epoch_ = opt_.train ? steps_per_epoch(meta_, plan(0), opt_.local_batch)
+                                  : (samples_per_epoch_ + b - 1) / b;
+  const size_t out_bytes = opt_.raw() ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes();
   // Parts of at least 16 samples and 1 MiB of output: small enough that a batch of JPEGs spreads
   // over the readers, large enough that tiny samples do not make the readers queue on the lock.
   part_samples_ = int(std::clamp<size_t>((size_t(1) << 20) / std::max<size_t>(1, out_bytes), 16,
@@ -84,14 +92,18 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
   wake_at_ = std::max(1, opt_.prefetch / 4);
   // The shuffle window being built from and the next one being read: while the batches of one
   // window are assembled, the files of the next are read and verified.
-  max_files_ = 2 * std::max(1, opt_.window_files);
+  max_files_ = 2 * std::max(1, opt_.share.window_files);
   ready_.resize(size_t(opt_.prefetch));
+}
+
+PlanOptions Loader::plan(int epoch) const {
+  return PlanOptions{opt_.share.seed, epoch, opt_.share.rank, opt_.share.ranks, opt_.train, opt_.share.window_files};
 }
 
 size_t Loader::memory_bound() const {
   uint64_t largest = 0;
   for (const BatchFileEntry& f : meta_.files) largest = std::max(largest, f.bytes);
-  const size_t out = size_t(opt_.local_batch) * (opt_.raw ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes());
+  const size_t out = size_t(opt_.local_batch) * (opt_.raw() ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes());
   return size_t(max_files_) * size_t(largest) + size_t(opt_.prefetch + 2) * out +
          size_t(opt_.readers) * (meta_.shape.bytes() + sizeof(float) * aug_.out_bytes());
 }
@@ -111,10 +123,10 @@ void Loader::stop() {
 
 void Loader::start_epoch(int epoch, long long first) {
   stop();
-  PlanOptions p{opt_.seed, epoch, opt_.rank, opt_.ranks, opt_.train, opt_.window_files};
+  const PlanOptions p = plan(epoch);
   stream_ = rank_stream(meta_, p);
   const long long b = opt_.local_batch;
-  end_ = opt_.train ? steps_per_epoch(meta_, p, opt_.local_batch) : (long long)(stream_.size() + b - 1) / b;
+  end_ = batches_per_epoch_;
   epoch_ = epoch;
   first_ = next_build_ = next_take_ = std::min(first, end_);
   next_part_ = 0;
@@ -183,7 +195,7 @@ void Loader::start_epoch(int epoch, long long first) {
     PlanOptions q = p;
     q.epoch = epoch + 1;
     for (const SampleRef& r : rank_stream(meta_, q)) {
-      if (int(ahead_order_.size()) >= opt_.window_files) break;
+      if (int(ahead_order_.size()) >= opt_.share.window_files) break;
       if (std::find(ahead_order_.begin(), ahead_order_.end(), r.file) == ahead_order_.end())
         ahead_order_.push_back(r.file);
     }
@@ -235,14 +247,14 @@ void Loader::claim_part(long long k, int part) {
     const size_t b = size_t(opt_.local_batch), lo = size_t(k) * b, n = std::min(stream_.size(), lo + b) - lo;
     hb.n = int(n);
     try {
-      if (opt_.raw)
+      if (opt_.raw())
         hb.pixels.resize(n * aug_.out_bytes()), hb.flips.resize(n);
       else
         hb.x.resize(n * aug_.out_bytes());
       hb.labels.resize(n);
       hb.keys.resize(n);
     } catch (const std::bad_alloc&) {
-      const size_t bytes = n * aug_.out_bytes() * (opt_.raw ? 1 : sizeof(float));
+      const size_t bytes = n * aug_.out_bytes() * (opt_.raw() ? 1 : sizeof(float));
       r.error = std::make_exception_ptr(Error("the loader cannot allocate a batch of " + std::to_string(n) +
                                               " samples of " + std::to_string(aug_.out_h) + "x" +
                                               std::to_string(aug_.out_w) + " (" + std::to_string(bytes >> 20) +
@@ -267,15 +279,15 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
   const size_t hi = std::min({stream_.size(), first + b, lo + size_t(part_samples_)});
   const size_t out_bytes = aug_.out_bytes();
   const int W = int(meta_.shape.width), H = int(meta_.shape.height), C = int(meta_.shape.channels);
-  if (!opt_.raw) scratch.resize(out_bytes);
-  const uint64_t key = augment_epoch_key(opt_.seed, epoch_);
+  if (!opt_.raw()) scratch.resize(out_bytes);
+  const uint64_t key = augment_epoch_key(opt_.share.seed, epoch_);
   for (size_t i = lo; i < hi; ++i) {
     const size_t j = i - first;
     const SampleRef r = stream_[i];
     const LoadedFile& f = *files_[r.file].data;
     const int64_t id = f.id(r.index);
     const SampleCrop c = aug_.choose(key, id);
-    uint8_t* out = opt_.raw ? hb.pixels.data() + j * out_bytes : scratch.data();
+    uint8_t* out = opt_.raw() ? hb.pixels.data() + j * out_bytes : scratch.data();
     if (f.jpeg()) {
       const int s = aug_.dct_scale(c);
       const PixelRect need = aug_.source_rect(c, s);
@@ -290,9 +302,9 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
     } else {
       aug_.render(PixelView{f.pixels(r.index), size_t(W) * C, C, PixelRect{0, 0, W, H}}, c, 1, out);
     }
-    if (opt_.raw && opt_.mirror && c.flip)
+    if (opt_.output == SampleOutput::mirrored && c.flip)
       aug_.mirror(out), hb.flips[j] = 0;
-    else if (opt_.raw)
+    else if (opt_.raw())
       hb.flips[j] = c.flip;
     else
       aug_.normalize(out, c.flip, hb.x.data() + j * out_bytes);
