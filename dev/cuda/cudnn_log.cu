@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "train/cuda/cudnn_log.h"
+#include "dev/cuda/cudnn_log.h"
 
 namespace convoy::gpu {
 namespace {

@@ -1,4 +1,4 @@
-// Milliseconds of cuDNN's fused convolution + batch-norm statistics (train/cuda/fused_conv_bn.h)
+// Milliseconds of cuDNN's fused convolution + batch-norm statistics (dev/cuda/fused_conv_bn.h)
 // against the unfused passes the trainer runs today, for ResNet shapes at batch 256 on one GPU: the
 // heuristics' first pick, then every engine configuration cuDNN builds for the graph, each timed.
 // `fusion_bench conv` compares plain convolutions instead (conv_graph_bench.h).
@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/conv_graph_bench.h"
-#include "benchmarks/cuda_timing.cuh"
+#include "dev/cuda/conv_graph_bench.h"
+#include "dev/cuda/cuda_timing.cuh"
+#include "dev/cuda/cudnn_log.h"
+#include "dev/cuda/fused_conv_bn.h"
 #include "shared/error.h"
 #include "train/cuda/channels.cuh"
-#include "train/cuda/cudnn_log.h"
-#include "train/cuda/fused_conv_bn.h"
 #include "train/gpu_context.h"
 #include "train/gpu_info.h"
 #include "train/layers/conv.h"

@@ -10,11 +10,11 @@
 #include <tuple>
 #include <vector>
 
-#include "benchmarks/conv_graph_bench.h"
-#include "benchmarks/cuda_timing.cuh"
+#include "dev/cuda/conv_graph.h"
+#include "dev/cuda/conv_graph_bench.h"
+#include "dev/cuda/cuda_timing.cuh"
+#include "dev/cuda/fused_conv_bn.h"
 #include "shared/error.h"
-#include "train/cuda/conv_graph.h"
-#include "train/cuda/fused_conv_bn.h"
 #include "train/cuda/input_layout.h"
 #include "train/gpu_context.h"
 #include "train/layers/conv.h"

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "train/cuda/cudnn_graph.h"
+#include "dev/cuda/cudnn_graph.h"
 #include "train/gpu_context.h"
 
 namespace convoy::gpu::graph {

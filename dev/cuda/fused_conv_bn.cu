@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "dev/cuda/fused_conv_bn.h"
 #include "shared/error.h"
-#include "train/cuda/fused_conv_bn.h"
 
 namespace convoy::gpu {
 namespace {

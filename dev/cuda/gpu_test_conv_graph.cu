@@ -1,4 +1,4 @@
-// Plain convolutions through cuDNN's graph API (train/cuda/conv_graph.h) against conv.cu's ConvPlan:
+// Plain convolutions through cuDNN's graph API (dev/cuda/conv_graph.h) against conv.cu's ConvPlan:
 // forward, backward data and backward filter, heuristics' pick and every searched plan, on ResNet shapes.
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "dev/cuda/conv_graph.h"
 #include "tests/bf16_host.h"
-#include "train/cuda/conv_graph.h"
 #include "train/gpu_context.h"
 #include "train/layers/conv.h"
 

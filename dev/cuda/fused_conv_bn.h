@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "train/cuda/conv_graph.h"
-#include "train/cuda/cudnn_graph.h"
+#include "dev/cuda/conv_graph.h"
+#include "dev/cuda/cudnn_graph.h"
 #include "train/cuda/storage.h"
 
 namespace convoy::gpu {

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "dev/cuda/conv_graph.h"
 #include "shared/error.h"
-#include "train/cuda/conv_graph.h"
 
 namespace convoy::gpu {
 namespace {

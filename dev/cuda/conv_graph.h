@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/cuda/cudnn_graph.h"
+#include "dev/cuda/cudnn_graph.h"
 
 namespace convoy::gpu {
 

@@ -1,4 +1,4 @@
-// `fusion_bench conv`: plain bf16 convolutions through cuDNN's graph API (train/cuda/conv_graph.h)
+// `fusion_bench conv`: plain bf16 convolutions through cuDNN's graph API (dev/cuda/conv_graph.h)
 // against conv.cu's ConvPlan (the legacy API), forward and both backward passes, per ResNet-50 shape.
 #pragma once
 

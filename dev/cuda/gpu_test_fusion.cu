@@ -1,4 +1,4 @@
-// Which fused convolution + batch-norm patterns (train/cuda/fused_conv_bn.h) cuDNN builds for ResNet's
+// Which fused convolution + batch-norm patterns (dev/cuda/fused_conv_bn.h) cuDNN builds for ResNet's
 // shapes on this GPU, each refusal printed with cuDNN's reason, and each built one against the unfused ops.
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "dev/cuda/cudnn_log.h"
+#include "dev/cuda/fused_conv_bn.h"
 #include "tests/bf16_host.h"
-#include "train/cuda/cudnn_log.h"
-#include "train/cuda/fused_conv_bn.h"
 #include "train/gpu_context.h"
 #include "train/layers/conv.h"
 
