@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/input_layout.h"
 #include "train/cuda/storage.h"
 #include "train/cuda/weight_copy.h"
-#include "train/gpu_context.h"
 #include "train/layers/gpu_layer.h"
 #include "train/net.h"
 

@@ -11,9 +11,10 @@
 
 #include "input/loader.h"
 #include "input/sample_format.h"
-#include "shared/cuda_check.h"
+#include "shared/cuda_owners.h"
+#include "train/cuda/cuda_graph.h"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/normalize_input.h"
-#include "train/gpu_context.h"
 #include "train/gpu_net.h"
 #include "train/gradient_sync.h"
 #include "train/optimizer.h"

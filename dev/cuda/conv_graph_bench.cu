@@ -15,8 +15,8 @@
 #include "dev/cuda/cuda_timing.cuh"
 #include "dev/cuda/fused_conv_bn.h"
 #include "shared/error.h"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/input_layout.h"
-#include "train/gpu_context.h"
 #include "train/layers/conv.h"
 #include "train/net.h"
 

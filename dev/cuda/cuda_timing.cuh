@@ -3,8 +3,8 @@
 #pragma once
 #include <functional>
 
-#include "shared/cuda_check.h"
-#include "train/gpu_context.h"
+#include "shared/cuda_owners.h"
+#include "train/cuda/gpu_context.h"
 
 namespace convoy::bench {
 

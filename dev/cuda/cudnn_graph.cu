@@ -8,7 +8,7 @@
 #include <string>
 
 #include "dev/cuda/cudnn_graph.h"
-#include "train/gpu_context.h"
+#include "train/cuda/gpu_context.h"
 
 namespace convoy::gpu::graph {
 namespace {

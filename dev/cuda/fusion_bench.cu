@@ -16,7 +16,7 @@
 #include "dev/cuda/fused_conv_bn.h"
 #include "shared/error.h"
 #include "train/cuda/channels.cuh"
-#include "train/gpu_context.h"
+#include "train/cuda/gpu_context.h"
 #include "train/gpu_info.h"
 #include "train/layers/conv.h"
 

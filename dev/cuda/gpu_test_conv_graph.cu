@@ -10,7 +10,7 @@
 
 #include "dev/cuda/conv_graph.h"
 #include "tests/bf16_host.h"
-#include "train/gpu_context.h"
+#include "train/cuda/gpu_context.h"
 #include "train/layers/conv.h"
 
 namespace convoy {

@@ -12,7 +12,7 @@
 #include "dev/cuda/cudnn_log.h"
 #include "dev/cuda/fused_conv_bn.h"
 #include "tests/bf16_host.h"
-#include "train/gpu_context.h"
+#include "train/cuda/gpu_context.h"
 #include "train/layers/conv.h"
 
 namespace convoy {

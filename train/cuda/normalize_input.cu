@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "shared/log.h"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/normalize_input.h"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 
 namespace convoy::gpu {
 namespace {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "train/cuda/channel_affine.h"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/input_layout.h"
 #include "train/cuda/storage.h"
 #include "train/cuda/weight_copy.h"
-#include "train/gpu_context.h"
 #include "train/layers/op.h"
 
 namespace convoy::gpu {

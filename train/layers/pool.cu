@@ -5,9 +5,9 @@
 #include <type_traits>
 
 #include "train/cuda/channel_affine.h"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/layout.cuh"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 #include "train/layers/gpu_layer.h"
 #include "train/layers/pool.h"
 

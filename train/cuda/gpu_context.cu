@@ -1,6 +1,6 @@
 // Creates and destroys the per-device stream, library handles and workspace, in that order and
 // its reverse, so a failure half-way leaves nothing behind.
-#include "train/gpu_context.h"
+#include "train/cuda/gpu_context.h"
 
 namespace convoy::gpu {
 

@@ -1,5 +1,6 @@
-// The CUDA backend's per-device state: one stream, the cuDNN and cuBLAS handles bound to it, and
-// one workspace allocated at start (no cudaMalloc in the step). Checks for cuDNN/cuBLAS calls.
+// The CUDA backend's base, which every op's CUDA pass and the step build on: the per-device Context
+// (one stream, the cuDNN and cuBLAS handles bound to it, one workspace allocated at start: no
+// cudaMalloc in the step), typed device buffers placed in one Arena, and checks for cuDNN/cuBLAS calls.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/cuda_check.h"
+#include "shared/cuda_owners.h"
 
 #define CONVOY_CUDNN_CHECK(call)                                                                             \
   do {                                                                                                       \
