@@ -489,10 +489,6 @@ void global_backward(const GpuLayer& l) {
 
 }  // namespace
 
-bool MaxPoolOp::takes_channel_affine_relu_bf16(const Node& nd) const {
-  return gpu::max_pool_takes_affine(pool_shape(nd, 1));
-}
-
 void MaxPoolOp::gpu_setup(gpu::GpuSetup& s) const { s.arena.request(s.buf.aux, s.count() * sizeof(int32_t)); }
 void MaxPoolOp::gpu_forward(const GpuLayer& l) const { l.half ? max_forward<bf16>(l) : max_forward<float>(l); }
 void MaxPoolOp::gpu_backward(const GpuLayer& l, int) const { l.half ? max_backward<bf16>(l) : max_backward<float>(l); }
