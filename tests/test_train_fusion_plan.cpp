@@ -1,13 +1,17 @@
 // The CUDA net's fusion plan (train/fusion_plan.h), built without CUDA: pinned for the shipped
 // configs (ResNet-18 and ResNet-50 among them), for small nets that meet or miss each rule, and for
-// every registered op's test net, in bf16 and fp32, against tests/data/fusion_plan.txt (the plans
-// GpuNet made itself before the planning moved out of it); and each rule on its own on ResNet-18.
+// every registered op's test net, in bf16 and fp32, against tests/data/fusion_plan.txt (first
+// written by GpuNet's own planning, before it moved out of GpuNet); and each rule on ResNet-18.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fusion_nets.h"
 #include "fusion_plan_dump.h"
@@ -80,25 +84,32 @@ Net config_net(const std::string& name) {
   return Net(cfg, Dims{cfg.input_c, cfg.input_h, cfg.input_w}, cfg.classes ? cfg.classes : 10);
 }
 
-TEST(FusionPlan, ShippedConfigsPlanAsPinned) {
-  const auto want = pinned();
-  ASSERT_FALSE(want.empty()) << "no pinned plans in tests/data/fusion_plan.txt";
+// Every pinned net, in the pinned file's order: the shipped configs, the small nets, every op's test net.
+std::vector<std::pair<std::string, std::unique_ptr<Net>>> pinned_nets() {
+  std::vector<std::pair<std::string, std::unique_ptr<Net>>> nets;
   for (const char* name : {"fmnist", "alexnet-cc2", "resnet18", "resnet50"})
-    EXPECT_EQ(differs(want, name, config_net(name)), "") << name;
-}
-
-TEST(FusionPlan, SmallNetsPlanAsPinned) {
-  const auto want = pinned();
+    nets.emplace_back(name, std::make_unique<Net>(config_net(name)));
   for (const test::FusionNet& n : test::fusion_nets())
-    EXPECT_EQ(differs(want, n.name, Net(parse_net_config(n.toml, n.name), n.input, 10)), "") << n.name;
-}
-
-TEST(FusionPlan, EveryOpsTestNetPlansAsPinned) {
-  const auto want = pinned();
+    nets.emplace_back(n.name, std::make_unique<Net>(parse_net_config(n.toml, n.name), n.input, 10));
   for (const Op* op : registered_ops()) {
     const std::string name = std::string("op_") + op->type();
-    EXPECT_EQ(differs(want, name, Net(parse_net_config(test::op_net(*op), name), test::kOpNetInput, 3)), "") << name;
+    nets.emplace_back(name, std::make_unique<Net>(parse_net_config(test::op_net(*op), name), test::kOpNetInput, 3));
   }
+  return nets;
+}
+
+// CONVOY_FUSION_PLAN_OUT=tests/data/fusion_plan.txt rewrites the pinned plans from today's rules,
+// after a change meant to alter them (its diff is then the change's effect on every net).
+TEST(FusionPlan, EveryNetPlansAsPinned) {
+  const auto nets = pinned_nets();
+  if (const char* out = std::getenv("CONVOY_FUSION_PLAN_OUT"); out && *out) {
+    std::ofstream f(out);
+    for (const auto& [name, net] : nets)
+      for (bool bf16 : {true, false}) f << "## " << name << (bf16 ? " bf16" : " fp32") << "\n" << plan_of(*net, bf16);
+  }
+  const auto want = pinned();
+  ASSERT_EQ(want.size(), 2 * nets.size()) << "tests/data/fusion_plan.txt pins other nets";
+  for (const auto& [name, net] : nets) EXPECT_EQ(differs(want, name, *net), "") << name;
 }
 
 // The rules one by one, as ResNet-18 meets them in bf16 (64 to 512 channels, whole packs).
