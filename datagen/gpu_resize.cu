@@ -6,7 +6,7 @@
 #include <string>
 
 #include "datagen/gpu_resize.h"
-#include "shared/cuda_check.h"
+#include "shared/cuda_owners.h"
 #include "shared/error.h"
 #include "shared/timer.h"
 

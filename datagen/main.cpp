@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "benchmarks/decode_bench.h"
-#include "benchmarks/decode_ceiling.h"
 #include "datagen/cli_checks.h"
 #include "datagen/dataset_tools.h"
+#include "datagen/decode_bench.h"
+#include "datagen/decode_ceiling.h"
 #include "datagen/idx_to_tar.h"
 #include "datagen/run.h"
 #include "datagen/timeline.h"

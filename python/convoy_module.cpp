@@ -1,4 +1,4 @@
-// The `convoy` Python module: the trainer's own loader (train/loader.h) as an iterable over one
+// The `convoy` Python module: the trainer's own loader (input/loader.h) as an iterable over one
 // epoch of (images, labels) numpy arrays, or torch tensors through DLPack, handed over uncopied.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -18,12 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include "input/augment_spec.h"
+#include "input/loader.h"
+#include "input/loader_sizing.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
-#include "train/augment_rules.h"
-#include "train/epoch_plan.h"
-#include "train/loader.h"
-#include "train/loader_sizing.h"
 
 namespace py = pybind11;
 
@@ -108,51 +107,45 @@ void check_args(const Args& a) {
         "every sample");
 }
 
-convoy::LoaderOptions loader_options(const Args& a) {
-  convoy::LoaderOptions o;
-  o.dir = a.path;
-  o.local_batch = a.batch_size;
-  o.rank = a.rank;
-  o.ranks = a.world_size;
-  o.seed = a.seed;
-  o.train = a.train;
-  o.window_files = a.window_files;
-  o.prefetch = a.prefetch;
-  // The consumer takes pixels only: the loader mirrors them itself, so the flips are all 0.
-  o.raw = true;
-  o.mirror = true;
-  // One core for the Python thread that runs the step, as the CUDA backend keeps one for its host thread.
-  o.readers = convoy::choose_readers(a.readers, 1, local_ranks_from_env()).readers;
-  convoy::AugmentSpec& g = o.augment;
+// The augmentation the arguments ask for, refused (ValueError) by the rules of a config's [data].
+convoy::AugmentSpec augment_of(const Args& a) {
+  convoy::AugmentSpec g;
   g.crop = a.crop, g.pad = a.pad, g.flip = a.flip, g.random_resized_crop = a.random_resized_crop;
   g.scale[0] = a.scale.first, g.scale[1] = a.scale.second;
   g.ratio[0] = a.ratio.first, g.ratio[1] = a.ratio.second;
   g.eval_resize = a.eval_resize;
   if (const std::string problem = convoy::augment_problem(g); !problem.empty()) throw py::value_error(problem);
-  return o;
+  return g;
 }
 
-// Batches per epoch on this rank; a batch_size that leaves none is refused, as an epoch of no
-// batches would end every loop at once without a word.
-long long batches_per_epoch(const convoy::DatasetMeta& meta, const Args& a) {
+// The consumer takes pixels only: the loader mirrors them itself, so the flips are all 0. One core
+// is left for the Python thread that runs the step, as the CUDA backend keeps one for its host thread.
+convoy::LoaderOptions loader_options(const Args& a) {
+  const int readers = convoy::choose_readers(a.readers, 1, local_ranks_from_env()).readers;
+  return convoy::loader_options(a.path, a.batch_size, a.train, convoy::SampleOutput::mirrored, augment_of(a),
+                                convoy::DataShare{a.rank, a.world_size, a.seed, a.window_files}, readers, a.prefetch);
+}
+
+// Batches per epoch on this rank, as the loader deals them (drop_last=False keeps an evaluation's
+// last partial batch); a batch_size that leaves none is refused, as an epoch of no batches would
+// end every loop at once without a word.
+long long batches_per_epoch(const convoy::Loader& l, const Args& a) {
+  const long long n = l.samples_per_epoch();
+  const size_t files = l.meta().files.size();
   const std::string rank = "rank " + std::to_string(a.rank) + " of " + std::to_string(a.world_size);
   const std::string b = "batch_size " + std::to_string(a.batch_size);
   if (a.train) {
-    const long long n = convoy::samples_every_rank_gets(meta, a.world_size);
-    if (n < a.batch_size)
+    if (l.batches_per_epoch() == 0)
       throw py::value_error(b + ": every rank of " + std::to_string(a.world_size) + " is sure of only " +
-                            std::to_string(n) + " samples an epoch (the " + std::to_string(meta.files.size()) +
+                            std::to_string(n) + " samples an epoch (the " + std::to_string(files) +
                             " batch files dealt in turn, the smallest counted), so training would yield no batch");
-    return n / a.batch_size;
+    return l.batches_per_epoch();
   }
-  // Evaluation deals files by stride in file order, the same share in every epoch.
-  const convoy::PlanOptions plan{a.seed, a.epoch, a.rank, a.world_size, false, a.window_files};
-  const long long n = (long long)convoy::rank_stream(meta, plan).size();
-  const long long len = a.drop_last ? n / a.batch_size : (n + a.batch_size - 1) / a.batch_size;
+  const long long len = a.drop_last ? n / a.batch_size : l.batches_per_epoch();
   if (len == 0)
-    throw py::value_error(b + ": " + rank + " is dealt " + std::to_string(n) + " samples (of " +
-                          std::to_string(meta.files.size()) + " batch files dealt in turn)" +
-                          (a.drop_last ? " and drop_last=True" : "") + ", so evaluation would yield no batch");
+    throw py::value_error(b + ": " + rank + " is dealt " + std::to_string(n) + " samples (of " + std::to_string(files) +
+                          " batch files dealt in turn)" + (a.drop_last ? " and drop_last=True" : "") +
+                          ", so evaluation would yield no batch");
   return len;
 }
 
@@ -169,8 +162,8 @@ class PyLoader {
     current_thread_ = py::module_::import("threading").attr("current_thread");
     weak_ref_ = py::module_::import("weakref").attr("ref");
     meta_ = convoy::read_dataset_meta(a.path);
-    len_ = batches_per_epoch(meta_, a);
     loader_ = std::make_unique<convoy::Loader>(opt_, meta_);
+    len_ = batches_per_epoch(*loader_, a);
     // The readers start on the first epoch now, while the caller builds its model.
     start(epoch_);
   }
@@ -218,7 +211,8 @@ class PyLoader {
     }
     const HostBatch& b = slot->batch;
     slot->labels.assign(b.labels.begin(), b.labels.end());
-    const py::ssize_t n = b.n, h = loader_->out_height(), w = loader_->out_width(), c = loader_->out_channels();
+    const convoy::SampleFormat& f = loader_->sample_format();
+    const py::ssize_t n = b.n, h = f.height, w = f.width, c = f.channels;
     uint8_t* pixels = slot->batch.pixels.data();
     int64_t* labels = slot->labels.data();
     // Dataset ids are non-negative int64 stored as uint64 keys: the same bytes.
@@ -413,7 +407,7 @@ epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C 
            [](const PyLoader& l) {
              const convoy::LoaderOptions& o = l.options();
              return "convoy.Loader('" + o.dir + "', " + std::to_string(o.local_batch) +
-                    ", rank=" + std::to_string(o.rank) + ", world_size=" + std::to_string(o.ranks) +
+                    ", rank=" + std::to_string(o.share.rank) + ", world_size=" + std::to_string(o.share.ranks) +
                     ", epoch=" + std::to_string(l.epoch()) + ", train=" + (o.train ? "True" : "False") +
                     "): " + std::to_string(l.len()) + " batches per epoch";
            })
@@ -431,7 +425,8 @@ epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C 
       .def_property_readonly(
           "image_shape",
           [](const PyLoader& l) {
-            return py::make_tuple(l.loader().out_height(), l.loader().out_width(), l.loader().out_channels());
+            const convoy::SampleFormat& f = l.loader().sample_format();
+            return py::make_tuple(f.height, f.width, f.channels);
           },
           "(h, w, c) of the images yielded (after the crop)")
       .def_property_readonly(
@@ -444,8 +439,8 @@ epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C 
       .def_property_readonly(
           "num_samples", [](const PyLoader& l) { return l.meta().num_samples; }, "samples in the dataset (all ranks)")
       .def_property_readonly("batch_size", [](const PyLoader& l) { return l.options().local_batch; })
-      .def_property_readonly("rank", [](const PyLoader& l) { return l.options().rank; })
-      .def_property_readonly("world_size", [](const PyLoader& l) { return l.options().ranks; })
+      .def_property_readonly("rank", [](const PyLoader& l) { return l.options().share.rank; })
+      .def_property_readonly("world_size", [](const PyLoader& l) { return l.options().share.ranks; })
       .def_property_readonly("train", [](const PyLoader& l) { return l.options().train; })
       .def_property_readonly("drop_last", &PyLoader::drop_last)
       .def_property_readonly("readers", [](const PyLoader& l) { return l.loader().readers(); })

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Style checks, CI's "style" step: every tracked C, C++ and CUDA source as .clang-format lays it out, and
-# no function in datagen/, train/ or shared/ over 100 lines. Needs no GPU; under a minute on 2 cores.
+# no function in datagen/, input/, train/ or shared/ over 100 lines. Needs no GPU; under a minute on 2
+# cores.
 #
 # Function length is clang-tidy's readability-function-size (LineThreshold), over a compilation database
 # that CMake writes when it configures build-style/ (CONVOY_STYLE_BUILD_DIR; nothing is built). A
@@ -66,7 +67,7 @@ python3 - "$build/compile_commands.json" "$work" "$cuda_path" >"$work/files.txt"
 import json, os, re, shlex, sys
 db, work, cuda = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 root = os.getcwd() + "/"
-scope = re.compile(r"^(datagen|train|shared)/")
+scope = re.compile(r"^(datagen|input|train|shared)/")
 library = lambda e: re.search(r"CMakeFiles/[^/]+\.dir/", e.get("output", "") or e["command"]).group(0)
 cpp = {library(e): e for e in db if e["file"].endswith(".cpp")}
 out = []
@@ -102,7 +103,7 @@ value: $max_lines}]}"
 tidy_log="$work/tidy.log"
 # clang-tidy exits non-zero only when a file does not parse; the lengths come from its warnings.
 if ! xargs -d '\n' -n 4 -P "$jobs" clang-tidy -p "$work" --quiet --config="$config" \
-    --header-filter="^$PWD/(datagen|train|shared)/" <"$work/files.txt" >"$tidy_log" 2>"$work/tidy.err"; then
+    --header-filter="^$PWD/(datagen|input|train|shared)/" <"$work/files.txt" >"$tidy_log" 2>"$work/tidy.err"; then
   grep -E 'error:' "$tidy_log" "$work/tidy.err" | head -n 20 >&2
   echo "check_style: clang-tidy could not parse every file (above)" >&2
   status=1
@@ -120,7 +121,7 @@ long=$(awk -v root="$PWD/" '
   }' "$tidy_log" | sort -u -t: -k1,1 -k2,2n)
 if [ -n "$long" ]; then
   echo "$long"
-  echo "check_style: functions in datagen/, train/ and shared/ over $max_lines lines: $(wc -l <<<"$long")"
+  echo "check_style: functions in datagen/, input/, train/ and shared/ over $max_lines lines: $(wc -l <<<"$long")"
   status=1
 fi
 [ "$status" -ne 0 ] || echo "check_style: ok"

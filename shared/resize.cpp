@@ -541,9 +541,8 @@ SeparableFn separable_for_cpu() {
 
 }  // namespace
 
-void resize_to_square(const cv::Mat& src, int size, ResizePolicy policy, uint8_t* dst) {
-  if (src.depth() != CV_8U) fail("internal: resize expects 8-bit pixels");
-  const ResizeJob j = plan_resize_job(src.cols, src.rows, src.channels(), src.step[0], size, policy);
+void resize_to_square(const PixelsIn& src, int size, ResizePolicy policy, uint8_t* dst) {
+  const ResizeJob j = plan_resize_job(src.width, src.height, src.channels, src.stride, size, policy);
   const uint8_t* region = src.data + j.src_offset;
   if (j.method == ResizeMethod::copy) {
     const size_t row = static_cast<size_t>(size) * j.channels;

@@ -1,10 +1,13 @@
 // Resizing a decoded image to the S x S x C sample. Kept apart, and specified exactly, because the
 // CUDA twin (gpu_resize.cu) reproduces it bit for bit.
 #pragma once
+#include <opencv2/core.hpp>
+
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include <opencv2/core.hpp>
+#include "shared/error.h"
 
 namespace convoy {
 
@@ -23,7 +26,19 @@ const char* resize_policy_name(ResizePolicy p);
 // already of length S is left alone. Fixed-point integers throughout (shared/resize_math.h
 // gives the exact formula); only the S x S output is computed. A plain copy when the region is
 // already S x S.
-void resize_to_square(const cv::Mat& src, int size, ResizePolicy policy, uint8_t* dst);
+// The pixels as a plain view (the loader's crops, which need nothing of OpenCV):
+// height x width x channels uint8, `stride` bytes from one row to the next.
+struct PixelsIn {
+  const uint8_t* data = nullptr;
+  int width = 0, height = 0, channels = 0;
+  size_t stride = 0;
+};
+void resize_to_square(const PixelsIn& src, int size, ResizePolicy policy, uint8_t* dst);
+// The same for a decoded cv::Mat (datagen's codecs).
+inline void resize_to_square(const cv::Mat& src, int size, ResizePolicy policy, uint8_t* dst) {
+  if (src.depth() != CV_8U) fail("internal: resize expects 8-bit pixels");
+  resize_to_square(PixelsIn{src.data, src.cols, src.rows, src.channels(), src.step[0]}, size, policy, dst);
+}
 
 // The code path resize_to_square takes on this CPU: "avx2" (chosen at run time), "sse2" (any
 // x86-64) or "generic". Every path gives the same bytes.

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/input_layout.h"
-#include "train/gpu_context.h"
 
 namespace convoy::test {
 

@@ -80,7 +80,7 @@ Outcome train(const Case& c) {
   o.math = gpu::MathMode::bf16;
   o.sync = c.sync;
   o.skip_nonfinite = true;
-  gpu::GpuStep step(m.rank() % gpu_count(), net, opt, s.aug, 16, m.rank(), m.size(), o);
+  gpu::GpuStep step(m.rank() % gpu_count(), net, opt, s.aug.format(), 16, m.rank(), m.size(), o);
   Outcome out;
   for (int k = 0; k < c.steps; ++k) {
     step.train(s.batches[size_t(k)], 500 + k, c.lr);

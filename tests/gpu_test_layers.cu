@@ -16,13 +16,13 @@
 #include <vector>
 
 #include "bf16_host.h"
+#include "input/augment.h"
 #include "rel_l2.h"
-#include "train/augment.h"
 #include "train/cuda/batch_metrics.h"
 #include "train/cuda/channels.cuh"
 #include "train/cuda/layout_convert.h"
+#include "train/cuda/normalize_input.h"
 #include "train/cuda/weight_copy.h"
-#include "train/gpu_augment.h"
 #include "train/layers/batchnorm.h"
 #include "train/layers/conv.h"
 #include "train/layers/dropout.h"

@@ -31,7 +31,7 @@ void graph_replays(gpu::MathMode math, int n, const std::string& config = "fmnis
     gpu::GpuStepOptions o;
     o.math = math;
     o.graph = graph == 1;
-    gpu::GpuStep step(0, net, opt, s.aug, n, 0, 1, o);
+    gpu::GpuStep step(0, net, opt, s.aug.format(), n, 0, 1, o);
     for (size_t k = 0; k < s.batches.size(); ++k) step.train(s.batches[k], 500 + k, 0.01);
     EXPECT_EQ(step.graphed(), graph == 1);
     metrics[graph] = step.take_metrics();
@@ -70,7 +70,7 @@ void follows_the_cpu_trainer(gpu::MathMode math, const TrainerBounds& bound) {
   Optimizer opt(s.cfg.train, net.weights().size());
   gpu::GpuStepOptions o;
   o.math = math;
-  gpu::GpuStep step(0, net, opt, s.aug, 32, 0, 1, o);
+  gpu::GpuStep step(0, net, opt, s.aug.format(), 32, 0, 1, o);
   for (size_t k = 0; k < s.batches.size(); ++k) step.train(s.batches[k], 500 + k, 1e-3);
   const gpu::StepMetrics m = step.take_metrics();
   step.sync_to(net, opt);
@@ -116,7 +116,7 @@ TEST(GpuStep, NonFiniteLossSkipsTheStepAndIsFoundTwoStepsLate) {
     gpu::GpuStepOptions o;
     o.math = math;
     o.skip_nonfinite = true;
-    gpu::GpuStep step(0, net, opt, s.aug, 16, 0, 1, o);
+    gpu::GpuStep step(0, net, opt, s.aug.format(), 16, 0, 1, o);
     step.train(s.batches[0], 500, 0.01);
     step.train(s.batches[1], 501, 0.01);
     EXPECT_EQ(step.first_nonfinite().step, -1);

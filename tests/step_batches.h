@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "input/augment.h"
+#include "input/loader.h"
 #include "source_dir.h"
-#include "train/augment.h"
-#include "train/loader.h"
 #include "train/net.h"
 #include "train/net_config.h"
 

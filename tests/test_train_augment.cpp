@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "input/augment.h"
+#include "input/loader.h"
 #include "shared/atomic_file.h"
 #include "shared/batch_file.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
 #include "shared/jpeg_region.h"
-#include "train/augment.h"
 #include "train/layers/dropout.h"
-#include "train/loader.h"
 #include "train/synthetic_data.h"
 
 using namespace convoy;
@@ -126,20 +126,10 @@ std::map<uint64_t, std::vector<uint8_t>> by_id(const std::string& dir, const Aug
   const DatasetMeta meta = read_dataset_meta(dir);
   std::map<uint64_t, std::vector<uint8_t>> out;
   for (int r = 0; r < ranks; ++r) {
-    LoaderOptions o;
-    o.dir = dir;
-    o.local_batch = 6;
-    o.readers = readers;
-    o.raw = true;
-    o.window_files = 2;
-    o.seed = 9;
-    o.rank = r;
-    o.ranks = ranks;
-    o.augment = a;
-    Loader l(o, meta);
+    Loader l(loader_options(dir, 6, true, SampleOutput::raw, a, DataShare{r, ranks, 9, 2}, readers, 0), meta);
     l.start_epoch(2);
     HostBatch b;
-    const size_t per = l.augmenter().out_bytes();
+    const size_t per = l.sample_format().bytes();
     while (l.next(b))
       for (int i = 0; i < b.n; ++i) {
         auto& px = out[b.keys[i]];
@@ -296,12 +286,8 @@ TEST(Augment, DamagedJpegSampleNamesFileAndSample) {
   // A file whose every CRC holds, and dataset.json's entry says so: only the decoder can find the cut.
   const uint32_t crc = write_batch_file(path, b);
   for (bool raw : {true, false}) {
-    LoaderOptions o;
-    o.dir = dir;
-    o.local_batch = 8;
-    o.readers = 2;
-    o.raw = raw;
-    o.train = false;
+    const LoaderOptions o = loader_options(dir, 8, false, raw ? SampleOutput::raw : SampleOutput::floats, AugmentSpec{},
+                                           DataShare{}, 2, 0);
     DatasetMeta m = meta;
     m.files[0].bytes = read_whole_file(path).size();
     m.files[0].crc32c = crc;
@@ -335,14 +321,10 @@ TEST(Augment, ABatchTooLargeForMemoryIsOneError) {
   GTEST_SKIP() << "the sanitizers' allocators end the process on such a request instead of failing it";
 #else
   const std::string dir = jpeg_dataset("huge", {8}, 32);
-  LoaderOptions o;
-  o.dir = dir;
-  o.local_batch = 8;
-  o.readers = 2;
-  o.raw = true;
-  o.augment.crop = 60000;
-  o.augment.random_resized_crop = true;
-  Loader l(o, read_dataset_meta(dir));
+  AugmentSpec a;
+  a.crop = 60000;
+  a.random_resized_crop = true;
+  Loader l(loader_options(dir, 8, true, SampleOutput::raw, a, DataShare{}, 2, 0), read_dataset_meta(dir));
   l.start_epoch(0);
   HostBatch b;
   try {

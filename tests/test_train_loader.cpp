@@ -18,14 +18,14 @@
 #include <string>
 #include <utility>
 
+#include "input/augment.h"
+#include "input/epoch_plan.h"
+#include "input/loaded_file.h"
+#include "input/loader.h"
 #include "shared/atomic_file.h"
 #include "shared/counter_rng.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
-#include "train/augment.h"
-#include "train/epoch_plan.h"
-#include "train/loaded_file.h"
-#include "train/loader.h"
 #include "train/synthetic_data.h"
 
 using namespace convoy;
@@ -47,18 +47,11 @@ std::string make(const std::string& name, Encoding enc, std::vector<uint32_t> co
 }
 
 LoaderOptions options(const std::string& dir, bool train) {
-  LoaderOptions o;
-  o.dir = dir;
-  o.local_batch = 8;
-  o.readers = 3;
-  o.prefetch = 2;
-  o.train = train;
-  o.window_files = 2;
-  o.seed = 11;
-  o.augment.pad = 2;
-  o.augment.crop = 10;
-  o.augment.flip = true;
-  return o;
+  AugmentSpec a;
+  a.pad = 2;
+  a.crop = 10;
+  a.flip = true;
+  return loader_options(dir, 8, train, SampleOutput::floats, a, DataShare{0, 1, 11, 2}, 3, 2);
 }
 
 std::vector<HostBatch> epoch(Loader& l, int e, long long first = 0) {
@@ -77,7 +70,8 @@ void put_byte(const std::string& path, size_t at, char c) {
 
 // The first batch (from the start) that uses `file` in epoch 0 of `o`.
 long long first_batch_of(const DatasetMeta& meta, const LoaderOptions& o, uint32_t file) {
-  const std::vector<SampleRef> order = rank_stream(meta, PlanOptions{o.seed, 0, 0, 1, o.train, o.window_files});
+  const std::vector<SampleRef> order = rank_stream(meta,
+                                                   PlanOptions{o.share.seed, 0, 0, 1, o.train, o.share.window_files});
   size_t first_use = 0;
   while (order[first_use].file != file) ++first_use;
   return (long long)first_use / o.local_batch;
@@ -132,14 +126,14 @@ TEST(Loader, ReadsAheadIntoTheNextEpoch) {
   const DatasetMeta meta = read_dataset_meta(dir);
   for (bool raw : {false, true}) {
     LoaderOptions o = options(dir, true);
-    o.raw = raw;
+    o.output = raw ? SampleOutput::raw : SampleOutput::floats;
     Loader a(o, meta), fresh(o, meta);
     epoch(a, 1);
     // The readers go on after the last batch; wait for them (a trainer evaluates meanwhile).
-    for (int i = 0; i < 500 && a.files_read_ahead() < o.window_files; ++i) usleep(10000);
-    EXPECT_EQ(a.files_read_ahead(), o.window_files);
+    for (int i = 0; i < 500 && a.files_read_ahead() < o.share.window_files; ++i) usleep(10000);
+    EXPECT_EQ(a.files_read_ahead(), o.share.window_files);
     const auto next = epoch(a, 2), want = epoch(fresh, 2);
-    EXPECT_EQ(a.files_taken_over(), o.window_files);
+    EXPECT_EQ(a.files_taken_over(), o.share.window_files);
     EXPECT_EQ(fresh.files_taken_over(), 0);
     ASSERT_EQ(next.size(), want.size());
     for (size_t k = 0; k < want.size(); ++k) {
@@ -150,7 +144,7 @@ TEST(Loader, ReadsAheadIntoTheNextEpoch) {
     // Files read ahead for an epoch that does not come next are not used.
     Loader b(o, meta);
     epoch(b, 1);
-    for (int i = 0; i < 500 && b.files_read_ahead() < o.window_files; ++i) usleep(10000);
+    for (int i = 0; i < 500 && b.files_read_ahead() < o.share.window_files; ++i) usleep(10000);
     const auto other = epoch(b, 3);
     EXPECT_EQ(b.files_taken_over(), 0);
     EXPECT_FALSE(other.empty());
@@ -171,16 +165,24 @@ TEST(Loader, RawBatchesHoldTheAugmentedSamples) {
   const DatasetMeta meta = read_dataset_meta(dir);
   LoaderOptions o = options(dir, true);
   Loader floats(o, meta);
-  o.raw = true;
+  o.output = SampleOutput::raw;
   Loader raw(o, meta);
   std::map<int64_t, std::vector<uint8_t>> stored;
   for (const auto& f : meta.files) {
     const Batch b = read_batch_file(join_path(dir, f.name));
     for (size_t i = 0; i < b.count(); ++i) stored[b.ids[i]].assign(b.raw_image(i), b.raw_image(i) + b.shape.bytes());
   }
-  const Augmenter& aug = raw.augmenter();
+  const Augmenter aug(meta.shape, o.augment, o.train, meta.mean, meta.std);
   const size_t per_out = size_t(3) * 10 * 10;
-  const uint64_t key = augment_epoch_key(o.seed, 0);
+  // What the CUDA backend's step is told of these samples.
+  const SampleFormat& format = raw.sample_format();
+  EXPECT_EQ(format.channels, 3);
+  EXPECT_EQ(format.height, 10);
+  EXPECT_EQ(format.width, 10);
+  EXPECT_EQ(format.bytes(), per_out);
+  EXPECT_EQ(format.scale, aug.scale);
+  EXPECT_EQ(format.shift, aug.shift);
+  const uint64_t key = augment_epoch_key(o.share.seed, 0);
   for (int e : {0, 1}) {
     const auto want = epoch(floats, e), got = epoch(raw, e);
     ASSERT_EQ(got.size(), want.size());
@@ -221,16 +223,17 @@ TEST(Loader, MirroredRawBatchesNeedNoFlip) {
   const DatasetMeta meta = read_dataset_meta(dir);
   LoaderOptions o = options(dir, true);
   Loader floats(o, meta);
-  o.raw = o.mirror = true;
+  o.output = SampleOutput::mirrored;
   Loader mirrored(o, meta);
+  const Augmenter aug(meta.shape, o.augment, o.train, meta.mean, meta.std);
   const auto want = epoch(floats, 3), got = epoch(mirrored, 3);
   ASSERT_EQ(got.size(), want.size());
-  const size_t per = mirrored.augmenter().out_bytes();
+  const size_t per = mirrored.sample_format().bytes();
   std::vector<float> x(per);
   for (size_t k = 0; k < got.size(); ++k)
     for (int i = 0; i < got[k].n; ++i) {
       ASSERT_EQ(got[k].flips[i], 0);
-      mirrored.augmenter().normalize(got[k].pixels.data() + i * per, false, x.data());
+      aug.normalize(got[k].pixels.data() + i * per, false, x.data());
       ASSERT_EQ(0, std::memcmp(x.data(), want[k].x.data() + i * per, per * sizeof(float))) << k << " " << i;
     }
 }
@@ -266,6 +269,31 @@ TEST(Loader, RanksGetDisjointFilesCoveringAll) {
   }
   // The fixed step count fits the smallest share in every epoch.
   EXPECT_EQ(steps_per_epoch(meta, PlanOptions{11, 0, 0, 3, true, 2}, 4), (9 + 16) / 4);
+}
+
+TEST(Loader, CountsTheBatchesEveryEpochYields) {
+  // What its callers plan with (train's steps per epoch, the Python module's len()): the batches
+  // any epoch yields on each rank, in training the same number on every rank.
+  const std::string dir = make("raw", Encoding::raw);
+  const DatasetMeta meta = read_dataset_meta(dir);
+  for (bool train : {true, false})
+    for (int ranks : {1, 3})
+      for (int r = 0; r < ranks; ++r) {
+        LoaderOptions o = options(dir, train);
+        o.share.rank = r, o.share.ranks = ranks;
+        Loader l(o, meta);
+        const auto batches = epoch(l, 1 + r);
+        long long samples = 0;
+        for (const HostBatch& b : batches) samples += b.n;
+        EXPECT_EQ(l.batches_per_epoch(), (long long)batches.size()) << train << " " << r << "/" << ranks;
+        if (train) {
+          // 89 samples; with 3 ranks each is sure of the two smallest files' 9 + 16.
+          EXPECT_EQ(l.samples_per_epoch(), ranks == 1 ? 89 : 25);
+          EXPECT_EQ(samples, l.batches_per_epoch() * 8);
+        } else {
+          EXPECT_EQ(l.samples_per_epoch(), samples);
+        }
+      }
 }
 
 TEST(Loader, JpegFilesDecodeToTheRawPixels) {
@@ -343,7 +371,8 @@ TEST(Loader, DamagedFileFailsAtTheFirstBatchThatNeedsIt) {
   const std::string dir = make("damaged_late", Encoding::raw, {16, 16, 16, 16, 16, 16, 16, 16});
   const DatasetMeta meta = read_dataset_meta(dir);
   const LoaderOptions base = options(dir, true);
-  const std::vector<SampleRef> order = rank_stream(meta, PlanOptions{base.seed, 0, 0, 1, true, base.window_files});
+  const std::vector<SampleRef> order = rank_stream(
+      meta, PlanOptions{base.share.seed, 0, 0, 1, true, base.share.window_files});
   const uint32_t victim_file = order.back().file;  // needed late: the loader has read it well before
   size_t first_use = 0;
   while (order[first_use].file != victim_file) ++first_use;
@@ -455,7 +484,8 @@ TEST(Loader, WrongFileFailsAtTheFirstBatchThatNeedsIt) {
   const DatasetMeta meta = read_dataset_meta(dir), other_meta = read_dataset_meta(other);
   for (bool train : {true, false}) {
     LoaderOptions base = options(dir, train);
-    const std::vector<SampleRef> order = rank_stream(meta, PlanOptions{base.seed, 0, 0, 1, train, base.window_files});
+    const std::vector<SampleRef> order = rank_stream(
+        meta, PlanOptions{base.share.seed, 0, 0, 1, train, base.share.window_files});
     const uint32_t victim_file = order.back().file;  // needed late: the loader has read it well before
     const long long fails_at = first_batch_of(meta, base, victim_file);
     ASSERT_GT(fails_at, 2);
@@ -522,7 +552,7 @@ TEST(Loader, RefusesOptionsThatMeanNothing) {
     return std::string("accepted");
   };
   EXPECT_EQ(refused([](LoaderOptions& o) { o.local_batch = 0; }, "batch 0"), "");
-  EXPECT_EQ(refused([](LoaderOptions& o) { o.rank = 2, o.ranks = 2; }, "rank 2 of 2"), "");
+  EXPECT_EQ(refused([](LoaderOptions& o) { o.share.rank = 2, o.share.ranks = 2; }, "rank 2 of 2"), "");
   EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.pad = -1; }, "pad"), "");
   EXPECT_EQ(refused([](LoaderOptions& o) { o.augment.pad = 2000; }, "pad"), "");
   EXPECT_EQ(

@@ -42,7 +42,10 @@ TEST(WireBytes, EpochRecordAndLineCountTheGradientsAllReduce) {
   write_synthetic_dataset(kTmp + "/data", spec);
   for (int ranks : {1, 2, 3}) {
     const std::string name = kTmp + "/ranks" + std::to_string(ranks);
+    // A fresh run each time: train refuses to write over a checkpoint it did not resume from, and
+    // this folder outlives a test run.
     std::remove((name + ".jsonl").c_str());
+    std::remove((name + ".ckpt").c_str());
     ASSERT_EQ(run("mpirun -np " + std::to_string(ranks) + " " + kTrain + " --config " + kTmp + "/net.toml --data " +
                   kTmp + "/data --batch 12 --epochs 1 --threads 1 --log-every 0 --device cpu --metrics " + name +
                   ".jsonl --checkpoint " + name + ".ckpt 2> " + name + ".err"),

@@ -45,13 +45,12 @@ void check_evaluable(const DatasetMeta& meta, const std::string& dir, const Data
   if (!d.empty()) fail_file(join_path(dir, kDatasetJson), "class names differ from the training data's (" + d + ")");
 }
 
-std::unique_ptr<Loader> make_eval_loader(const std::string& dir, LoaderOptions lo, const DataIdentity& trained_on) {
-  DatasetMeta meta = read_dataset_meta(dir);
-  check_evaluable(meta, dir, trained_on);
+std::unique_ptr<Loader> make_eval_loader(const LoaderOptions& lo, const DataIdentity& trained_on) {
+  if (lo.train) fail("make_eval_loader: given the options of a training pass (internal error)");
+  DatasetMeta meta = read_dataset_meta(lo.dir);
+  check_evaluable(meta, lo.dir, trained_on);
   meta.mean = trained_on.mean;
   meta.std = trained_on.std;
-  lo.dir = dir;
-  lo.train = false;
   return std::make_unique<Loader>(lo, meta);
 }
 

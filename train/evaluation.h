@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "input/loader.h"
 #include "train/data_identity.h"
-#include "train/loader.h"
 
 namespace convoy {
 
@@ -29,10 +29,10 @@ struct EvalResult {
 // on, naming its dataset.json: another image shape, or other class names (the same in another
 // order would be scored against the wrong outputs).
 void check_evaluable(const DatasetMeta& meta, const std::string& dir, const DataIdentity& trained_on);
-// The one way an evaluation set is opened, by --val and by `train eval`: checked as above, read in
-// file order with the centred crop (lo.train is cleared), and normalised with the training data's
-// mean and std, as the net was trained.
-std::unique_ptr<Loader> make_eval_loader(const std::string& dir, LoaderOptions lo, const DataIdentity& trained_on);
+// The one way an evaluation set (the folder lo.dir) is opened, by --val and by `train eval`: checked
+// as above, read in file order with the centred crop (lo, an evaluation pass: lo.train false), and
+// normalised with the training data's mean and std, as the net was trained.
+std::unique_ptr<Loader> make_eval_loader(const LoaderOptions& lo, const DataIdentity& trained_on);
 
 // Adds the correct top-1 and top-5 predictions among n rows of probabilities to top1 and top5.
 void count_correct(int n, int classes, const float* probs, const int32_t* labels, double& top1, double& top5);

@@ -12,6 +12,9 @@
 namespace convoy::gpu {
 namespace {
 
+// The plan's pack is the kernels' (OpFusion's rules ask for whole packs of bf16 channels).
+static_assert(kPack<bf16> == kBf16ChannelPack);
+
 // Sizes of the CPU net's flat parameter and state buffers, from its nodes' offsets.
 size_t flat_param_count(const Net& net) {
   size_t n = 0;
@@ -54,11 +57,8 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputF
   copy_at_.assign(nodes, 0);
   Sizes sizes;
   sizes.copy = params;  // padded first-layer weights go after the flat ones
-  order_gradient_sums();
-  fuse_relus();
-  const size_t part = split_gradient_sums();
-  defer_affines();
-  take_deferred_gradient_sums();
+  plan_ = plan_fusions(net.nodes(), half);
+  const size_t part = size_t(max_batch) * plan_.part_values * sizeof(bf16);
   for (size_t i = 0; i < nodes; ++i) set_up_node(a, int(i), sizes);
   if (half) {
     a.request(weights16_, std::max<size_t>(1, sizes.copy));
@@ -102,137 +102,20 @@ void GpuNet::set_up_node(Arena& a, int i, Sizes& sizes) {
   NodeBuffers& b = buf_[i];
   b.fp32 = !half || (nd.op().fp32_logits() && feeds_only_loss(net_, i));
   const size_t count = size_t(max_batch_) * nd.out.size(), elem = b.fp32 ? sizeof(float) : sizeof(bf16);
-  if (!deferred_[i]) a.request(b.y, count * elem);       // a deferred output is never stored
-  if (grad_from_[i] < 0) a.request(b.dy, count * elem);  // nor a gradient another node's dy holds
+  if (!plan_.deferred[i]) a.request(b.y, count * elem);       // a deferred output is never stored
+  if (plan_.grad_from[i] < 0) a.request(b.dy, count * elem);  // nor a gradient another node's dy holds
   // A ReLU run by its input (bf16, whole packs) leaves its signs as bits for the backward pass.
-  if (relu_of_[i] >= 0 && !deferred_[i] && nd.out.c % kPack<bf16> == 0) a.request(b.relu_bits, count / kPack<bf16>);
-  if (sums_taken_[i])
+  if (plan_.relu_of[i] >= 0 && !plan_.deferred[i] && nd.out.c % kPack<bf16> == 0)
+    a.request(b.relu_bits, count / kPack<bf16>);
+  if (plan_.sums_taken[i])
     a.request(b.grad_sums, size_t(channels::parts((long long)max_batch_ * nd.out.h * nd.out.w)) * nd.out.c);
   copy_at_[i] = nd.w_off;
   GpuSetup s{a, nd, b, half, max_batch_, input_, copy_at_[i], sizes.copy, host_segments_, sizes.dw16, sizes.dy16};
   nd.op().gpu_setup(s);
   const size_t act = half ? sizeof(bf16) : sizeof(float);
   for (size_t k = 0; k < nd.in.size(); ++k)
-    if (adds_[i][k] && !nd.op().gpu_adds_to_dx())
+    if (plan_.adds[i][k] && !nd.op().fusion(nd).adds_to_dx)
       sizes.scratch = std::max(sizes.scratch, size_t(max_batch_) * nd.in_dims[k].size() * act);
-}
-
-// Backward passes run in reverse node order, each input in turn: the first to reach a node with
-// several consumers writes its gradient, the later ones add to it.
-void GpuNet::order_gradient_sums() {
-  const auto& nodes = net_.nodes();
-  adds_.assign(nodes.size(), {false, false});
-  std::vector<bool> reached(nodes.size(), false);
-  for (int idx = int(nodes.size()) - 1; idx >= 0; --idx)
-    for (size_t k = 0; k < nodes[idx].in.size(); ++k) {
-      const int from = nodes[idx].in[k];
-      if (from < 0) continue;
-      adds_[idx][k] = reached[from];
-      reached[from] = true;
-    }
-}
-
-// bf16: an op that can (batch norm, residual add) runs the ReLU that is its only consumer in the
-// same pass; the ReLU node then does nothing.
-void GpuNet::fuse_relus() {
-  const auto& nodes = net_.nodes();
-  relu_of_.assign(nodes.size(), -1);
-  fused_.assign(nodes.size(), false);
-  if (!ctx_.bf16()) return;
-  for (size_t j = 0; j < nodes.size(); ++j) {
-    const int i = nodes[j].in[0];
-    if (!nodes[j].op().is_relu() || i < 0 || nodes[i].consumers != 1) continue;
-    if (!nodes[i].op().fuses_relu_bf16()) continue;
-    relu_of_[i] = int(j);
-    fused_[j] = true;
-  }
-}
-
-// bf16: see split_. Only a ReLU with two consumers, run by an op that sums its gradient's parts,
-// whose second consumer in backward order would add inside its own pass (a convolution); and only
-// where the part written last has been read (in a ResNet, each block's first convolution writes
-// the part the previous block's add reads next). Returns part_'s size.
-size_t GpuNet::split_gradient_sums() {
-  const auto& nodes = net_.nodes();
-  split_.assign(nodes.size(), {false, false});
-  split_reader_.assign(nodes.size(), false);
-  size_t bytes = 0;
-  int unread = int(nodes.size());  // the reader of the last part written, by backward order
-  for (int idx = int(nodes.size()) - 1; idx >= 0; --idx)
-    for (size_t k = 0; k < nodes[idx].in.size(); ++k) {
-      const int from = nodes[idx].in[k];
-      if (from < 0 || !adds_[idx][k] || !fused_[from] || nodes[from].consumers != 2 || idx >= unread) continue;
-      const int reader = nodes[from].in[0];
-      if (!nodes[idx].op().gpu_adds_to_dx() || !nodes[reader].op().sums_relu_gradient_parts_bf16()) continue;
-      split_[idx][k] = true;
-      adds_[idx][k] = false;
-      split_reader_[reader] = true;
-      unread = reader;
-      bytes = std::max(bytes, size_t(max_batch_) * nodes[from].out.size() * sizeof(bf16));
-    }
-  return bytes;
-}
-
-// bf16: see deferred_. A batch norm with no ReLU of its own can leave its output so to a consumer
-// that takes it (the residual add); one with its fused ReLU, to a consumer that takes it with the
-// ReLU (max pooling), and the ReLU node's output is then not stored either. Its output is bf16, as
-// its only consumer is not the loss.
-void GpuNet::defer_affines() {
-  const auto& nodes = net_.nodes();
-  deferred_.assign(nodes.size(), false);
-  affine_in_.assign(nodes.size(), {-1, -1});
-  if (!ctx_.bf16()) return;
-  for (size_t j = 0; j < nodes.size(); ++j) {
-    const Op& op = nodes[j].op();
-    for (size_t k = 0; k < nodes[j].in.size(); ++k) {
-      const int i = nodes[j].in[k];
-      if (i < 0 || nodes[i].consumers != 1) continue;
-      // The node that would leave its output: i itself, or the batch norm whose fused ReLU i is.
-      const int m = fused_[i] ? nodes[i].in[0] : i;
-      const bool takes = fused_[i] ? op.takes_channel_affine_relu_bf16(nodes[j])
-                                   : relu_of_[i] < 0 && op.takes_channel_affine_bf16();
-      if (!takes || m < 0 || !nodes[m].op().defers_channel_affine_bf16()) continue;
-      deferred_[m] = deferred_[i] = true;
-      affine_in_[j][k] = m;
-    }
-  }
-}
-
-// bf16: see skip_grad_. The add must write both input gradients whole (neither is added to nor
-// split), and the input whose dy keeps the gradient (the one that is not such a batch norm, else
-// the second) must not be written by another node before each such batch norm has read it.
-void GpuNet::take_deferred_gradient_sums() {
-  const auto& nodes = net_.nodes();
-  skip_grad_.assign(nodes.size(), {false, false});
-  grad_from_.assign(nodes.size(), -1);
-  sums_taken_.assign(nodes.size(), false);
-  if (!ctx_.bf16()) return;
-  for (size_t j = 0; j < nodes.size(); ++j) {
-    const Node& nd = nodes[j];
-    if (!nd.op().takes_deferred_gradient_sums_bf16() || relu_of_[j] < 0 || nd.in.size() != 2 ||
-        nd.out.c % kPack<bf16> != 0 || adds_[j][0] || adds_[j][1] || split_[j][0] || split_[j][1])
-      continue;
-    std::array<int, 2> bn{};
-    for (int k = 0; k < 2; ++k) bn[k] = affine_in_[j][k] >= 0 && relu_of_[affine_in_[j][k]] < 0 ? affine_in_[j][k] : -1;
-    if (bn[0] < 0 && bn[1] < 0) continue;
-    const int keep = bn[0] >= 0 ? 1 : 0, other = 1 - keep, b = nd.in[keep];  // bn[other] >= 0
-    if (b < 0 || !gradient_kept_until(b, int(j), bn[other])) continue;
-    skip_grad_[j][other] = true;
-    grad_from_[bn[other]] = b;
-    for (int m : bn)
-      if (m >= 0) sums_taken_[m] = true;
-  }
-}
-
-// Whether node b's dy, written by node j's backward pass, is left as it is until node m's backward
-// pass has read it: no other consumer of b whose backward pass comes between (a later node) writes
-// into it (one whose part goes apart, split_, does not).
-bool GpuNet::gradient_kept_until(int b, int j, int m) const {
-  const auto& nodes = net_.nodes();
-  for (int q = m + 1; q < int(nodes.size()); ++q)
-    for (size_t k = 0; k < nodes[q].in.size(); ++k)
-      if (q != j && nodes[q].in[k] == b && !split_[q][k]) return false;
-  return true;
 }
 
 void GpuNet::set_profiling(bool on) {
@@ -294,21 +177,21 @@ GpuLayer GpuNet::layer(int i) {
     l.x[k] = buf_[from].y.get();
     l.x_fp32[k] = buf_[from].fp32;
     l.x_grad[k] = buf_[from].dy.get();
-    l.x_add[k] = adds_[i][k];
-    if (skip_grad_[i][k]) l.x_grad[k] = nullptr;
-    if (const int m = affine_in_[i][k]; m >= 0) {
+    l.x_add[k] = plan_.adds[i][k];
+    if (plan_.skip_grad[i][k]) l.x_grad[k] = nullptr;
+    if (const int m = plan_.affine_in[i][k]; m >= 0) {
       const int src = net_.nodes()[m].in[0];
       l.affine[k] = {static_cast<const bf16*>(src < 0 ? x_ : buf_[src].y.get()), buf_[m].scale_shift.get(),
-                     relu_of_[m] >= 0};
-      if (sums_taken_[m]) {
+                     plan_.relu_of[m] >= 0};
+      if (plan_.sums_taken[m]) {
         const float* stats = as<float>(buf_[m].aux);  // batch norm keeps its mean and 1 / std there
         l.grad_sums[k] = {l.affine[k].x, stats, stats + net_.nodes()[m].out.c, buf_[m].grad_sums.get()};
       }
     }
   }
-  l.defer = deferred_[i];
-  l.dy_from = grad_from_[i] >= 0 ? buf_[grad_from_[i]].dy.get() : nullptr;
-  l.sums_taken = sums_taken_[i] ? buf_[i].grad_sums.get() : nullptr;
+  l.defer = plan_.deferred[i];
+  l.dy_from = plan_.grad_from[i] >= 0 ? buf_[plan_.grad_from[i]].dy.get() : nullptr;
+  l.sums_taken = plan_.sums_taken[i] ? buf_[i].grad_sums.get() : nullptr;
   // T is the activations' element type: float (NCHW, the fp32 master weights) or bf16 (NHWC, the
   // weight copy). Batch norm's parameters and every bias are read from the fp32 master weights.
   l.w = half ? static_cast<const void*>(weights16_.get() + copy_at_[i]) : weights_.get() + copy_at_[i];
@@ -317,9 +200,9 @@ GpuLayer GpuNet::layer(int i) {
   l.dw = grads_.get() + nd.w_off;
   l.db = nd.b_count ? grads_.get() + nd.b_off : nullptr;
   l.state = state_.get() + nd.s_off;
-  l.relu = relu_of_[i] >= 0 ? &buf_[relu_of_[i]] : nullptr;
+  l.relu = plan_.relu_of[i] >= 0 ? &buf_[plan_.relu_of[i]] : nullptr;
   l.relu_bits = buf_[i].relu_bits.get();
-  l.relu_dy2 = split_reader_[i] ? part_.get() : nullptr;
+  l.relu_dy2 = plan_.split_reader[i] ? part_.get() : nullptr;
   l.dw16 = dw16_.get();
   l.dy16 = dy16_.get();
   return l;
@@ -334,7 +217,7 @@ void GpuNet::forward(int n, const void* x, const int32_t* labels, bool train, co
   const auto& nodes = net_.nodes();
   for (int i = 0; i < int(nodes.size()); ++i) {
     if (events_) record_event(events_[4 * i].get(), ctx_.stream());
-    if (!fused_[i]) nodes[i].op().gpu_forward(layer(i));  // a fused ReLU's input wrote its output
+    if (!plan_.fused[i]) nodes[i].op().gpu_forward(layer(i));  // a fused ReLU's input wrote its output
     if (events_) record_event(events_[4 * i + 1].get(), ctx_.stream());
   }
 }
@@ -354,13 +237,13 @@ void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
 // by the later ones (by the op itself where it can, else from scratch); the net's input needs none.
 void GpuNet::backward_node(int idx) {
   const Node& nd = net_.nodes()[idx];
-  if (fused_[idx]) return;  // its input's backward pass takes its gradient
+  if (plan_.fused[idx]) return;  // its input's backward pass takes its gradient
   GpuLayer l = layer(idx);
   if (nd.op().gpu_backward_all(l)) return;
   for (size_t k = 0; k < nd.in.size(); ++k) {
     const int from = nd.in[k];
-    const bool add = adds_[idx][k], in_pass = add && nd.op().gpu_adds_to_dx();
-    l.dx = from < 0 ? nullptr : add && !in_pass ? scratch_.get() : (split_[idx][k] ? part_ : buf_[from].dy).get();
+    const bool add = plan_.adds[idx][k], in_pass = add && nd.op().fusion(nd).adds_to_dx;
+    l.dx = from < 0 ? nullptr : add && !in_pass ? scratch_.get() : (plan_.split[idx][k] ? part_ : buf_[from].dy).get();
     l.dx_add = in_pass;
     nd.op().gpu_backward(l, int(k));
     if (!l.dx || !add || in_pass) continue;

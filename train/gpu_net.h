@@ -9,10 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/input_layout.h"
 #include "train/cuda/storage.h"
 #include "train/cuda/weight_copy.h"
-#include "train/gpu_context.h"
+#include "train/fusion_plan.h"
 #include "train/layers/gpu_layer.h"
 #include "train/net.h"
 
@@ -72,20 +73,13 @@ class GpuNet {
   int classes() const { return net_.classes(); }
 
  private:
-  // Set-up: how a bf16 net's input is stored, each node's buffers (its op's requests), which
-  // ReLUs a bf16 net's batch norms and residual adds run themselves, which batch norms leave their
-  // output to the residual add, and which consumer writes a gradient first.
+  // Set-up: how a bf16 net's input is stored and each node's buffers (its op's requests, and
+  // what the fusion plan leaves it).
   struct Sizes {
     size_t copy = 0, dw16 = 0, dy16 = 0, scratch = 0;
   };
   static InputLayout choose_input_layout(const Net& net, bool half, InputFold fold);
   void set_up_node(Arena& a, int i, Sizes& sizes);
-  void fuse_relus();
-  size_t split_gradient_sums();
-  void defer_affines();
-  void take_deferred_gradient_sums();
-  bool gradient_kept_until(int b, int j, int m) const;
-  void order_gradient_sums();
   // One node's pass as its op gets it (GpuLayer).
   GpuLayer layer(int i);
   void backward_node(int i);
@@ -106,34 +100,9 @@ class GpuNet {
   WeightCopy copy_;
   std::vector<NodeBuffers> buf_;
   std::vector<std::unique_ptr<OpCache>> caches_;  // per node, made by its op when it needs one
-  // bf16 nets: an op that can (Op::fuses_relu_bf16: batch norm, residual add) runs the ReLU that is
-  // its only consumer in the same pass: relu_of_[i] is that ReLU's node (-1 for none), and
-  // fused_[j] marks a ReLU run by its input.
-  std::vector<int> relu_of_;
-  std::vector<bool> fused_;
-  // bf16 nets: a node that can (Op::defers_channel_affine_bf16: batch norm) leaves its output as
-  // scale and shift for an only consumer that takes inputs so (the residual add): deferred_[i]
-  // marks it, and affine_in_[j][k] is the node whose output node j's input k is so (-1: none).
-  std::vector<bool> deferred_;
-  std::vector<std::array<int, 2>> affine_in_;
-  // bf16 nets: an add running its ReLU whose inputs include deferred batch norms without ReLUs
-  // (Op::takes_deferred_gradient_sums_bf16) writes its input gradient once, into one input's dy,
-  // and takes those batch norms' gradient sums: skip_grad_[j][k] marks the input gradient node j
-  // leaves unwritten, grad_from_[m] the node whose dy holds batch norm m's gradient (-1: its own,
-  // and only then is its dy stored), and sums_taken_[m] a batch norm whose sums are so taken.
-  std::vector<std::array<bool, 2>> skip_grad_;
-  std::vector<int> grad_from_;
-  std::vector<bool> sums_taken_;
-  // Per node and input: whether the input's gradient already holds another consumer's part when
-  // this node's backward pass comes (it is added to), or this node is the first to give it one (it
-  // is written: no zeroing pass, no scratch).
-  std::vector<std::array<bool, 2>> adds_;
-  // bf16 nets: per node and input, whether its gradient part goes to part_ instead of being added
-  // to the input's dy, for a ReLU run by an op that sums the two parts as it reads them
-  // (Op::sums_relu_gradient_parts_bf16); split_reader_[j] marks that op. part_ is shared: between
-  // a part's writer and its reader no other part is written.
-  std::vector<std::array<bool, 2>> split_;
-  std::vector<bool> split_reader_;
+  // Which passes run fused and where each gradient goes (train/fusion_plan.h); part_ is the
+  // shared buffer of the gradient parts kept apart (FusionPlan::split).
+  FusionPlan plan_;
   DeviceBuffer<unsigned char> part_;
   InputLayout input_;
   std::vector<size_t> copy_at_;          // per node: where its weights start in weights16_ (w_off unless padded)

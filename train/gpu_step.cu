@@ -65,14 +65,14 @@ struct GpuStep::StepEvents {
   CudaEvent ready, h2d, start, end;
 };
 
-GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank,
+GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleFormat& sample, int max_batch, int rank,
                  int ranks, const GpuStepOptions& o)
     : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch, &arena_, o.input_fold), host_opt_(opt),
       max_batch_(max_batch), ranks_(ranks), o_(o) {
   ctx_.set_algo_search(o.algos);
   name_ = current_device_text();
   Net& cpu = const_cast<Net&>(net);  // read-only use: the accessors are not const
-  input_ = {max_batch, int(aug.stored.channels), aug.out_h, aug.out_w, net_.input_layout()};
+  input_ = {max_batch, sample.channels, sample.height, sample.width, net_.input_layout()};
   const Dims in = net.input_dims();
   if (in.c != input_.c || in.h != input_.h || in.w != input_.w)
     fail("GpuStep: the net's input differs from the augmented sample shape");
@@ -85,10 +85,10 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   arena_.request(m_, opt.m.size());
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));
   const size_t opt_bytes = arena_.bytes() - net_bytes - x_bytes;
-  arena_.request(scale_shift_, 2 * aug.stored.channels);
+  arena_.request(scale_shift_, 2 * size_t(sample.channels));
   arena_.request(acc_, 4);
   const size_t before_slots = arena_.bytes();
-  for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(arena_, aug.out_bytes(), max_batch));
+  for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(arena_, sample.bytes(), max_batch));
   const size_t input_bytes = x_bytes + (arena_.bytes() - before_slots);
   if (o.skip_nonfinite && !cpu.state().empty()) arena_.request(state_before_, cpu.state().size());
   if (ranks > 1) sync_ = std::make_unique<GradientSync>(arena_, net, ranks, o.sync);
@@ -100,8 +100,8 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const Augment
   acc_host_ = PinnedBuffer(4 * sizeof(double));
   checks_host_ = PinnedBuffer(2 * sizeof(StepScalars));
   std::memset(checks_host_.data(), 0, checks_host_.size());
-  std::vector<float> ss(aug.scale);
-  ss.insert(ss.end(), aug.shift.begin(), aug.shift.end());
+  std::vector<float> ss(sample.scale);
+  ss.insert(ss.end(), sample.shift.begin(), sample.shift.end());
   scale_shift_.upload(ss.data(), ss.size());
   net_.upload(cpu.weights(), cpu.state());
   m_.upload(opt.m.data(), opt.m.size());

@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "shared/cuda_check.h"
-#include "train/augment.h"
-#include "train/gpu_augment.h"
-#include "train/gpu_context.h"
+#include "input/loader.h"
+#include "input/sample_format.h"
+#include "shared/cuda_owners.h"
+#include "train/cuda/cuda_graph.h"
+#include "train/cuda/gpu_context.h"
+#include "train/cuda/normalize_input.h"
 #include "train/gpu_net.h"
 #include "train/gradient_sync.h"
-#include "train/loader.h"
 #include "train/optimizer.h"
 
 namespace convoy::gpu {
@@ -60,9 +61,9 @@ struct GpuStepOptions {
 class GpuStep {
  public:
   // net: topology and the starting weights/state; opt: the optimiser state to continue from;
-  // aug: the stored sample shape, crop and normalisation the loader's raw batches need.
-  GpuStep(int device, const Net& net, const Optimizer& opt, const Augmenter& aug, int max_batch, int rank, int ranks,
-          const GpuStepOptions& o);
+  // sample: the shape and normalisation of the loader's raw batches' samples (Loader::sample_format).
+  GpuStep(int device, const Net& net, const Optimizer& opt, const SampleFormat& sample, int max_batch, int rank,
+          int ranks, const GpuStepOptions& o);
   ~GpuStep();
   GpuStep(const GpuStep&) = delete;
   GpuStep& operator=(const GpuStep&) = delete;

@@ -6,8 +6,9 @@
 #include <memory>
 #include <vector>
 
+#include "shared/cuda_owners.h"
 #include "train/bucket_plan.h"
-#include "train/gpu_context.h"
+#include "train/cuda/gpu_context.h"
 #include "train/nccl_comm.h"
 #include "train/net.h"
 #include "train/optimizer_update.h"

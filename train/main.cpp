@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "benchmarks/loader_bench.h"
+#include "input/loader_bench.h"
 #include "shared/error.h"
 #include "shared/log.h"
 #include "shared/mpi_context.h"
@@ -181,13 +181,14 @@ CLI::App* add_bench_loader(CLI::App& app, BenchLoaderArgs& a) {
       ->check(within(0));
   lb->add_option("--shuffle-files", lbo.window_files, "shuffle buffer size in batch files")->check(within(1));
   lb->add_option("--epochs", lbo.epochs, "epochs per mode (the first is left out of the median)")->check(within(1));
-  lb->add_option("--crop", lbo.crop, "crop side (0: the stored size)")->check(within(0));
-  lb->add_option("--pad", lbo.pad, "zero padding before the random crop")->check(within(0));
-  lb->add_flag("--random-resized-crop", lbo.random_resized_crop,
+  lb->add_option("--crop", lbo.augment.crop, "crop side (0: the stored size)")->check(within(0));
+  lb->add_option("--pad", lbo.augment.pad, "zero padding before the random crop")->check(within(0));
+  lb->add_flag("--random-resized-crop", lbo.augment.random_resized_crop,
                "torchvision's RandomResizedCrop to --crop instead of a window");
   lb->add_flag("--no-flip", a.no_flip, "no random horizontal flip");
   lb->add_flag("--eval", a.eval, "the evaluation pass: file order, centred crop, partial last batch");
-  lb->add_option("--eval-resize", lbo.eval_resize, "with --eval: the short side to this before the centred crop")
+  lb->add_option("--eval-resize", lbo.augment.eval_resize,
+                 "with --eval: the short side to this before the centred crop")
       ->check(within(0));
   lb->add_flag("--mirror", lbo.mirror,
                "raw mode: mirror the samples in the loader (flips all 0), as the Python module does");
@@ -203,7 +204,7 @@ CLI::App* add_bench_loader(CLI::App& app, BenchLoaderArgs& a) {
 
 int run_bench_loader(BenchLoaderArgs& a, const convoy::MpiContext& mpi) {
   a.o.local_ranks = mpi.local_size();
-  a.o.flip = !a.no_flip;
+  a.o.augment.flip = !a.no_flip;
   a.o.train = !a.eval;
   if (a.o.rank >= a.o.ranks) convoy::fail("--rank must be less than --ranks");
   return mpi.rank() == 0 ? convoy::run_loader_bench(a.o) : 0;

@@ -114,7 +114,7 @@ void Net::add_node(const LayerSpec& spec, int classes, size_t max_params, size_t
 void Net::fuse_relus() {
   for (Node& nd : nodes_) {
     const int c = nd.in[0];
-    if (cfg_.fuse && nd.op().is_relu() && c >= 0 && nodes_[c].op().fuses_relu() && nodes_[c].consumers == 1) {
+    if (cfg_.fuse && nd.op().is_relu() && c >= 0 && nodes_[c].op().fusion(nodes_[c]).relu && nodes_[c].consumers == 1) {
       nodes_[c].fused_relu = true;
       nd.alias = c;
     }

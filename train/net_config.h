@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "input/augment_spec.h"
+
 namespace convoy {
 
 class Op;         // train/layers/op.h
@@ -39,20 +41,6 @@ struct TrainRecipe {
   int step_epochs = 30;                                             // step
   double gamma = 0.1;                                               // step
   double min_lr = 0;                                                // cosine
-};
-
-struct AugmentSpec {
-  int crop = 0;       // output side in pixels; 0 = the stored size
-  int pad = 0;        // zero padding around the stored image before a random crop
-  bool flip = false;  // random horizontal flip
-  // Training: torchvision's RandomResizedCrop (area fraction in `scale`, aspect ratio w/h in
-  // `ratio`, log-uniform) resized to crop x crop, instead of a crop x crop window.
-  bool random_resized_crop = false;
-  double scale[2] = {0.08, 1.0};
-  double ratio[2] = {3.0 / 4.0, 4.0 / 3.0};
-  // Evaluation: the short side to `eval_resize`, then the centred crop x crop (torchvision's
-  // Resize(256) + CenterCrop(224)); 0 = the centred crop x crop of the stored image.
-  int eval_resize = 0;
 };
 
 struct NetConfig {

@@ -4,8 +4,8 @@
 // new fp32 weights.
 #include <cmath>
 
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/weight_copy.cuh"
-#include "train/gpu_context.h"
 #include "train/optimizer_update.h"
 
 namespace convoy::gpu {

@@ -6,9 +6,9 @@
 #include <memory>
 #include <optional>
 
-#include "train/augment.h"
+#include "input/loader.h"
+#include "input/sample_format.h"
 #include "train/evaluation.h"
-#include "train/loader.h"
 #include "train/net.h"
 #include "train/optimizer.h"
 #include "train/train_options.h"
@@ -67,11 +67,11 @@ enum class Backend { cpu, gpu };
 Backend choose_backend(Device device);
 
 // What a step is built from. net and opt: the topology and the state to start from, which the CPU
-// step trains in place; aug: the raw batches' sample shape and normalisation.
+// step trains in place; sample: the raw batches' sample shape and normalisation (the loader's).
 struct StepSetup {
   Net& net;
   Optimizer& opt;
-  const Augmenter& aug;
+  const SampleFormat& sample;
   int max_batch = 1;
   int rank = 0, ranks = 1, local_rank = 0;
   BackendOptions backend;

@@ -109,7 +109,8 @@ class GpuBackendStep final : public Step {
 std::unique_ptr<Step> make_gpu_step(const StepSetup& s) {
   const int device = s.local_rank % gpu_count();
   Stopwatch setup_clock;  // context, handles, arena, weights up
-  auto step = std::make_unique<gpu::GpuStep>(device, s.net, s.opt, s.aug, s.max_batch, s.rank, s.ranks, gpu_options(s));
+  auto step = std::make_unique<gpu::GpuStep>(device, s.net, s.opt, s.sample, s.max_batch, s.rank, s.ranks,
+                                             gpu_options(s));
   const double setup_s = setup_clock.seconds();
   log_info(
       "CUDA backend on %s (rank 0, set up in %.2f s), %.0f MiB of tensors in one arena, %s math, %s convolution "

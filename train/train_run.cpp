@@ -15,7 +15,6 @@
 #include "shared/log.h"
 #include "train/blas_setup.h"
 #include "train/data_parallel.h"
-#include "train/epoch_plan.h"
 #include "train/epoch_report.h"
 #include "train/stop_signal.h"
 
@@ -28,20 +27,11 @@ ReaderChoice readers_for(const TrainOptions& o, Backend backend) {
   return choose_readers(o.readers, backend == Backend::gpu ? 1 : omp_get_max_threads(), o.local_ranks);
 }
 
-LoaderOptions loader_options(const TrainOptions& o, const RunSpec& spec, int rank, int ranks, int local_batch,
-                             Backend backend, int readers) {
-  LoaderOptions lo;
-  lo.dir = spec.data_dir;
-  lo.local_batch = local_batch;
-  lo.prefetch = o.prefetch;
-  lo.window_files = spec.window_files;
-  lo.seed = spec.seed;
-  lo.rank = rank;
-  lo.ranks = ranks;
-  lo.augment = spec.cfg.augment;
-  lo.raw = backend == Backend::gpu;
-  lo.readers = readers;
-  return lo;
+// The training set's and the validation set's loaders are asked for the same things.
+LoaderOptions loader_options(const std::string& dir, bool train, const TrainOptions& o, const RunSpec& spec, int rank,
+                             int ranks, int local_batch, Backend backend, int readers) {
+  return loader_options(dir, local_batch, train, backend == Backend::gpu ? SampleOutput::raw : SampleOutput::floats,
+                        spec.cfg.augment, DataShare{rank, ranks, spec.seed, spec.window_files}, readers, o.prefetch);
 }
 
 std::unique_ptr<Loader> make_train_loader(const LoaderOptions& lo, const DatasetMeta& meta, const std::string& why) {
@@ -55,7 +45,7 @@ std::unique_ptr<Loader> make_train_loader(const LoaderOptions& lo, const Dataset
 
 // The validation set is opened as `train eval` opens its set (evaluation.h).
 std::unique_ptr<Loader> make_val_loader(const RunSpec& spec, const LoaderOptions& lo) {
-  return spec.val ? make_eval_loader(spec.val_dir, lo, spec.data) : nullptr;
+  return spec.val ? make_eval_loader(lo, spec.data) : nullptr;
 }
 
 // Stops the run at the step (0-based over the run) whose loss was not finite; `loss` is this
@@ -81,14 +71,16 @@ TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
     : o_(o), spec_(std::move(spec)), rec_(spec_.cfg.train), rank_(rank), ranks_(ranks),
       local_batch_(rec_.batch / ranks), meta_(read_dataset_meta(spec_.data_dir)),
       backend_(choose_backend(o.backend.device)), readers_(readers_for(o, backend_)),
-      loader_options_(loader_options(o, spec_, rank, ranks, local_batch_, backend_, readers_.readers)),
-      train_loader_(make_train_loader(loader_options_, meta_, readers_.why)),
-      val_loader_(make_val_loader(spec_, loader_options_)),
+      train_loader_(make_train_loader(
+          loader_options(spec_.data_dir, true, o, spec_, rank, ranks, local_batch_, backend_, readers_.readers), meta_,
+          readers_.why)),
+      val_loader_(make_val_loader(spec_, loader_options(spec_.val_dir, false, o, spec_, rank, ranks, local_batch_,
+                                                        backend_, readers_.readers))),
       net_(net_for_data(spec_.cfg, meta_.shape, meta_.classes.size(), spec_.data_dir)),
       opt_(rec_, net_.weights().size()) {
   net_.set_profiling(o.profile);
   net_.init_weights(spec_.seed);
-  per_epoch_ = steps_per_epoch(meta_, PlanOptions{spec_.seed, 0, rank, ranks, true, spec_.window_files}, local_batch_);
+  per_epoch_ = train_loader_->batches_per_epoch();
   if (per_epoch_ == 0)
     fail_file(spec_.data_dir, "too few samples for one batch of " + std::to_string(local_batch_) + " per rank");
   restore();
@@ -140,7 +132,7 @@ void TrainRun::same_state_on_every_rank() {
 }
 
 void TrainRun::make_the_step() {
-  step_ = make_step(backend_, StepSetup{net_, opt_, train_loader_->augmenter(), std::max(local_batch_, 1), rank_,
+  step_ = make_step(backend_, StepSetup{net_, opt_, train_loader_->sample_format(), std::max(local_batch_, 1), rank_,
                                         ranks_, o_.local_rank, o_.backend, o_.skip_nonfinite, o_.profile});
   step_base_ = global_step_;
 }

@@ -6,11 +6,11 @@
 #include <memory>
 #include <optional>
 
+#include "input/loader.h"
+#include "input/loader_sizing.h"
 #include "shared/dataset_meta.h"
 #include "shared/timer.h"
 #include "train/evaluation.h"
-#include "train/loader.h"
-#include "train/loader_sizing.h"
 #include "train/metrics_log.h"
 #include "train/run_spec.h"
 #include "train/step.h"
@@ -54,7 +54,6 @@ class TrainRun {
   const DatasetMeta meta_;
   const Backend backend_;
   const ReaderChoice readers_;
-  const LoaderOptions loader_options_;
   std::unique_ptr<Loader> train_loader_, val_loader_;
   Net net_;
   Optimizer opt_;

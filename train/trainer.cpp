@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "input/loader_sizing.h"
 #include "shared/error.h"
 #include "shared/log.h"
 #include "shared/timer.h"
 #include "train/cpu_step.h"
 #include "train/data_parallel.h"
-#include "train/loader_sizing.h"
 #include "train/run_spec.h"
 #include "train/stop_signal.h"
 #include "train/train_run.h"
@@ -67,15 +67,8 @@ auto agreed(int rank, int ranks, F setup) -> decltype(setup()) {
 }
 
 LoaderOptions eval_loader_options(const EvalOptions& o, const NetConfig& cfg, int rank, int ranks) {
-  LoaderOptions lo;
-  lo.dir = o.data;
-  lo.local_batch = o.batch;
-  lo.readers = choose_readers(o.readers, omp_get_max_threads(), o.local_ranks).readers;
-  lo.train = false;
-  lo.rank = rank;
-  lo.ranks = ranks;
-  lo.augment = cfg.augment;
-  return lo;
+  const int readers = choose_readers(o.readers, omp_get_max_threads(), o.local_ranks).readers;
+  return loader_options(o.data, o.batch, false, SampleOutput::floats, cfg.augment, DataShare{rank, ranks}, readers, 0);
 }
 
 // What `train eval` evaluates: the checkpoint's net, for a set checked as --val's is.
@@ -112,8 +105,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
 int run_eval(const EvalOptions& o, int rank, int ranks) {
   set_threads(o.threads, o.local_ranks);
   EvalSetup s = agreed(rank, ranks, [&] { return eval_setup(o); });
-  const std::unique_ptr<Loader> loader = make_eval_loader(o.data, eval_loader_options(o, s.cfg, rank, ranks),
-                                                          s.trained);
+  const std::unique_ptr<Loader> loader = make_eval_loader(eval_loader_options(o, s.cfg, rank, ranks), s.trained);
   Stopwatch clock;
   CpuForward forward(s.net);
   const EvalResult r = evaluate(forward, *loader, s.net.classes());

@@ -2,7 +2,7 @@
 // losses and hits in a fixed order and marks a NaN or infinite loss in the step's device scalars.
 #include "train/cuda/batch_metrics.h"
 #include "train/cuda/channels.cuh"
-#include "train/gpu_context.h"
+#include "train/cuda/gpu_context.h"
 
 namespace convoy::gpu {
 namespace {

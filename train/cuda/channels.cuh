@@ -9,8 +9,8 @@
 #include <string>
 #include <type_traits>
 
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 
 namespace convoy::gpu::channels {
 

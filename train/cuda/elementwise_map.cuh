@@ -3,8 +3,8 @@
 #pragma once
 #include <cstddef>
 
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 
 namespace convoy::gpu::elementwise {
 

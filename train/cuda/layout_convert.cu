@@ -2,9 +2,9 @@
 // NHWC activations meet the CPU's NCHW flatten order and where fp32 logits' gradients enter bf16
 // matrix products. The tensors there are small (a flatten's input, [n, classes]), so one thread per
 // output element suffices.
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/layout_convert.h"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 
 namespace convoy::gpu {
 namespace {

@@ -1,8 +1,8 @@
 // The bf16 copy of the flat fp32 weights that a bf16 net computes with, refreshed in full (after
 // an upload, or weights changed outside the fused optimiser updates).
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/weight_copy.cuh"
 #include "train/cuda/weight_copy.h"
-#include "train/gpu_context.h"
 
 namespace convoy::gpu {
 namespace {

@@ -91,6 +91,15 @@ std::shared_ptr<const OpParams> BatchNormOp::parse(const LayerKeys& k) const {
   return p;
 }
 
+// bf16: it runs an only consumer's ReLU in its own pass, and can leave its output as per-channel
+// scale and shift to a consumer that takes it so.
+OpFusion BatchNormOp::fusion(const Node&) const {
+  OpFusion f;
+  f.relu_bf16 = true;
+  f.defers_channel_affine = true;
+  return f;
+}
+
 OpShape BatchNormOp::shape(const ShapeIn& s) const {
   const Dims in = s.in[0];
   OpShape o;

@@ -3,7 +3,7 @@
 // batch_norm op's passes, bf16 ones (batchnorm_nhwc.cu) with the ReLU after it where it runs that.
 #include <type_traits>
 
-#include "train/gpu_context.h"
+#include "train/cuda/gpu_context.h"
 #include "train/layers/batchnorm.h"
 #include "train/layers/gpu_layer.h"
 

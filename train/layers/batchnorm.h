@@ -38,8 +38,7 @@ class BatchNormOp final : public Op {
   const char* type() const override { return "batch_norm"; }
   std::vector<std::string> keys() const override { return {"eps", "momentum"}; }
   std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
-  bool fuses_relu_bf16() const override { return true; }
-  bool defers_channel_affine_bf16() const override { return true; }
+  OpFusion fusion(const Node& nd) const override;
   OpShape shape(const ShapeIn& in) const override;
   const char* weight_name() const override { return "gamma"; }
   const char* bias_name() const override { return "beta"; }

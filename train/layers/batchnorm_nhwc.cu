@@ -8,8 +8,8 @@
 
 #include "train/cuda/channel_affine.h"
 #include "train/cuda/channels.cuh"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 #include "train/layers/batchnorm.h"
 
 namespace convoy::gpu {

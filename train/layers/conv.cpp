@@ -215,6 +215,15 @@ std::shared_ptr<const OpParams> ConvOp::parse(const LayerKeys& k) const {
 
 std::string ConvOp::example() const { return "filters = 6\nkernel = 3\npad = 1\ngroups = 2\n"; }
 
+// It runs an only consumer's ReLU itself on the CPU; on the GPU its backward pass adds an input's
+// gradient to what the buffer holds in cuDNN's own pass (beta = 1).
+OpFusion ConvOp::fusion(const Node&) const {
+  OpFusion f;
+  f.relu = true;
+  f.adds_to_dx = true;
+  return f;
+}
+
 OpShape ConvOp::shape(const ShapeIn& s) const {
   const ConvParams& p = params_of<ConvParams>(s.spec);
   const Dims in = s.in[0];

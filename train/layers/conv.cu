@@ -11,9 +11,9 @@
 
 #include "shared/log.h"
 #include "train/cuda/channels.cuh"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/input_layout.h"
 #include "train/cuda/weight_copy.cuh"
-#include "train/gpu_context.h"
 #include "train/layers/conv.h"
 #include "train/layers/gpu_layer.h"
 

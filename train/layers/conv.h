@@ -47,7 +47,7 @@ class ConvOp final : public Op {
   std::vector<std::string> keys() const override;
   std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
   std::string example() const override;
-  bool fuses_relu() const override { return true; }
+  OpFusion fusion(const Node& nd) const override;
   OpShape shape(const ShapeIn& in) const override;
   double forward(const CpuLayer& l) const override;
   void backward(const CpuLayer& l, int k) const override;
@@ -56,7 +56,6 @@ class ConvOp final : public Op {
   void gpu_setup(gpu::GpuSetup& s) const override;
   void gpu_forward(const gpu::GpuLayer& l) const override;
   void gpu_backward(const gpu::GpuLayer& l, int k) const override;
-  bool gpu_adds_to_dx() const override { return true; }
 #endif
 };
 const Op& conv_op();

@@ -2,8 +2,8 @@
 // index), so CPU and GPU drop the same elements, for fp32 or bf16 activations; then the dropout
 // op's passes.
 #include "shared/counter_rng.h"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 #include "train/layers/dropout.h"
 #include "train/layers/gpu_layer.h"
 

@@ -46,6 +46,17 @@ void ReluOp::backward(const CpuLayer& l, int) const {
   if (l.dx) relu_backward(l.count(), l.node.y.data(), l.dy, l.dx);
 }
 
+// bf16: the residual add runs its ReLU, takes a deferred batch norm's output as scale and shift,
+// sums its ReLU gradient's two parts as it reads them, and takes deferred batch norms' gradient sums.
+OpFusion AddOp::fusion(const Node&) const {
+  OpFusion f;
+  f.relu_bf16 = true;
+  f.takes_channel_affine = true;
+  f.sums_relu_gradient_parts = true;
+  f.takes_deferred_gradient_sums = true;
+  return f;
+}
+
 OpShape AddOp::shape(const ShapeIn& s) const {
   if (!(s.in[0] == s.in[1]))
     s.fail("inputs have different shapes " + dims_text(s.in[0]) + " and " + dims_text(s.in[1]));

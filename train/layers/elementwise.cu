@@ -5,8 +5,8 @@
 
 #include "train/cuda/channels.cuh"
 #include "train/cuda/elementwise_map.cuh"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 #include "train/layers/elementwise.h"
 #include "train/layers/gpu_layer.h"
 

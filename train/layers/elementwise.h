@@ -25,7 +25,7 @@ void add_forward(size_t count, const float* a, const float* b, float* y);
 // dst += src, for gradients that reach one tensor from several consumers.
 void accumulate(size_t count, const float* src, float* dst);
 
-// A ReLU is often run by the layer before it (Op::fuses_relu, fuses_relu_bf16): then it does nothing.
+// A ReLU is often run by the layer before it (OpFusion::relu, relu_bf16): then it does nothing.
 class ReluOp final : public Op {
  public:
   const char* type() const override { return "relu"; }
@@ -43,8 +43,7 @@ class AddOp final : public Op {
  public:
   const char* type() const override { return "add"; }
   int arity() const override { return 2; }
-  bool fuses_relu_bf16() const override { return true; }
-  bool takes_channel_affine_bf16() const override { return true; }
+  OpFusion fusion(const Node& nd) const override;
   OpShape shape(const ShapeIn& in) const override;
   double forward(const CpuLayer& l) const override;
   void backward(const CpuLayer& l, int k) const override;
@@ -52,8 +51,6 @@ class AddOp final : public Op {
   void gpu_forward(const gpu::GpuLayer& l) const override;
   void gpu_backward(const gpu::GpuLayer& l, int k) const override;
   bool gpu_backward_all(const gpu::GpuLayer& l) const override;
-  bool sums_relu_gradient_parts_bf16() const override { return true; }
-  bool takes_deferred_gradient_sums_bf16() const override { return true; }
 #endif
 };
 

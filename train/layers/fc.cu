@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "train/cuda/channels.cuh"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/layout_convert.h"
-#include "train/gpu_context.h"
 #include "train/layers/fc.h"
 #include "train/layers/gpu_layer.h"
 

@@ -1,7 +1,7 @@
 // CUDA twin of gelu.cpp through the shared elementwise kernel (16-byte packs where the pointers
 // allow), for fp32 or bf16 elements; then the gelu op's passes.
 #include "train/cuda/elementwise_map.cuh"
-#include "train/gpu_context.h"
+#include "train/cuda/gpu_context.h"
 #include "train/layers/gelu.h"
 #include "train/layers/gpu_layer.h"
 

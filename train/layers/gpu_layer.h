@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "train/cuda/channel_affine.h"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/input_layout.h"
 #include "train/cuda/storage.h"
 #include "train/cuda/weight_copy.h"
-#include "train/gpu_context.h"
 #include "train/layers/op.h"
 
 namespace convoy::gpu {
@@ -22,7 +22,7 @@ namespace convoy::gpu {
 // batch-norm statistics, max-pool argmax, an fc's input and input gradient in NCHW order).
 struct NodeBuffers {
   DeviceBuffer<unsigned char> y, dy, aux, aux2;
-  DeviceBuffer<float2> scale_shift;  // bf16, a node that can defer its output (Op::defers_channel_affine_bf16)
+  DeviceBuffer<float2> scale_shift;  // bf16, a node that can defer its output (OpFusion::defers_channel_affine)
   DeviceBuffer<float2> grad_sums;    // bf16, a deferred batch norm whose consumer takes its gradient sums
   DeviceBuffer<uint8_t> relu_bits;   // bf16, a node running its ReLU: the output's signs (GpuLayer::relu_bits)
   bool fp32 = true;                  // y and dy hold fp32: every node of an fp32 net, the logits of a bf16 one
@@ -108,7 +108,7 @@ struct GpuLayer {
   const float2* sums_taken = nullptr;        // bf16: this batch norm's gradient sums, taken by its consumer
   bf16 *dw16 = nullptr, *dy16 = nullptr;     // bf16: shared scratch (see GpuSetup)
   void* dx = nullptr;                        // backward: where the input's gradient goes (null: none)
-  bool dx_add = false;                       // ...added to what dx holds rather than written (Op::gpu_adds_to_dx)
+  bool dx_add = false;                       // ...added to what dx holds rather than written (OpFusion::adds_to_dx)
 
   int n() const { return batch.n; }
   const Dims& in(int k = 0) const { return node.in_dims[size_t(k)]; }

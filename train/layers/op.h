@@ -90,6 +90,39 @@ struct CpuLayer {
   size_t count() const { return size_t(n) * node.out.size(); }  // output values of the batch
 };
 
+// bf16 values in one 16-byte pack of channels (kPack<bf16> in train/cuda/storage.cuh): the fused
+// kernels that take a node's channels in whole packs want its channel count a multiple of it.
+constexpr int kBf16ChannelPack = 8;
+
+// What an op can do beyond its own pass, as the fusion plans ask it: the CPU net's (Net) and the
+// CUDA net's (train/fusion_plan.h, whose rules decide from these where fusions apply). All false
+// unless the op says otherwise.
+struct OpFusion {
+  bool relu = false;       // CPU: applies an only consumer's ReLU itself (a convolution)
+  bool relu_bf16 = false;  // GPU, bf16 nets: likewise (batch norm, the residual add)
+  // GPU, bf16 nets: whether it can leave its output as x * scale + shift per channel
+  // (gpu::ChannelAffine) for an only consumer that takes inputs so (batch norm), and whether it
+  // takes them (the residual add): the output is then never written nor read back. A node that
+  // takes them with their ReLU (max pooling) also takes a deferring node's fused ReLU, and its
+  // backward pass leaves no gradient where the ReLU clipped.
+  bool defers_channel_affine = false;
+  bool takes_channel_affine = false;
+  bool takes_channel_affine_relu = false;
+  // GPU: whether gpu_backward honours GpuLayer::dx_add, adding the input's gradient to dx in its
+  // own pass (a convolution, through cuDNN's beta); else GpuNet adds it on from scratch.
+  bool adds_to_dx = false;
+  // GPU, bf16 nets: whether, running its ReLU, its backward pass can take the ReLU's output
+  // gradient in two parts (NodeBuffers::dy and GpuLayer::relu_dy2) and sum them as it reads (the
+  // residual add): a second consumer that would add its part inside its own pass (a convolution,
+  // cuDNN's beta = 1, which runs slower kernels) then writes it apart instead.
+  bool sums_relu_gradient_parts = false;
+  // GPU, bf16 nets: whether, running its ReLU, it can write its input gradient once for both
+  // inputs and take the gradient sums of the deferred batch norms among them as it writes (the
+  // residual add): the batch norms then read their gradient from the other input's and only
+  // finish their sums.
+  bool takes_deferred_gradient_sums = false;
+};
+
 class Op {
  public:
   virtual ~Op() = default;
@@ -109,16 +142,8 @@ class Op {
   virtual int arity() const { return 1; }         // inputs it takes
   virtual bool is_loss() const { return false; }  // the last layer: probabilities and per-sample losses
   virtual bool is_relu() const { return false; }
-  virtual bool fuses_relu() const { return false; }       // CPU: applies an only consumer's ReLU itself
-  virtual bool fuses_relu_bf16() const { return false; }  // GPU, bf16 nets: likewise
-  // GPU, bf16 nets: whether it can leave its output as x * scale + shift per channel
-  // (gpu::ChannelAffine) for an only consumer that takes inputs so (batch norm), and whether it
-  // takes them (the residual add): the output is then never written nor read back. A node that
-  // takes them with their ReLU (max pooling) also takes a deferring node's fused ReLU, and its
-  // backward pass leaves no gradient where the ReLU clipped.
-  virtual bool defers_channel_affine_bf16() const { return false; }
-  virtual bool takes_channel_affine_bf16() const { return false; }
-  virtual bool takes_channel_affine_relu_bf16(const Node&) const { return false; }
+  // What node nd of it can do beyond its own pass: what the fusion plans ask (OpFusion above).
+  virtual OpFusion fusion(const Node& /*nd*/) const { return {}; }
   // What of the layer asks for the dataset's class count (units = "classes"); empty: nothing.
   virtual std::string wants_classes(const LayerSpec&) const { return ""; }
   // Output dims, parameter and state counts and FLOPs, or fail() with what is wrong.
@@ -150,18 +175,6 @@ class Op {
   // Computes every input's gradient in one pass and returns true (a residual add running its ReLU),
   // or returns false to have gpu_backward called per input.
   virtual bool gpu_backward_all(const gpu::GpuLayer&) const { return false; }
-  // Whether gpu_backward honours GpuLayer::dx_add, adding the input's gradient to dx in its own
-  // pass (a convolution, through cuDNN's beta); else GpuNet adds it on from scratch.
-  virtual bool gpu_adds_to_dx() const { return false; }
-  // bf16: whether, running its ReLU, its backward pass can take the ReLU's output gradient in two
-  // parts (NodeBuffers::dy and GpuLayer::relu_dy2) and sum them as it reads (the residual add): a
-  // second consumer that would add its part inside its own pass (a convolution, cuDNN's beta = 1,
-  // which runs slower kernels) then writes it apart instead.
-  virtual bool sums_relu_gradient_parts_bf16() const { return false; }
-  // bf16: whether, running its ReLU, it can write its input gradient once for both inputs and take
-  // the gradient sums of the deferred batch norms among them as it writes (the residual add): the
-  // batch norms then read their gradient from the other input's and only finish their sums.
-  virtual bool takes_deferred_gradient_sums_bf16() const { return false; }
 #endif
 };
 

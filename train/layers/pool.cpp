@@ -155,6 +155,13 @@ OpShape WindowPoolOp::shape(const ShapeIn& s) const {
 
 CpuBuffers MaxPoolOp::cpu_buffers(const Node& nd, int n) const { return {0, size_t(n) * nd.out.size()}; }
 
+// bf16: it takes a deferred batch norm's output with its ReLU where its channels come in whole packs.
+OpFusion MaxPoolOp::fusion(const Node& nd) const {
+  OpFusion f;
+  f.takes_channel_affine_relu = max_pool_takes_affine(pool_shape(nd, 1));
+  return f;
+}
+
 double MaxPoolOp::forward(const CpuLayer& l) const {
   max_pool_forward(pool_shape(l.node, l.n), l.x[0], l.y, l.node.aux_i32.data());
   return 0;

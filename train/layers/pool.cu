@@ -5,9 +5,9 @@
 #include <type_traits>
 
 #include "train/cuda/channel_affine.h"
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/layout.cuh"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 #include "train/layers/gpu_layer.h"
 #include "train/layers/pool.h"
 
@@ -488,10 +488,6 @@ void global_backward(const GpuLayer& l) {
 }
 
 }  // namespace
-
-bool MaxPoolOp::takes_channel_affine_relu_bf16(const Node& nd) const {
-  return gpu::max_pool_takes_affine(pool_shape(nd, 1));
-}
 
 void MaxPoolOp::gpu_setup(gpu::GpuSetup& s) const { s.arena.request(s.buf.aux, s.count() * sizeof(int32_t)); }
 void MaxPoolOp::gpu_forward(const GpuLayer& l) const { l.half ? max_forward<bf16>(l) : max_forward<float>(l); }

@@ -38,6 +38,9 @@ struct PoolParams : OpParams {
 
 // A max or average pool node's op shape for a batch of n.
 PoolShape pool_shape(const Node& nd, int n);
+// Whether bf16 max pooling of this shape can take its input as a deferred batch norm's scale and
+// shift with its ReLU (OpFusion::takes_channel_affine_relu): its channels in whole 16-byte packs.
+inline bool max_pool_takes_affine(const PoolShape& s) { return s.c % kBf16ChannelPack == 0; }
 
 // Max and average pooling over kernel x kernel windows: the keys and the shape rule they share.
 class WindowPoolOp : public Op {
@@ -54,8 +57,8 @@ class MaxPoolOp final : public WindowPoolOp {
   CpuBuffers cpu_buffers(const Node& nd, int n) const override;
   double forward(const CpuLayer& l) const override;
   void backward(const CpuLayer& l, int k) const override;
+  OpFusion fusion(const Node& nd) const override;
 #if CONVOY_HAVE_CUDA
-  bool takes_channel_affine_relu_bf16(const Node& nd) const override;
   void gpu_setup(gpu::GpuSetup& s) const override;
   void gpu_forward(const gpu::GpuLayer& l) const override;
   void gpu_backward(const gpu::GpuLayer& l, int k) const override;
@@ -107,7 +110,6 @@ void max_pool_backward(Context& ctx, const PoolShape& s, const T* dy, const int3
 // and, but where a ReLU clipped the whole window (argmax -1, no gradient), the same argmax as
 // pooling the stored output. For shapes of max_pool_takes_affine only.
 void max_pool_forward(Context& ctx, const PoolShape& s, const ChannelAffine& x, bf16* y, int32_t* argmax);
-inline bool max_pool_takes_affine(const PoolShape& s) { return s.c % 8 == 0; }
 template <typename T>
 void avg_pool_forward(Context& ctx, const PoolShape& s, const T* x, T* y, Layout layout = Layout::nchw);
 template <typename T>

@@ -1,8 +1,8 @@
 // CUDA twin of softmax_xent.cpp: one warp per sample (classes are few), max-subtracted, with the
 // sum of exponentials in double as on the CPU. Logits and their gradient may be bf16; everything in
 // between is fp32 or double. Then the softmax_xent op's passes.
+#include "train/cuda/gpu_context.h"
 #include "train/cuda/storage.cuh"
-#include "train/gpu_context.h"
 #include "train/layers/gpu_layer.h"
 #include "train/layers/softmax_xent.h"
 
