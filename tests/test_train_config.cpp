@@ -94,6 +94,21 @@ TEST(NetConfig, ErrorsNameFileLineAndReason) {
   EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\ngroups = 3\n" + kTail)
                 .rfind("bad.toml:1: layer 'conv1': groups = 3 must divide", 0),
             0u);
+  // A concat joins 2 to 8 inputs of one height and width; ceil_mode is max pooling's alone.
+  const std::string conv = "[[layer]]\nname = \"c\"\ntype = \"conv\"\nfilters = 3\nkernel = 3\n";
+  EXPECT_EQ(error_of(conv + "[[layer]]\ntype = \"concat\"\n" + kTail),
+            "bad.toml:6: layer 'concat2': concat takes 2 to 8 inputs, not 1");
+  EXPECT_EQ(error_of(conv +
+                     "[[layer]]\ntype = \"concat\"\ninputs = [\"c\", \"c\", \"c\", \"c\", \"c\", \"c\", "
+                     "\"c\", \"c\", \"c\"]\n" +
+                     kTail),
+            "bad.toml:6: layer 'concat2': concat takes 2 to 8 inputs, not 9");
+  EXPECT_EQ(error_of(conv + "[[layer]]\ntype = \"concat\"\ninputs = [\"c\", \"data\"]\n" + kTail),
+            "bad.toml:6: layer 'concat2': inputs differ in height and width: 3x6x6 ('c') and 1x8x8 ('data')");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"avg_pool\"\nceil_mode = true\n" + kTail),
+            "bad.toml:3: unknown key 'ceil_mode' in a avg_pool layer");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"max_pool\"\nceil_mode = 1\n" + kTail),
+            "bad.toml:3: 'ceil_mode' must be true or false");
 }
 
 // The op table: one op per type, each found by its type, all of them listed when a type is unknown.

@@ -121,7 +121,7 @@ void GpuNet::set_up_node(Arena& a, int i, Sizes& sizes) {
 // several consumers writes its gradient, the later ones add to it.
 void GpuNet::order_gradient_sums() {
   const auto& nodes = net_.nodes();
-  adds_.assign(nodes.size(), {false, false});
+  adds_.assign(nodes.size(), {});
   std::vector<bool> reached(nodes.size(), false);
   for (int idx = int(nodes.size()) - 1; idx >= 0; --idx)
     for (size_t k = 0; k < nodes[idx].in.size(); ++k) {
@@ -154,7 +154,7 @@ void GpuNet::fuse_relus() {
 // the part the previous block's add reads next). Returns part_'s size.
 size_t GpuNet::split_gradient_sums() {
   const auto& nodes = net_.nodes();
-  split_.assign(nodes.size(), {false, false});
+  split_.assign(nodes.size(), {});
   split_reader_.assign(nodes.size(), false);
   size_t bytes = 0;
   int unread = int(nodes.size());  // the reader of the last part written, by backward order
@@ -180,7 +180,9 @@ size_t GpuNet::split_gradient_sums() {
 void GpuNet::defer_affines() {
   const auto& nodes = net_.nodes();
   deferred_.assign(nodes.size(), false);
-  affine_in_.assign(nodes.size(), {-1, -1});
+  std::array<int, kMaxInputs> none;
+  none.fill(-1);
+  affine_in_.assign(nodes.size(), none);
   if (!ctx_.bf16()) return;
   for (size_t j = 0; j < nodes.size(); ++j) {
     const Op& op = nodes[j].op();
@@ -203,7 +205,7 @@ void GpuNet::defer_affines() {
 // the second) must not be written by another node before each such batch norm has read it.
 void GpuNet::take_deferred_gradient_sums() {
   const auto& nodes = net_.nodes();
-  skip_grad_.assign(nodes.size(), {false, false});
+  skip_grad_.assign(nodes.size(), {});
   grad_from_.assign(nodes.size(), -1);
   sums_taken_.assign(nodes.size(), false);
   if (!ctx_.bf16()) return;

@@ -115,24 +115,24 @@ class GpuNet {
   // scale and shift for an only consumer that takes inputs so (the residual add): deferred_[i]
   // marks it, and affine_in_[j][k] is the node whose output node j's input k is so (-1: none).
   std::vector<bool> deferred_;
-  std::vector<std::array<int, 2>> affine_in_;
+  std::vector<std::array<int, kMaxInputs>> affine_in_;
   // bf16 nets: an add running its ReLU whose inputs include deferred batch norms without ReLUs
   // (Op::takes_deferred_gradient_sums_bf16) writes its input gradient once, into one input's dy,
   // and takes those batch norms' gradient sums: skip_grad_[j][k] marks the input gradient node j
   // leaves unwritten, grad_from_[m] the node whose dy holds batch norm m's gradient (-1: its own,
   // and only then is its dy stored), and sums_taken_[m] a batch norm whose sums are so taken.
-  std::vector<std::array<bool, 2>> skip_grad_;
+  std::vector<std::array<bool, kMaxInputs>> skip_grad_;
   std::vector<int> grad_from_;
   std::vector<bool> sums_taken_;
   // Per node and input: whether the input's gradient already holds another consumer's part when
   // this node's backward pass comes (it is added to), or this node is the first to give it one (it
   // is written: no zeroing pass, no scratch).
-  std::vector<std::array<bool, 2>> adds_;
+  std::vector<std::array<bool, kMaxInputs>> adds_;
   // bf16 nets: per node and input, whether its gradient part goes to part_ instead of being added
   // to the input's dy, for a ReLU run by an op that sums the two parts as it reads them
   // (Op::sums_relu_gradient_parts_bf16); split_reader_[j] marks that op. part_ is shared: between
   // a part's writer and its reader no other part is written.
-  std::vector<std::array<bool, 2>> split_;
+  std::vector<std::array<bool, kMaxInputs>> split_;
   std::vector<bool> split_reader_;
   DeviceBuffer<unsigned char> part_;
   InputLayout input_;

@@ -66,9 +66,14 @@ std::vector<int> Net::inputs_of(const LayerSpec& spec) const {
     if (it == index_.end()) fail_at(spec, "input '" + name + "' is not an earlier layer (or 'data')");
     in.push_back(it->second);
   }
-  const bool two = spec.op->arity() == 2;
-  if (two != (in.size() == 2) || in.size() > 2)
-    fail_at(spec, two ? std::string(spec.op->type()) + " needs exactly two inputs" : "takes exactly one input");
+  const int lo = spec.op->arity(), hi = spec.op->max_arity(), got = int(in.size());
+  if (got < lo || got > hi) {
+    const std::string type = spec.op->type();
+    if (lo == 1 && hi == 1) fail_at(spec, "takes exactly one input");
+    if (lo == 2 && hi == 2) fail_at(spec, type + " needs exactly two inputs");
+    fail_at(spec, type + " takes " + std::to_string(lo) + " to " + std::to_string(hi) + " inputs, not " +
+                      std::to_string(got));
+  }
   return in;
 }
 
@@ -151,8 +156,8 @@ void Net::reserve(int n) {
     const CpuBuffers keep = nd.op().cpu_buffers(nd, n);
     if (keep.aux) nd.aux.assign(keep.aux, 0.f);
     if (keep.aux_i32) nd.aux_i32.assign(keep.aux_i32, 0);
-    for (int i : nd.in)
-      if (i < 0 || nodes_[i].consumers > 1) scratch = std::max(scratch, size_t(n) * nd.in_dims[0].size());
+    for (size_t k = 0; k < nd.in.size(); ++k)
+      if (nd.in[k] < 0 || nodes_[nd.in[k]].consumers > 1) scratch = std::max(scratch, size_t(n) * nd.in_dims[k].size());
   }
   scratch_.assign(scratch, 0.f);
   probs_.assign(size_t(n) * classes_, 0.f);
@@ -230,10 +235,10 @@ void Net::backward(bool want_input_grad) {
     Node& nd = nodes_[idx];
     if (nd.alias >= 0) continue;  // its gradient already lands in the fused op's, which masks it
     if (profiling_) clock.reset();
-    const size_t in_count = size_t(n) * nd.in_dims[0].size();
     CpuLayer l = layer(idx);
     for (size_t k = 0; k < nd.in.size(); ++k) {
       const int from = nd.in[k];
+      const size_t in_count = size_t(n) * nd.in_dims[k].size();  // inputs of a concat differ in size
       // The first layer's input gradient is skipped for the ops that can skip it.
       l.dx = from >= 0 || want_input_grad ? grad_target(from) : nullptr;
       nd.op().backward(l, int(k));
