@@ -153,9 +153,11 @@ TEST(NetConfig, ShippedConfigsHaveTheReferenceSizes) {
     size_t params;
     double gflops;  // forward, per image (2 x multiply-adds)
   } wants[] = {{"configs/fmnist.toml", 870634, 0.0383},
-               {"configs/alexnet-cc2.toml", 61100840, 1.43},  // torchvision AlexNet: 61.1 M
-               {"configs/resnet18.toml", 11689512, 3.64},     // torchvision ResNet-18: 11.69 M
-               {"configs/resnet50.toml", 25557032, 8.22}};    // torchvision ResNet-50: 25.56 M
+               {"configs/alexnet-cc2.toml", 61100840, 1.43},    // torchvision AlexNet: 61.1 M
+               {"configs/resnet18.toml", 11689512, 3.64},       // torchvision ResNet-18: 11.69 M
+               {"configs/resnet50.toml", 25557032, 8.22},       // torchvision ResNet-50: 25.56 M
+               {"configs/googlenet.toml", 6624904, 3.02},       // torchvision GoogLeNet: 6.62 M, 1.50 GMACs
+               {"configs/mobilenet_v2.toml", 3504872, 0.621}};  // torchvision MobileNetV2: 3.50 M, 0.30 GMACs
   for (const Want& w : wants) {
     NetConfig c = read_net_config(repo_file(w.file));
     Net net(c, Dims{c.input_c, c.input_h, c.input_w});
@@ -166,7 +168,8 @@ TEST(NetConfig, ShippedConfigsHaveTheReferenceSizes) {
 }
 
 // Each shipped config builds from a dataset and trains one step (a small batch for the 224 px nets;
-// ResNet-50 at 32 px, its crop set to match, to stay within seconds on two cores).
+// ResNet-50 at 32 px, GoogLeNet and MobileNetV2 at 64 px, their crops set to match, to stay within
+// seconds on two cores).
 TEST(NetConfig, ShippedConfigsTrainOneStep) {
   mpi();
   const std::string tmp = std::string(CONVOY_TEST_TMP) + "/config_one_step";
@@ -175,10 +178,9 @@ TEST(NetConfig, ShippedConfigsTrainOneStep) {
     uint32_t size, channels;
     int classes, batch;
     bool crop_to_size;  // train a copy of the config whose crop is `size`
-  } cases[] = {{"configs/fmnist.toml", 28, 1, 10, 8, false},
-               {"configs/alexnet-cc2.toml", 224, 3, 5, 2, false},
-               {"configs/resnet18.toml", 224, 3, 5, 2, false},
-               {"configs/resnet50.toml", 32, 3, 5, 2, true}};
+  } cases[] = {{"configs/fmnist.toml", 28, 1, 10, 8, false},   {"configs/alexnet-cc2.toml", 224, 3, 5, 2, false},
+               {"configs/resnet18.toml", 224, 3, 5, 2, false}, {"configs/resnet50.toml", 32, 3, 5, 2, true},
+               {"configs/googlenet.toml", 64, 3, 5, 2, true},  {"configs/mobilenet_v2.toml", 64, 3, 5, 2, true}};
   for (const Case& c : cases) {
     SyntheticSpec spec;
     spec.file_counts = {uint32_t(c.batch)};
