@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -165,6 +168,29 @@ TEST(NetConfig, ShippedConfigsHaveTheReferenceSizes) {
     EXPECT_NEAR(net.flops_per_image() / 1e9, w.gflops, 0.01 * w.gflops + 0.001) << w.file;
     EXPECT_NE(net.summary().find("total:"), std::string::npos);
   }
+}
+
+// A layer with many long input names keeps its whole row in the summary (--print-net): the row of a
+// concat of eight 40-character names was cut off at 255 characters, its parameters and FLOPs lost.
+TEST(NetConfig, SummaryRowsAreWholeForLongInputLists) {
+  std::string text, names;
+  const std::string pad(33, 'x');
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "branch" + std::to_string(i) + pad;
+    text += "[[layer]]\nname = \"" + name + "\"\ntype = \"conv\"\ninputs = \"data\"\nfilters = 1\nkernel = 1\n";
+    names += (i ? "\", \"" : "") + name;
+  }
+  text += "[[layer]]\nname = \"cat\"\ntype = \"concat\"\ninputs = [\"" + names + "\"]\n" + kTail;
+  Net net(parse_net_config(text, "long.toml"), Dims{1, 2, 2}, 4);
+  const std::string s = net.summary();
+  const size_t at = s.find("\ncat ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string row = s.substr(at + 1, s.find('\n', at + 1) - at - 1);
+  std::istringstream fields(row);
+  std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+  ASSERT_EQ(f.size(), 6u) << row;  // name, type, output, inputs, parameters, MFLOPs
+  EXPECT_NE(f[3].find("branch7" + pad), std::string::npos) << row;
+  EXPECT_EQ(f[4] + " " + f[5], "0 0.000") << row;
 }
 
 // Each shipped config builds from a dataset and trains one step (a small batch for the 224 px nets;
