@@ -24,11 +24,13 @@
 #include "train/cuda/normalize_input.h"
 #include "train/cuda/weight_copy.h"
 #include "train/layers/batchnorm.h"
+#include "train/layers/concat.h"
 #include "train/layers/conv.h"
 #include "train/layers/dropout.h"
 #include "train/layers/elementwise.h"
 #include "train/layers/fc.h"
 #include "train/layers/pool.h"
+#include "train/layers/relu6.h"
 #include "train/layers/softmax_xent.h"
 #include "train/optimizer_update.h"
 
@@ -93,6 +95,15 @@ using test::to_nchw;
 using test::to_nhwc;
 using test::up_bf16;
 
+// A concat node over inputs of cs channels, h x w pixels: what concat_slice reads.
+Node concat_node(const std::vector<int>& cs, int h, int w) {
+  Node nd;
+  int total = 0;
+  for (int c : cs) nd.in_dims.push_back({c, h, w}), total += c;
+  nd.out = {total, h, w};
+  return nd;
+}
+
 // The conv weights [c_out, c, kh, kw] in cuDNN's NHWC filter order [c_out, kh, kw, c], written out
 // independently of the library's index arithmetic.
 std::vector<float> krsc(const std::vector<float>& w, int k, int c, int rs) {
@@ -106,9 +117,13 @@ std::vector<float> krsc(const std::vector<float>& w, int k, int c, int rs) {
 }  // namespace
 
 TEST_F(Gpu, ConvForwardBackward) {
+  // The last four: depthwise (MobileNet's, at stride 1 and 2, and two filters per channel) and a
+  // grouped 1x1.
   for (ConvShape s : {ConvShape{4, 3, 28, 28, 32, 3, 3, 1, 1, 1}, ConvShape{2, 16, 15, 13, 8, 3, 3, 2, 1, 1},
                       ConvShape{3, 8, 9, 9, 8, 1, 1, 1, 0, 1}, ConvShape{2, 8, 10, 10, 8, 3, 3, 1, 1, 4},
-                      ConvShape{2, 3, 32, 32, 16, 7, 7, 2, 3, 1}}) {
+                      ConvShape{2, 3, 32, 32, 16, 7, 7, 2, 3, 1}, ConvShape{2, 16, 9, 9, 16, 3, 3, 1, 1, 16},
+                      ConvShape{2, 24, 11, 10, 24, 3, 3, 2, 1, 24}, ConvShape{2, 8, 7, 7, 16, 3, 3, 1, 1, 8},
+                      ConvShape{3, 16, 6, 6, 8, 1, 1, 1, 0, 4}}) {
     auto x = randn(s.in_count(), 1), w = randn(s.weight_count(), 2, 0.2f), b = randn(s.c_out, 3);
     auto dy = randn(s.out_count(), 4);
     std::vector<float> y(s.out_count()), dx(s.in_count()), dw(s.weight_count()), db(s.c_out);
@@ -174,6 +189,22 @@ TEST_F(Gpu, Pooling) {
     EXPECT_LT(rel_err(down(ctx, gya), ya), 1e-5);
     EXPECT_LT(rel_err(down(ctx, gdxa), dxa), 1e-5);
   }
+  // Max pooling in ceil mode (GoogLeNet's): windows past the input's end, and at stride 1 with padding.
+  for (PoolShape s : {PoolShape{2, 5, 16, 15, 3, 3, 2, 0, true}, PoolShape{2, 4, 14, 13, 2, 2, 2, 0, true},
+                      PoolShape{2, 3, 9, 8, 3, 3, 1, 1, true}, PoolShape{2, 3, 10, 9, 3, 3, 2, 1, true}}) {
+    auto x = randn(s.in_count(), 19), dy = randn(s.out_count(), 20);
+    std::vector<float> y(s.out_count()), dx(s.in_count());
+    std::vector<int32_t> am(s.out_count());
+    convoy::max_pool_forward(s, x.data(), y.data(), am.data());
+    convoy::max_pool_backward(s, dy.data(), am.data(), dx.data());
+    auto gx = up(x), gdy = up(dy), gy = poisoned(y.size()), gdx = poisoned(dx.size());
+    gpu::DeviceBuffer<int32_t> gam(am.size());
+    gpu::max_pool_forward(ctx, s, gx.get(), gy.get(), gam.get());
+    gpu::max_pool_backward(ctx, s, gdy.get(), gam.get(), gdx.get());
+    EXPECT_EQ(down(ctx, gam), am) << "ceil mode, " << s.h_in << "x" << s.w_in << " k" << s.kh << " s" << s.stride;
+    EXPECT_EQ(down(ctx, gy), y);
+    EXPECT_LT(rel_err(down(ctx, gdx), dx), 1e-5);
+  }
   const int n = 3, c = 7, hw = 49;
   auto x = randn(size_t(n) * c * hw, 11), dy = randn(size_t(n) * c, 12);
   std::vector<float> y(n * c), dx(x.size());
@@ -204,6 +235,51 @@ TEST_F(Gpu, ElementwiseOps) {
   EXPECT_EQ(down(ctx, gdx), dx);
   EXPECT_EQ(down(ctx, gs), s);
   EXPECT_EQ(down(ctx, gacc), acc);
+  // ReLU6 over values spread past both bounds (0 and 6), and from 1 element on (the unpacked rest).
+  for (size_t m : {n, size_t(5)}) {
+    auto x6 = randn(m, 16, 5.f);
+    std::vector<float> y6(m), dx6(m);
+    convoy::relu6_forward(m, x6.data(), y6.data());
+    convoy::relu6_backward(m, y6.data(), dy.data(), dx6.data());
+    auto gx6 = up(x6), gy6 = poisoned(m), gdx6 = poisoned(m);
+    gpu::relu6_forward(ctx, m, gx6.get(), gy6.get());
+    gpu::relu6_backward(ctx, m, gy6.get(), gdy.get(), gdx6.get());
+    EXPECT_EQ(down(ctx, gy6), y6) << m;
+    EXPECT_EQ(down(ctx, gdx6), dx6) << m;
+  }
+}
+
+// Concat of inputs of 8, 16, 3 and 5 channels: the output and each input's gradient, written and
+// added to what it holds, bit for bit (copies, and one float sum). At 6x6 every slice moves in
+// 16-byte packs, at 5x7 the last two one value at a time.
+TEST_F(Gpu, ConcatEqualsCpu) {
+  const std::vector<int> cs = {8, 16, 3, 5};
+  for (const int h : {6, 5}) {
+    const Node nd = concat_node(cs, h, h == 6 ? 6 : 7);
+    const int n = 3;
+    auto dy = randn(size_t(n) * nd.out.size(), 50);
+    std::vector<float> y(dy.size(), NAN);
+    auto gdy = up(dy), gy = poisoned(y.size());
+    std::vector<gpu::DeviceBuffer<float>> gx;
+    for (size_t k = 0; k < cs.size(); ++k) {
+      const auto x = randn(size_t(n) * nd.in_dims[k].size(), 51 + uint32_t(k));
+      convoy::concat_forward(concat_slice(nd, int(k), n), x.data(), y.data());
+      gx.push_back(up(x));
+      gpu::concat_forward(ctx, concat_slice(nd, int(k), n), gx[k].get(), gy.get());
+    }
+    EXPECT_EQ(down(ctx, gy), y) << h;
+    for (size_t k = 0; k < cs.size(); ++k) {
+      const ConcatSlice sl = concat_slice(nd, int(k), n);
+      std::vector<float> dx(size_t(n) * nd.in_dims[k].size()), held = randn(dx.size(), 60 + uint32_t(k));
+      convoy::concat_backward(sl, dy.data(), dx.data());
+      auto gdx = poisoned(dx.size()), gsum = up(held);
+      gpu::concat_backward(ctx, sl, gdy.get(), gdx.get());
+      gpu::concat_backward(ctx, sl, gdy.get(), gsum.get(), true);
+      EXPECT_EQ(down(ctx, gdx), dx) << "input " << k;
+      for (size_t i = 0; i < dx.size(); ++i) held[i] += dx[i];
+      EXPECT_EQ(down(ctx, gsum), held) << "input " << k << ", added";
+    }
+  }
 }
 
 TEST_F(Gpu, DropoutMaskEqualsCpu) {
@@ -361,8 +437,12 @@ TEST_F(GpuBf16, ConvForwardBackward) {
                       ConvShape{2, 3, 32, 32, 16, 7, 7, 2, 3, 1}, ConvShape{4, 1, 28, 28, 32, 3, 3, 1, 1, 1},
                       ConvShape{2, 64, 8, 8, 64, 3, 3, 1, 1, 1}, ConvShape{3, 1, 15, 13, 8, 3, 3, 2, 1, 1},
                       ConvShape{2, 3, 33, 30, 16, 7, 7, 2, 3, 1}, ConvShape{2, 4, 12, 12, 8, 4, 4, 2, 0, 1},
-                      ConvShape{2, 16, 15, 13, 24, 1, 1, 2, 0, 1}, ConvShape{3, 64, 8, 8, 32, 1, 1, 2, 0, 1}}) {
-    // (The last two: 1x1 of stride 2, whose forward pass packs the pixels it reads, odd sizes first.)
+                      ConvShape{2, 16, 15, 13, 24, 1, 1, 2, 0, 1}, ConvShape{3, 64, 8, 8, 32, 1, 1, 2, 0, 1},
+                      ConvShape{2, 32, 14, 14, 32, 3, 3, 1, 1, 32}, ConvShape{2, 96, 15, 15, 96, 3, 3, 2, 1, 96},
+                      ConvShape{2, 8, 9, 9, 16, 3, 3, 1, 1, 8}, ConvShape{3, 32, 8, 8, 16, 1, 1, 1, 0, 2}}) {
+    // (Then 1x1 of stride 2, whose forward pass packs the pixels it reads, odd sizes first; last,
+    // depthwise as MobileNetV2's at stride 1 and 2 and with two filters per channel, and a grouped
+    // 1x1, which takes cuDNN's kernels, not the product through cuBLAS.)
     const int c = s.c_in / s.groups, rs = s.kh * s.kw, hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
     auto x = round_bf16(randn(s.in_count(), 1)), dy = round_bf16(randn(s.out_count(), 4));
     auto w = randn(s.weight_count(), 2, 0.2f), b = randn(s.c_out, 3);
@@ -551,6 +631,26 @@ TEST_F(GpuBf16, Pooling) {
     EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gya), s.n, s.c, hw_out), ya), kBf16);
     EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gdxa), s.n, s.c, hw_in), dxa), kBf16);
   }
+  // Max pooling in ceil mode (GoogLeNet's), by the packed kernels (the backward pass by 2x2 blocks
+  // at stride 2, by pixel at stride 1) and the plain ones.
+  for (PoolShape s : {PoolShape{2, 16, 16, 15, 3, 3, 2, 0, true}, PoolShape{2, 8, 14, 13, 2, 2, 2, 0, true},
+                      PoolShape{2, 16, 9, 8, 3, 3, 1, 1, true}, PoolShape{2, 5, 10, 9, 3, 3, 2, 1, true}}) {
+    const int hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
+    auto x = round_bf16(randn(s.in_count(), 19)), dy = round_bf16(randn(s.out_count(), 20));
+    std::vector<float> y(s.out_count()), dx(s.in_count());
+    std::vector<int32_t> am(s.out_count());
+    convoy::max_pool_forward(s, x.data(), y.data(), am.data());
+    convoy::max_pool_backward(s, dy.data(), am.data(), dx.data());
+    auto gx = up_bf16(to_nhwc(x, s.n, s.c, hw_in)), gdy = up_bf16(to_nhwc(dy, s.n, s.c, hw_out));
+    auto gy = poisoned_bf16(y.size()), gdx = poisoned_bf16(dx.size());
+    gpu::DeviceBuffer<int32_t> gam(am.size());
+    gpu::max_pool_forward(ctx, s, gx.get(), gy.get(), gam.get(), gpu::Layout::nhwc);
+    gpu::max_pool_backward(ctx, s, gdy.get(), gam.get(), gdx.get(), gpu::Layout::nhwc);
+    EXPECT_EQ(to_nchw(down(ctx, gam), s.n, s.c, hw_out), am)
+        << "ceil mode, c " << s.c << " k" << s.kh << " s" << s.stride;
+    EXPECT_EQ(to_nchw(down_bf16(ctx, gy), s.n, s.c, hw_out), y);
+    EXPECT_EQ(to_nchw(down_bf16(ctx, gdx), s.n, s.c, hw_in), round_bf16(dx));
+  }
   const int n = 3, c = 7, hw = 49;
   auto x = round_bf16(randn(size_t(n) * c * hw, 11)), dy = round_bf16(randn(size_t(n) * c, 12));
   std::vector<float> y(n * c), dx(x.size());
@@ -582,6 +682,47 @@ TEST_F(GpuBf16, ElementwiseOps) {
   EXPECT_EQ(down_bf16(ctx, gdx), dx);
   EXPECT_EQ(down_bf16(ctx, gs), round_bf16(s));
   EXPECT_EQ(down_bf16(ctx, gacc), round_bf16(acc));
+  // ReLU6: exact in bf16 too (6 is a bf16 value).
+  auto x6 = round_bf16(randn(n, 16, 5.f));
+  std::vector<float> y6(n), dx6(n);
+  convoy::relu6_forward(n, x6.data(), y6.data());
+  convoy::relu6_backward(n, y6.data(), dy.data(), dx6.data());
+  auto gx6 = up_bf16(x6), gy6 = poisoned_bf16(n), gdx6 = poisoned_bf16(n);
+  gpu::relu6_forward(ctx, n, gx6.get(), gy6.get());
+  gpu::relu6_backward(ctx, n, gy6.get(), gdy.get(), gdx6.get());
+  EXPECT_EQ(down_bf16(ctx, gy6), y6);
+  EXPECT_EQ(down_bf16(ctx, gdx6), dx6);
+}
+
+// The same in NHWC: the 8- and 16-channel inputs' slices (whole 16-byte packs at offsets of 0 and 8
+// channels) move in packs, the 3- and 5-channel ones a value at a time; bit for bit against the
+// CPU's NCHW concat of the same values, the sums rounded once.
+TEST_F(GpuBf16, ConcatEqualsCpu) {
+  const std::vector<int> cs = {8, 16, 3, 5};
+  const Node nd = concat_node(cs, 5, 7);
+  const int n = 3, hw = 35, total = nd.out.c;
+  auto dy = round_bf16(randn(size_t(n) * nd.out.size(), 50));
+  std::vector<float> y(dy.size(), NAN);
+  auto gdy = up_bf16(to_nhwc(dy, n, total, hw)), gy = poisoned_bf16(y.size());
+  std::vector<gpu::DeviceBuffer<gpu::bf16>> gx;
+  for (size_t k = 0; k < cs.size(); ++k) {
+    const auto x = round_bf16(randn(size_t(n) * nd.in_dims[k].size(), 51 + uint32_t(k)));
+    convoy::concat_forward(concat_slice(nd, int(k), n), x.data(), y.data());
+    gx.push_back(up_bf16(to_nhwc(x, n, cs[k], hw)));
+    gpu::concat_forward(ctx, concat_slice(nd, int(k), n, true), gx[k].get(), gy.get());
+  }
+  EXPECT_EQ(to_nchw(down_bf16(ctx, gy), n, total, hw), y);
+  for (size_t k = 0; k < cs.size(); ++k) {
+    const ConcatSlice sl = concat_slice(nd, int(k), n, true);
+    std::vector<float> dx(size_t(n) * nd.in_dims[k].size()), held = round_bf16(randn(dx.size(), 60 + uint32_t(k)));
+    convoy::concat_backward(concat_slice(nd, int(k), n), dy.data(), dx.data());
+    auto gdx = poisoned_bf16(dx.size()), gsum = up_bf16(to_nhwc(held, n, cs[k], hw));
+    gpu::concat_backward(ctx, sl, gdy.get(), gdx.get());
+    gpu::concat_backward(ctx, sl, gdy.get(), gsum.get(), true);
+    EXPECT_EQ(to_nchw(down_bf16(ctx, gdx), n, cs[k], hw), dx) << "input " << k;
+    for (size_t i = 0; i < dx.size(); ++i) held[i] += dx[i];
+    EXPECT_EQ(to_nchw(down_bf16(ctx, gsum), n, cs[k], hw), round_bf16(held)) << "input " << k << ", added";
+  }
 }
 
 TEST_F(GpuBf16, DropoutMaskEqualsCpu) {
@@ -884,10 +1025,12 @@ TEST_F(GpuBf16, ReluSignsAsBitsEqualReadingTheOutput) {
   EXPECT_EQ(0, std::memcmp(sums0.data(), sums1.data(), sums0.size() * sizeof(float2)));
 }
 
+namespace {
+
 // Max pooling of a batch norm's output left as scale and shift (ResNet's stem: with its ReLU)
 // equals pooling the stored output, forward and, after the ReLU's mask, backward, bit for bit.
-TEST_F(GpuBf16, MaxPoolOfDeferredBatchNormEqualsSeparateOps) {
-  const PoolShape p{4, 16, 15, 14, 3, 3, 2, 1};
+void max_pool_of_deferred_batch_norm(gpu::Context& ctx, const PoolShape& p) {
+  SCOPED_TRACE("ceil mode " + std::to_string(p.ceil));
   const BnShape s{p.n, p.c, p.h_in * p.w_in};
   const size_t count = p.in_count(), out = p.out_count();
   auto gx = up_bf16(round_bf16(randn(count, 40, 2.f))), gdy = up_bf16(round_bf16(randn(out, 43)));
@@ -919,6 +1062,14 @@ TEST_F(GpuBf16, MaxPoolOfDeferredBatchNormEqualsSeparateOps) {
     else
       EXPECT_EQ(clipped, 0);
   }
+}
+
+}  // namespace
+
+TEST_F(GpuBf16, MaxPoolOfDeferredBatchNormEqualsSeparateOps) {
+  // ResNet's stem pooling, and GoogLeNet's (ceil mode).
+  for (const PoolShape& p : {PoolShape{4, 16, 15, 14, 3, 3, 2, 1}, PoolShape{4, 16, 16, 15, 3, 3, 2, 0, true}})
+    max_pool_of_deferred_batch_norm(ctx, p);
 }
 
 // A residual add with its ReLU equals add, ReLU, the ReLU's backward and the gradient's copy or

@@ -1,6 +1,7 @@
 // A few training steps of whole nets on the GPU against the CPU reference, from the same weights
-// and data: the fmnist net (dropout included), ResNet-18 (batch norm, residual adds) and ResNet-50
-// (bottlenecks: 1x1 convolutions, a stride-1 projection shortcut) at a small input size. Errors as
+// and data: the fmnist net (dropout included), ResNet-18 (batch norm, residual adds), ResNet-50
+// (bottlenecks: 1x1 convolutions, a stride-1 projection shortcut), GoogLeNet (concats, ceil-mode
+// pools) and MobileNetV2 (depthwise convolutions, ReLU6) at a small input size. Errors as
 // ||gpu - cpu|| / ||cpu||. fp32 mode: per-step loss within 1e-4, gradients within 1e-3 and running
 // statistics within 1e-4 when both start each step from the same weights (cuDNN and OpenBLAS sum in
 // different orders, and a near-tie in a ReLU or max-pool can go either way), and weights within 1e-4
@@ -158,6 +159,39 @@ void steps_match(const std::string& config, Dims input, int n, int steps, gpu::M
   steps_match(read_net_config(test::config_path(config)), config, input, n, steps, math, bound, fold);
 }
 
+std::string layer(const std::string& name, const std::string& type, const std::string& keys) {
+  return "[[layer]]\nname = \"" + name + "\"\ntype = \"" + type + "\"\n" + keys;
+}
+
+// A convolution without bias, its batch norm and its activation (relu or relu6).
+std::string conv_bn(const std::string& name, const std::string& keys, const std::string& act) {
+  return layer(name, "conv", keys + "bias = false\n") + layer(name + ".bn", "batch_norm", "") +
+         layer(name + ".act", act, "");
+}
+
+// GoogLeNet's inception block (four branches of 8, 16, 5 and 8 channels and the net's input joined
+// by a concat, the pool branch's max pooling at stride 1 in ceil mode, then a stride-2 one) and
+// MobileNetV2's inverted residual (1x1 expansion, depthwise 3x3, ReLU6, a linear projection and the
+// residual add), then a depthwise convolution of stride 2, for 16x16 inputs.
+const std::string kBlocks = conv_bn("stem", "filters = 16\npad = 1\n", "relu") +
+                            conv_bn("b1", "inputs = \"stem.act\"\nfilters = 8\nkernel = 1\n", "relu") +
+                            conv_bn("b2a", "inputs = \"stem.act\"\nfilters = 8\nkernel = 1\n", "relu") +
+                            conv_bn("b2", "filters = 16\npad = 1\n", "relu") +
+                            conv_bn("b3", "inputs = \"stem.act\"\nfilters = 5\npad = 1\n", "relu") +
+                            layer("b4p", "max_pool",
+                                  "inputs = \"stem.act\"\nkernel = 3\nstride = 1\npad = 1\nceil_mode = true\n") +
+                            conv_bn("b4", "filters = 8\nkernel = 1\n", "relu") +
+                            layer("cat", "concat",
+                                  "inputs = [\"b1.act\", \"b2.act\", \"b3.act\", \"b4.act\", \"data\"]\n") +
+                            layer("pool", "max_pool", "kernel = 3\nstride = 2\nceil_mode = true\n") +
+                            conv_bn("e", "filters = 32\nkernel = 1\n", "relu6") +
+                            conv_bn("dw", "filters = 32\npad = 1\ngroups = 32\n", "relu6") +
+                            layer("p", "conv", "filters = 40\nkernel = 1\nbias = false\n") +
+                            layer("p.bn", "batch_norm", "") + layer("sum", "add", "inputs = [\"p.bn\", \"pool\"]\n") +
+                            conv_bn("dw2", "filters = 40\nstride = 2\npad = 1\ngroups = 40\n", "relu6") +
+                            layer("gap", "global_avg_pool", "") + layer("fc", "fc", "units = \"classes\"\n") +
+                            layer("loss", "softmax_xent", "");
+
 }  // namespace
 
 TEST(GpuNet, FmnistStepsMatchCpu) { steps_match("fmnist.toml", {1, 28, 28}, 32, 5); }
@@ -240,4 +274,30 @@ TEST(GpuNet, EveryRegisteredOpStepsMatchCpu) {
     steps_match(parse_net_config(test::op_net(*op, flat16), "op.toml"), name + " (bf16)", test::kOpNetInput, 8, 3,
                 gpu::MathMode::bf16, {5e-3, 0.25, 3e-2, 5e-3, 1e-3});
   }
+}
+
+// kBlocks: on the CPU, scaling their weights by 1 + 1e-7 x noise moves the gradients by 6e-7
+// (relative L2; seeds 3 to 5), so the fp32 bounds are the fmnist net's; the bf16 ones are
+// ResNet-18's at 64x64, not derived for these blocks by a CPU run that rounds as the GPU stores.
+TEST(GpuNet, InceptionAndInvertedResidualBlocksStepsMatchCpu) {
+  const NetConfig cfg = parse_net_config(kBlocks, "blocks.toml");
+  steps_match(cfg, "blocks", {3, 16, 16}, 8, 3);
+  steps_match(cfg, "blocks (bf16)", {3, 16, 16}, 8, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.08, 5e-3, 1e-4});
+}
+
+// The shipped GoogLeNet and MobileNetV2 at 64 px, batch 8. On the CPU, scaling their weights by
+// 1 + 1e-7 x noise moves their gradients by 2.3e-3 to 7.2e-3 (GoogLeNet) and 2e-5 to 8.1e-3
+// (MobileNetV2), by 1.1e-2 to 1.5e-2 and 2.3e-2 to 3.4e-2 for 1e-6 (relative L2, seeds 3 to 5), where
+// ResNet-50 moves by 1.1e-2 to 2.9e-2 for 1e-7: no worse conditioned than ResNet-50, they take its
+// fp32 bounds (Resnet50StepsMatchCpu).
+TEST(GpuNet, GooglenetAndMobilenetV2StepsMatchCpu) {
+  for (const char* config : {"googlenet.toml", "mobilenet_v2.toml"})
+    steps_match(config, {3, 64, 64}, 8, 3, gpu::MathMode::fp32, {1e-4, 0.1, 1e-3, 1e-4, 3.2e-3});
+}
+
+// bf16: ResNet-18's bounds at 64x64 (Bf16Resnet18StepsMatchCpu), batch 16; not derived for these
+// nets by a CPU run that rounds as the GPU stores, as ResNet-18's were.
+TEST(GpuNet, Bf16GooglenetAndMobilenetV2StepsMatchCpu) {
+  for (const char* config : {"googlenet.toml", "mobilenet_v2.toml"})
+    steps_match(config, {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.08, 5e-3, 1e-4});
 }

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -94,6 +97,21 @@ TEST(NetConfig, ErrorsNameFileLineAndReason) {
   EXPECT_EQ(error_of("[[layer]]\ntype = \"conv\"\nfilters = 4\ngroups = 3\n" + kTail)
                 .rfind("bad.toml:1: layer 'conv1': groups = 3 must divide", 0),
             0u);
+  // A concat joins 2 to 8 inputs of one height and width; ceil_mode is max pooling's alone.
+  const std::string conv = "[[layer]]\nname = \"c\"\ntype = \"conv\"\nfilters = 3\nkernel = 3\n";
+  EXPECT_EQ(error_of(conv + "[[layer]]\ntype = \"concat\"\n" + kTail),
+            "bad.toml:6: layer 'concat2': concat takes 2 to 8 inputs, not 1");
+  EXPECT_EQ(error_of(conv +
+                     "[[layer]]\ntype = \"concat\"\ninputs = [\"c\", \"c\", \"c\", \"c\", \"c\", \"c\", "
+                     "\"c\", \"c\", \"c\"]\n" +
+                     kTail),
+            "bad.toml:6: layer 'concat2': concat takes 2 to 8 inputs, not 9");
+  EXPECT_EQ(error_of(conv + "[[layer]]\ntype = \"concat\"\ninputs = [\"c\", \"data\"]\n" + kTail),
+            "bad.toml:6: layer 'concat2': inputs differ in height and width: 3x6x6 ('c') and 1x8x8 ('data')");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"avg_pool\"\nceil_mode = true\n" + kTail),
+            "bad.toml:3: unknown key 'ceil_mode' in a avg_pool layer");
+  EXPECT_EQ(error_of("[[layer]]\ntype = \"max_pool\"\nceil_mode = 1\n" + kTail),
+            "bad.toml:3: 'ceil_mode' must be true or false");
 }
 
 // The op table: one op per type, each found by its type, all of them listed when a type is unknown.
@@ -138,9 +156,11 @@ TEST(NetConfig, ShippedConfigsHaveTheReferenceSizes) {
     size_t params;
     double gflops;  // forward, per image (2 x multiply-adds)
   } wants[] = {{"configs/fmnist.toml", 870634, 0.0383},
-               {"configs/alexnet-cc2.toml", 61100840, 1.43},  // torchvision AlexNet: 61.1 M
-               {"configs/resnet18.toml", 11689512, 3.64},     // torchvision ResNet-18: 11.69 M
-               {"configs/resnet50.toml", 25557032, 8.22}};    // torchvision ResNet-50: 25.56 M
+               {"configs/alexnet-cc2.toml", 61100840, 1.43},    // torchvision AlexNet: 61.1 M
+               {"configs/resnet18.toml", 11689512, 3.64},       // torchvision ResNet-18: 11.69 M
+               {"configs/resnet50.toml", 25557032, 8.22},       // torchvision ResNet-50: 25.56 M
+               {"configs/googlenet.toml", 6624904, 3.02},       // torchvision GoogLeNet: 6.62 M, 1.50 GMACs
+               {"configs/mobilenet_v2.toml", 3504872, 0.621}};  // torchvision MobileNetV2: 3.50 M, 0.30 GMACs
   for (const Want& w : wants) {
     NetConfig c = read_net_config(repo_file(w.file));
     Net net(c, Dims{c.input_c, c.input_h, c.input_w});
@@ -150,8 +170,38 @@ TEST(NetConfig, ShippedConfigsHaveTheReferenceSizes) {
   }
 }
 
+// Layers with long names keep their whole rows in the profile (--profile) and the summary
+// (--print-net): a 127-character name's profile row was cut off at 159 characters, its share lost,
+// and the summary row of a concat of eight such names at 255, its parameters and FLOPs lost.
+TEST(NetConfig, SummaryRowsAreWholeForLongInputLists) {
+  std::string text, names;
+  const std::string pad(120, 'x');
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "branch" + std::to_string(i) + pad;
+    text += "[[layer]]\nname = \"" + name + "\"\ntype = \"conv\"\ninputs = \"data\"\nfilters = 1\nkernel = 1\n";
+    names += (i ? "\", \"" : "") + name;
+  }
+  text += "[[layer]]\nname = \"cat\"\ntype = \"concat\"\ninputs = [\"" + names + "\"]\n" + kTail;
+  Net net(parse_net_config(text, "long.toml"), Dims{1, 2, 2}, 4);
+  // The whitespace-separated fields of the row that starts with `name`.
+  auto row_of = [](const std::string& table, const std::string& name) {
+    const size_t at = table.find("\n" + name + " ");
+    if (at == std::string::npos) return std::vector<std::string>{};
+    std::istringstream row(table.substr(at + 1, table.find('\n', at + 1) - at - 1));
+    return std::vector<std::string>{std::istream_iterator<std::string>(row), std::istream_iterator<std::string>()};
+  };
+  const auto p = row_of(net.profile(), "branch7" + pad);
+  EXPECT_EQ(p.size(), 5u) << net.profile();  // name, type, forward and backward seconds, share
+  if (p.size() == 5) EXPECT_EQ(p[4], "0.0%");
+  const auto f = row_of(net.summary(), "cat");
+  EXPECT_EQ(f.size(), 6u) << net.summary();  // name, type, output, inputs, parameters, MFLOPs
+  if (f.size() == 6)
+    EXPECT_EQ(f[3].substr(f[3].size() - pad.size() - 7) + " " + f[4] + " " + f[5], "branch7" + pad + " 0 0.000");
+}
+
 // Each shipped config builds from a dataset and trains one step (a small batch for the 224 px nets;
-// ResNet-50 at 32 px, its crop set to match, to stay within seconds on two cores).
+// ResNet-50 at 32 px, GoogLeNet and MobileNetV2 at 64 px, their crops set to match, to stay within
+// seconds on two cores).
 TEST(NetConfig, ShippedConfigsTrainOneStep) {
   mpi();
   const std::string tmp = std::string(CONVOY_TEST_TMP) + "/config_one_step";
@@ -160,10 +210,9 @@ TEST(NetConfig, ShippedConfigsTrainOneStep) {
     uint32_t size, channels;
     int classes, batch;
     bool crop_to_size;  // train a copy of the config whose crop is `size`
-  } cases[] = {{"configs/fmnist.toml", 28, 1, 10, 8, false},
-               {"configs/alexnet-cc2.toml", 224, 3, 5, 2, false},
-               {"configs/resnet18.toml", 224, 3, 5, 2, false},
-               {"configs/resnet50.toml", 32, 3, 5, 2, true}};
+  } cases[] = {{"configs/fmnist.toml", 28, 1, 10, 8, false},   {"configs/alexnet-cc2.toml", 224, 3, 5, 2, false},
+               {"configs/resnet18.toml", 224, 3, 5, 2, false}, {"configs/resnet50.toml", 32, 3, 5, 2, true},
+               {"configs/googlenet.toml", 64, 3, 5, 2, true},  {"configs/mobilenet_v2.toml", 64, 3, 5, 2, true}};
   for (const Case& c : cases) {
     SyntheticSpec spec;
     spec.file_counts = {uint32_t(c.batch)};

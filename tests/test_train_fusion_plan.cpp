@@ -87,7 +87,7 @@ Net config_net(const std::string& name) {
 // Every pinned net, in the pinned file's order: the shipped configs, the small nets, every op's test net.
 std::vector<std::pair<std::string, std::unique_ptr<Net>>> pinned_nets() {
   std::vector<std::pair<std::string, std::unique_ptr<Net>>> nets;
-  for (const char* name : {"fmnist", "alexnet-cc2", "resnet18", "resnet50"})
+  for (const char* name : {"fmnist", "alexnet-cc2", "resnet18", "resnet50", "googlenet", "mobilenet_v2"})
     nets.emplace_back(name, std::make_unique<Net>(config_net(name)));
   for (const test::FusionNet& n : test::fusion_nets())
     nets.emplace_back(n.name, std::make_unique<Net>(parse_net_config(n.toml, n.name), n.input, 10));

@@ -11,12 +11,14 @@
 
 #include "op_nets.h"
 #include "train/layers/batchnorm.h"
+#include "train/layers/concat.h"
 #include "train/layers/conv.h"
 #include "train/layers/dropout.h"
 #include "train/layers/elementwise.h"
 #include "train/layers/fc.h"
 #include "train/layers/pool.h"
 #include "train/layers/registry.h"
+#include "train/layers/relu6.h"
 #include "train/layers/softmax_xent.h"
 #include "train/net.h"
 
@@ -71,13 +73,18 @@ void expect_grad(const char* what, std::vector<float>& v, const std::vector<floa
 }  // namespace
 
 TEST(Gradcheck, ConvStridedPaddedGrouped) {
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 8; ++variant) {
     ConvShape s;
     s.n = 2, s.c_in = 4, s.h_in = 7, s.w_in = 6, s.c_out = 6, s.kh = s.kw = 3;
     if (variant == 0) s.stride = 1, s.pad = 1, s.groups = 1;
     if (variant == 1) s.stride = 2, s.pad = 1, s.groups = 2;
     if (variant == 2) s.kh = s.kw = 1, s.stride = 1, s.pad = 0, s.groups = 1;  // the pointwise path
     if (variant == 3) s.stride = 1, s.pad = 1, s.groups = 1, s.relu = true;    // with the fused ReLU
+    // Depthwise (MobileNet's): a filter per channel, at stride 1 and 2, and with two per channel.
+    if (variant == 4) s.c_out = 4, s.stride = 1, s.pad = 1, s.groups = 4;
+    if (variant == 5) s.c_out = 4, s.stride = 2, s.pad = 1, s.groups = 4;
+    if (variant == 6) s.c_out = 8, s.stride = 1, s.pad = 1, s.groups = 4;
+    if (variant == 7) s.kh = s.kw = 1, s.stride = 1, s.pad = 0, s.groups = 2;  // grouped pointwise
     auto x = random_vec(s.in_count(), 1), w = random_vec(s.weight_count(), 2), b = random_vec(s.c_out, 3);
     auto r = random_vec(s.out_count(), 4);
     std::vector<float> y(s.out_count()), dx(x.size()), dw(w.size()), db(b.size());
@@ -128,6 +135,29 @@ TEST(Gradcheck, MaxPool) {
   expect_grad("max pool dx", x, dx, loss, 1e-2f);
 }
 
+// PyTorch's ceil_mode: an extra window at the end that reaches past the input (8 rows -> 4, not 3;
+// 6 columns -> 3, not 2), and at stride 1 with padding the input's size kept.
+TEST(Gradcheck, MaxPoolCeilMode) {
+  for (const int stride : {2, 1}) {
+    PoolShape s;
+    s.n = 2, s.c = 3, s.h_in = 8, s.w_in = 6, s.kh = s.kw = 3, s.stride = stride, s.pad = stride == 1, s.ceil = true;
+    ASSERT_EQ(s.h_out(), stride == 2 ? 4 : 8);
+    ASSERT_EQ(s.w_out(), stride == 2 ? 3 : 6);
+    std::vector<float> x(s.in_count());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7919) % x.size()) * 0.05f;
+    auto r = random_vec(s.out_count(), 9);
+    std::vector<float> y(s.out_count()), dx(x.size());
+    std::vector<int32_t> am(s.out_count());
+    auto loss = [&] {
+      max_pool_forward(s, x.data(), y.data(), am.data());
+      return dot(y, r);
+    };
+    loss();
+    max_pool_backward(s, r.data(), am.data(), dx.data());
+    expect_grad("max pool (ceil mode) dx", x, dx, loss, 1e-2f);
+  }
+}
+
 TEST(Gradcheck, AvgPoolAndGlobal) {
   PoolShape s;
   s.n = 2, s.c = 3, s.h_in = 6, s.w_in = 5, s.kh = s.kw = 3, s.stride = 2, s.pad = 1;
@@ -162,6 +192,47 @@ TEST(Gradcheck, Relu) {
   loss();
   relu_backward(50, y.data(), r.data(), dx.data());
   expect_grad("relu dx", x, dx, loss);
+}
+
+TEST(Gradcheck, Relu6) {
+  auto x = random_vec(60, 14, -9.f, 9.f);
+  for (float& v : x)  // away from the kinks at 0 and 6
+    v += v > 6.f ? 0.1f : v > 3.f ? -0.1f : v > 0.f ? 0.1f : -0.1f;
+  auto r = random_vec(60, 15);
+  std::vector<float> y(60), dx(60);
+  auto loss = [&] {
+    relu6_forward(60, x.data(), y.data());
+    return dot(y, r);
+  };
+  loss();
+  relu6_backward(60, y.data(), r.data(), dx.data());
+  int clipped = 0;
+  for (float v : y) clipped += v == 6.f;
+  EXPECT_GT(clipped, 5);  // the upper bound is crossed, not only the lower
+  expect_grad("relu6 dx", x, dx, loss);
+}
+
+// Three inputs of 2, 3 and 1 channels into one output, as the op copies them, in every image.
+TEST(Gradcheck, Concat) {
+  const int n = 2, hw = 5, cs[3] = {2, 3, 1}, total = 6;
+  std::vector<std::vector<float>> x, dx;
+  for (int k = 0; k < 3; ++k) x.push_back(random_vec(size_t(n) * cs[k] * hw, 30 + k)), dx.emplace_back(x[k].size());
+  auto r = random_vec(size_t(n) * total * hw, 33);
+  std::vector<float> y(r.size());
+  auto slice = [&](int k) {
+    int before = 0;
+    for (int i = 0; i < k; ++i) before += cs[i];
+    return ConcatSlice{size_t(n), size_t(cs[k]) * hw, size_t(total) * hw, size_t(before) * hw};
+  };
+  auto loss = [&] {
+    for (int k = 0; k < 3; ++k) concat_forward(slice(k), x[k].data(), y.data());
+    return dot(y, r);
+  };
+  loss();
+  for (int k = 0; k < 3; ++k) {
+    concat_backward(slice(k), r.data(), dx[k].data());
+    expect_grad(("concat dx" + std::to_string(k)).c_str(), x[k], dx[k], loss);
+  }
 }
 
 TEST(Gradcheck, BatchNormTrain) {
@@ -321,6 +392,58 @@ TEST(Gradcheck, EveryRegisteredOpInANet) {
     net.init_weights(8);
     auto x = random_vec(size_t(n) * test::kOpNetInput.size(), 25);
     auto loss = [&] { return net.forward(n, x.data(), labels, true, 99, keys); };
+    loss();
+    net.backward(true);
+    std::vector<float> gw = net.grads(), gx = net.input_grad();
+    expect_grad("net weights", net.weights(), gw, loss, 4e-3f, 3e-2, 1e-3);
+    expect_grad("net input", x, gx, loss, 5e-3f, 3e-2, 1e-3);
+  }
+}
+
+// The blocks of the shipped GoogLeNet and MobileNetV2 in small nets through Net: an inception block
+// (branches of other widths, one of them the net's input, joined by a concat, a stride-1 max pool
+// with padding in ceil mode, another at stride 2), and an inverted residual (1x1 expansion, a
+// depthwise 3x3, a linear 1x1 projection, batch norms and the residual add). Its activations are
+// GELUs, not MobileNetV2's ReLU6: behind batch norms, whose statistics every weight moves, a step of
+// any weight crosses some of the hundreds of ReLU6 kinks, and a third of the weights showed no
+// smooth stretch to difference over (ReLU6's own gradient is checked above, and in a net by
+// EveryRegisteredOpInANet).
+TEST(Gradcheck, InceptionAndInvertedResidualBlocks) {
+  auto layer = [](const std::string& name, const std::string& type, const std::string& keys) {
+    return "[[layer]]\nname = \"" + name + "\"\ntype = \"" + type + "\"\n" + keys;
+  };
+  const std::string tail = layer("gap", "global_avg_pool", "") + layer("fc", "fc", "units = 3\n") +
+                           layer("loss", "softmax_xent", "");
+  const std::string inception = layer("stem", "conv", "filters = 4\npad = 1\n") +
+                                layer("b1", "conv", "inputs = \"stem\"\nfilters = 2\nkernel = 1\n") +
+                                layer("b2a", "conv", "inputs = \"stem\"\nfilters = 2\nkernel = 1\n") +
+                                layer("b2", "conv", "filters = 3\npad = 1\n") +
+                                layer("b4p", "max_pool",
+                                      "inputs = \"stem\"\nkernel = 3\nstride = 1\npad = 1\nceil_mode = true\n") +
+                                layer("b4", "conv", "filters = 2\nkernel = 1\n") +
+                                layer("cat", "concat", "inputs = [\"b1\", \"b2\", \"data\", \"b4\"]\n") +
+                                layer("pool", "max_pool", "kernel = 3\nstride = 2\nceil_mode = true\n") + tail;
+  const std::string inverted = layer("c0", "conv", "filters = 8\npad = 1\nbias = false\n") +
+                               layer("bn0", "batch_norm", "") + layer("r0", "gelu", "") +
+                               layer("e", "conv", "filters = 16\nkernel = 1\nbias = false\n") +
+                               layer("bne", "batch_norm", "") + layer("re", "gelu", "") +
+                               layer("dw", "conv", "filters = 16\npad = 1\ngroups = 16\nbias = false\n") +
+                               layer("bnd", "batch_norm", "") + layer("rd", "gelu", "") +
+                               layer("p", "conv", "filters = 8\nkernel = 1\nbias = false\n") +
+                               layer("bnp", "batch_norm", "") + layer("sum", "add", "inputs = [\"bnp\", \"r0\"]\n") +
+                               tail;
+  const int n = 3;
+  const int32_t labels[n] = {0, 2, 1};
+  for (const std::string& text : {inception, inverted}) {
+    Net net(parse_net_config(text, "block.toml"), Dims{3, 6, 6});
+    SCOPED_TRACE(net.nodes()[0].spec.name == "stem" ? "inception" : "inverted residual");
+    if (net.nodes()[0].spec.name == "stem") {
+      EXPECT_EQ(net.nodes()[6].out, (Dims{10, 6, 6}));  // the concat: 2 + 3 + 3 + 2 channels
+      EXPECT_EQ(net.nodes()[7].out, (Dims{10, 3, 3}));  // ceil mode: 6 -> 3, not 2
+    }
+    net.init_weights(9);
+    auto x = random_vec(size_t(n) * 3 * 36, 26);
+    auto loss = [&] { return net.forward(n, x.data(), labels, true); };
     loss();
     net.backward(true);
     std::vector<float> gw = net.grads(), gx = net.input_grad();

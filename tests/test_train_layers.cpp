@@ -2,14 +2,17 @@
 // gradient checks only show that backward matches forward, not that forward is right).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "train/layers/batchnorm.h"
+#include "train/layers/concat.h"
 #include "train/layers/conv.h"
 #include "train/layers/fc.h"
 #include "train/layers/pool.h"
+#include "train/layers/relu6.h"
 #include "train/layers/softmax_xent.h"
 
 using namespace convoy;
@@ -98,6 +101,69 @@ TEST(Layers, PoolsMatchDefinitions) {
     for (int i = 0; i < 42; ++i) sum += x[size_t(p) * 42 + i];
     EXPECT_NEAR(g[p], sum / 42, 1e-6);
   }
+}
+
+// Output sides in ceil mode as torch.nn.functional.max_pool2d(..., ceil_mode=True) gives them (and
+// without, as ceil_mode=False): GoogLeNet's four pools over 224 px, and the rule that drops a last
+// window starting in the right padding (5, 3, 3, 1 and 10, 4, 4, 2).
+TEST(Layers, MaxPoolCeilModeSidesArePytorchs) {
+  struct Case {
+    int in, k, stride, pad, ceil, floor;
+  } cases[] = {{112, 3, 2, 0, 56, 55}, {56, 3, 2, 0, 28, 27}, {28, 3, 2, 0, 14, 13}, {14, 2, 2, 0, 7, 7},
+               {8, 3, 2, 0, 4, 3},     {6, 3, 2, 1, 4, 3},    {5, 3, 3, 1, 2, 2},    {4, 2, 3, 1, 2, 2},
+               {9, 3, 1, 1, 9, 9},     {10, 4, 4, 2, 3, 3},   {3, 3, 2, 1, 2, 2}};
+  for (const Case& c : cases) {
+    EXPECT_EQ(PoolShape::out_side(c.in, c.k, c.stride, c.pad, true), c.ceil) << c.in << " " << c.k << " " << c.stride;
+    EXPECT_EQ(PoolShape::out_side(c.in, c.k, c.stride, c.pad, false), c.floor) << c.in << " " << c.k << " " << c.stride;
+  }
+  // The windows past the input take the maximum of what they hold of it.
+  PoolShape s;
+  s.n = 1, s.c = 2, s.h_in = 6, s.w_in = 8, s.kh = s.kw = 3, s.stride = 2, s.pad = 1, s.ceil = true;
+  ASSERT_EQ(s.h_out(), 4);  // 3 without ceil mode
+  ASSERT_EQ(s.w_out(), 5);  // 4 likewise
+  auto x = random_vec(s.in_count(), 9);
+  std::vector<float> y(s.out_count());
+  std::vector<int32_t> am(s.out_count());
+  max_pool_forward(s, x.data(), y.data(), am.data());
+  for (int p = 0; p < s.c; ++p)
+    for (int oy = 0; oy < 4; ++oy)
+      for (int ox = 0; ox < 5; ++ox) {
+        float best = -1e30f;
+        for (int iy = std::max(0, oy * 2 - 1); iy < std::min(6, oy * 2 + 2); ++iy)
+          for (int ix = std::max(0, ox * 2 - 1); ix < std::min(8, ox * 2 + 2); ++ix)
+            best = std::max(best, x[(size_t(p) * 6 + iy) * 8 + ix]);
+        EXPECT_EQ(y[(size_t(p) * 4 + oy) * 5 + ox], best) << p << " " << oy << " " << ox;
+      }
+}
+
+// A concat node's slices put each input's channels after the previous inputs', in every image
+// (torch.cat(xs, 1)); ReLU6 clamps to [0, 6].
+TEST(Layers, ConcatAndRelu6MatchDefinitions) {
+  Node nd;
+  nd.in_dims = {{2, 2, 3}, {1, 2, 3}, {3, 2, 3}};
+  nd.out = {6, 2, 3};
+  const int n = 2, hw = 6;
+  std::vector<std::vector<float>> x;
+  for (int k = 0; k < 3; ++k) x.push_back(random_vec(size_t(n) * nd.in_dims[k].size(), 10 + k));
+  std::vector<float> y(size_t(n) * 36, NAN);
+  for (int k = 0; k < 3; ++k) concat_forward(concat_slice(nd, k, n), x[k].data(), y.data());
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < 6; ++c)
+      for (int p = 0; p < hw; ++p) {
+        const int k = c < 2 ? 0 : c < 3 ? 1 : 2, ck = c - (k == 0 ? 0 : k == 1 ? 2 : 3);
+        EXPECT_EQ(y[(size_t(i) * 6 + c) * hw + p], x[k][(size_t(i) * nd.in_dims[k].c + ck) * hw + p]) << i << c << p;
+      }
+  // NHWC: a run of each input's channels per pixel.
+  const ConcatSlice s = concat_slice(nd, 1, n, true);
+  EXPECT_EQ(s.runs, size_t(n) * hw);
+  EXPECT_EQ(s.width, 1u);
+  EXPECT_EQ(s.pitch, 6u);
+  EXPECT_EQ(s.offset, 2u);
+
+  const std::vector<float> v = {-2.f, -0.f, 0.5f, 5.99f, 6.f, 7.f, 1e9f};
+  std::vector<float> r(v.size());
+  relu6_forward(v.size(), v.data(), r.data());
+  EXPECT_EQ(r, (std::vector<float>{0.f, 0.f, 0.5f, 5.99f, 6.f, 6.f, 6.f}));
 }
 
 TEST(Layers, FullyConnectedBatchNormSoftmax) {

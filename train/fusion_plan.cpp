@@ -17,7 +17,7 @@ OpFusion fusion(const Node& nd) { return nd.op().fusion(nd); }
 // Backward passes run in reverse node order, each input in turn: the first to reach a node with
 // several consumers writes its gradient, the later ones add to it.
 void order_gradient_sums(const Nodes& nodes, FusionPlan& p) {
-  p.adds.assign(nodes.size(), {false, false});
+  p.adds.assign(nodes.size(), {});
   std::vector<bool> reached(nodes.size(), false);
   for (int idx = int(nodes.size()) - 1; idx >= 0; --idx)
     for (size_t k = 0; k < nodes[idx].in.size(); ++k) {
@@ -48,7 +48,7 @@ void fuse_relus(const Nodes& nodes, bool bf16, FusionPlan& p) {
 // convolution); and only where the part written last has been read (in a ResNet, each block's
 // first convolution writes the part the previous block's add reads next).
 void split_gradient_sums(const Nodes& nodes, FusionPlan& p) {
-  p.split.assign(nodes.size(), {false, false});
+  p.split.assign(nodes.size(), {});
   p.split_reader.assign(nodes.size(), false);
   p.part_values = 0;
   int unread = int(nodes.size());  // the reader of the last part written, by backward order
@@ -72,7 +72,9 @@ void split_gradient_sums(const Nodes& nodes, FusionPlan& p) {
 // bf16, as its only consumer is not the loss.
 void defer_affines(const Nodes& nodes, bool bf16, FusionPlan& p) {
   p.deferred.assign(nodes.size(), false);
-  p.affine_in.assign(nodes.size(), {-1, -1});
+  std::array<int, kMaxInputs> none;  // {-1, -1} would leave the inputs past the second at 0
+  none.fill(-1);
+  p.affine_in.assign(nodes.size(), none);
   if (!bf16) return;
   for (size_t j = 0; j < nodes.size(); ++j) {
     const OpFusion f = fusion(nodes[j]);
@@ -103,7 +105,7 @@ bool gradient_kept_until(const Nodes& nodes, const FusionPlan& p, int b, int j, 
 // to nor split), and the input whose dy keeps the gradient (the one that is not such a batch norm,
 // else the second) must not be written by another node before each such batch norm has read it.
 void take_deferred_gradient_sums(const Nodes& nodes, bool bf16, FusionPlan& p) {
-  p.skip_grad.assign(nodes.size(), {false, false});
+  p.skip_grad.assign(nodes.size(), {});
   p.grad_from.assign(nodes.size(), -1);
   p.sums_taken.assign(nodes.size(), false);
   if (!bf16) return;

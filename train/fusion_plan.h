@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "train/layers/op.h"
 #include "train/net_node.h"
 
 namespace convoy {
@@ -15,7 +16,7 @@ struct FusionPlan {
   // Per node and input: whether the input's gradient already holds another consumer's part when
   // this node's backward pass comes (it is added to), or this node is the first to give it one (it
   // is written: no zeroing pass, no scratch).
-  std::vector<std::array<bool, 2>> adds;
+  std::vector<std::array<bool, kMaxInputs>> adds;
   // bf16 nets: an op that can (OpFusion::relu_bf16: batch norm, residual add) runs the ReLU that is
   // its only consumer in the same pass: relu_of[i] is that ReLU's node (-1 for none), and fused[j]
   // marks a ReLU run by its input.
@@ -26,20 +27,20 @@ struct FusionPlan {
   // them (OpFusion::sums_relu_gradient_parts); split_reader[j] marks that op. The buffer is shared:
   // between a part's writer and its reader no other part is written. part_values: its size per
   // sample (0: no part).
-  std::vector<std::array<bool, 2>> split;
+  std::vector<std::array<bool, kMaxInputs>> split;
   std::vector<bool> split_reader;
   size_t part_values = 0;
   // bf16 nets: a node that can (OpFusion::defers_channel_affine: batch norm) leaves its output as
   // scale and shift for an only consumer that takes inputs so (the residual add): deferred[i]
   // marks it, and affine_in[j][k] is the node whose output node j's input k is so (-1: none).
   std::vector<bool> deferred;
-  std::vector<std::array<int, 2>> affine_in;
+  std::vector<std::array<int, kMaxInputs>> affine_in;
   // bf16 nets: an add running its ReLU whose inputs include deferred batch norms without ReLUs
   // (OpFusion::takes_deferred_gradient_sums) writes its input gradient once, into one input's dy,
   // and takes those batch norms' gradient sums: skip_grad[j][k] marks the input gradient node j
   // leaves unwritten, grad_from[m] the node whose dy holds batch norm m's gradient (-1: its own,
   // and only then is its dy stored), and sums_taken[m] a batch norm whose sums are so taken.
-  std::vector<std::array<bool, 2>> skip_grad;
+  std::vector<std::array<bool, kMaxInputs>> skip_grad;
   std::vector<int> grad_from;
   std::vector<bool> sums_taken;
 };

@@ -3,7 +3,9 @@
 // with a single consumer the op writes it in place.
 #include "train/net.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -22,6 +24,15 @@ bool within_limits(Dims d) {
 }
 
 const std::string kLimitsText = "at most 2^31 - 1 values per image and 2^20 along a side";
+
+// printf into a string as long as the values need: layer names, and a concat's list of them, have
+// no bound, and a row cut at a fixed length lost its figures.
+template <typename... A>
+std::string formatted(const char* fmt, A... a) {
+  std::string s(size_t(std::max(0, std::snprintf(nullptr, 0, fmt, a...))), '\0');
+  std::snprintf(s.data(), s.size() + 1, fmt, a...);
+  return s;
+}
 
 }  // namespace
 
@@ -66,9 +77,14 @@ std::vector<int> Net::inputs_of(const LayerSpec& spec) const {
     if (it == index_.end()) fail_at(spec, "input '" + name + "' is not an earlier layer (or 'data')");
     in.push_back(it->second);
   }
-  const bool two = spec.op->arity() == 2;
-  if (two != (in.size() == 2) || in.size() > 2)
-    fail_at(spec, two ? std::string(spec.op->type()) + " needs exactly two inputs" : "takes exactly one input");
+  const int lo = spec.op->arity(), hi = spec.op->max_arity(), got = int(in.size());
+  if (got < lo || got > hi) {
+    const std::string type = spec.op->type();
+    if (lo == 1 && hi == 1) fail_at(spec, "takes exactly one input");
+    if (lo == 2 && hi == 2) fail_at(spec, type + " needs exactly two inputs");
+    fail_at(spec, type + " takes " + std::to_string(lo) + " to " + std::to_string(hi) + " inputs, not " +
+                      std::to_string(got));
+  }
   return in;
 }
 
@@ -151,8 +167,8 @@ void Net::reserve(int n) {
     const CpuBuffers keep = nd.op().cpu_buffers(nd, n);
     if (keep.aux) nd.aux.assign(keep.aux, 0.f);
     if (keep.aux_i32) nd.aux_i32.assign(keep.aux_i32, 0);
-    for (int i : nd.in)
-      if (i < 0 || nodes_[i].consumers > 1) scratch = std::max(scratch, size_t(n) * nd.in_dims[0].size());
+    for (size_t k = 0; k < nd.in.size(); ++k)
+      if (nd.in[k] < 0 || nodes_[nd.in[k]].consumers > 1) scratch = std::max(scratch, size_t(n) * nd.in_dims[k].size());
   }
   scratch_.assign(scratch, 0.f);
   probs_.assign(size_t(n) * classes_, 0.f);
@@ -230,10 +246,10 @@ void Net::backward(bool want_input_grad) {
     Node& nd = nodes_[idx];
     if (nd.alias >= 0) continue;  // its gradient already lands in the fused op's, which masks it
     if (profiling_) clock.reset();
-    const size_t in_count = size_t(n) * nd.in_dims[0].size();
     CpuLayer l = layer(idx);
     for (size_t k = 0; k < nd.in.size(); ++k) {
       const int from = nd.in[k];
+      const size_t in_count = size_t(n) * nd.in_dims[k].size();  // inputs of a concat differ in size
       // The first layer's input gradient is skipped for the ops that can skip it.
       l.dx = from >= 0 || want_input_grad ? grad_target(from) : nullptr;
       nd.op().backward(l, int(k));
@@ -250,16 +266,12 @@ void Net::backward(bool want_input_grad) {
 
 std::string Net::profile() const {
   std::ostringstream o;
-  char line[160];
   double f = 0, b = 0;
   for (const Node& nd : nodes_) f += nd.t_fwd, b += nd.t_bwd;
-  std::snprintf(line, sizeof line, "%-16s %-16s %10s %10s %7s\n", "layer", "type", "fwd s", "bwd s", "share");
-  o << line;
-  for (const Node& nd : nodes_) {
-    std::snprintf(line, sizeof line, "%-16s %-16s %10.3f %10.3f %6.1f%%\n", nd.spec.name.c_str(), nd.op().type(),
-                  nd.t_fwd, nd.t_bwd, 100.0 * (nd.t_fwd + nd.t_bwd) / std::max(1e-9, f + b));
-    o << line;
-  }
+  o << formatted("%-16s %-16s %10s %10s %7s\n", "layer", "type", "fwd s", "bwd s", "share");
+  for (const Node& nd : nodes_)
+    o << formatted("%-16s %-16s %10.3f %10.3f %6.1f%%\n", nd.spec.name.c_str(), nd.op().type(), nd.t_fwd, nd.t_bwd,
+                   100.0 * (nd.t_fwd + nd.t_bwd) / std::max(1e-9, f + b));
   return o.str();
 }
 
@@ -271,26 +283,18 @@ double Net::flops_per_image() const {
 
 std::string Net::summary() const {
   std::ostringstream o;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-16s %-16s %-14s %-16s %12s %14s\n", "layer", "type", "output", "inputs", "params",
-                "MFLOPs/img");
-  o << line;
-  std::snprintf(line, sizeof line, "%-16s %-16s %-14s %-16s %12s %14s\n", "data", "input", dims_text(input_).c_str(),
-                "", "", "");
-  o << line;
+  o << formatted("%-16s %-16s %-14s %-16s %12s %14s\n", "layer", "type", "output", "inputs", "params", "MFLOPs/img");
+  o << formatted("%-16s %-16s %-14s %-16s %12s %14s\n", "data", "input", dims_text(input_).c_str(), "", "", "");
   size_t params = 0;
   for (const Node& nd : nodes_) {
     std::string ins;
     for (int i : nd.in) ins += (ins.empty() ? "" : ",") + (i < 0 ? std::string("data") : nodes_[i].spec.name);
     const size_t p = nd.w_count + nd.b_count;
     params += p;
-    std::snprintf(line, sizeof line, "%-16s %-16s %-14s %-16s %12zu %14.3f\n", nd.spec.name.c_str(), nd.op().type(),
-                  dims_text(nd.out).c_str(), ins.c_str(), p, nd.flops / 1e6);
-    o << line;
+    o << formatted("%-16s %-16s %-14s %-16s %12zu %14.3f\n", nd.spec.name.c_str(), nd.op().type(),
+                   dims_text(nd.out).c_str(), ins.c_str(), p, nd.flops / 1e6);
   }
-  std::snprintf(line, sizeof line, "total: %zu parameters, %.3f MFLOPs per image (forward)\n", params,
-                flops_per_image() / 1e6);
-  o << line;
+  o << formatted("total: %zu parameters, %.3f MFLOPs per image (forward)\n", params, flops_per_image() / 1e6);
   return o.str();
 }
 

@@ -89,10 +89,10 @@ struct GpuLayer {
   bool half;
   const InputLayout& input;
   std::unique_ptr<OpCache>& cache;
-  const void* x[2] = {nullptr, nullptr};     // the inputs: the net's input or nodes' outputs
-  bool x_fp32[2] = {false, false};           // input k is a node's fp32 output (a bf16 net's logits)
-  void* x_grad[2] = {nullptr, nullptr};      // the inputs' own gradients (null: the net's input)
-  bool x_add[2] = {false, false};            // ...which already hold another consumer's part: add to them
+  const void* x[kMaxInputs] = {};            // the inputs: the net's input or nodes' outputs
+  bool x_fp32[kMaxInputs] = {};              // input k is a node's fp32 output (a bf16 net's logits)
+  void* x_grad[kMaxInputs] = {};             // the inputs' own gradients (null: the net's input)
+  bool x_add[kMaxInputs] = {};               // ...which already hold another consumer's part: add to them
   const void* w = nullptr;                   // weights as multiplied: fp32 masters or the bf16 copy
   const float *w32 = nullptr, *b = nullptr;  // fp32 master weights; bias (null: none)
   float *dw = nullptr, *db = nullptr;        // their gradients (db null without a bias)
@@ -102,8 +102,8 @@ struct GpuLayer {
                                              // for its backward pass to read instead of the output (null: none)
   const void* relu_dy2 = nullptr;            // ...and the second part of its gradient (GpuNet::split_; null: none)
   bool defer = false;                        // bf16: leave the output as a ChannelAffine in buf.scale_shift
-  ChannelAffine affine[2];                   // bf16: inputs left so by their nodes (x[k] then unwritten)
-  BnGradSums grad_sums[2];                   // bf16: ...whose gradient sums this node takes (part null: none)
+  ChannelAffine affine[kMaxInputs];          // bf16: inputs left so by their nodes (x[k] then unwritten)
+  BnGradSums grad_sums[kMaxInputs];          // bf16: ...whose gradient sums this node takes (part null: none)
   const void* dy_from = nullptr;             // bf16: the output's gradient, where another node's dy holds it
   const float2* sums_taken = nullptr;        // bf16: this batch norm's gradient sums, taken by its consumer
   bf16 *dw16 = nullptr, *dy16 = nullptr;     // bf16: shared scratch (see GpuSetup)

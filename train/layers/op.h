@@ -11,6 +11,9 @@
 
 namespace convoy {
 
+// The most inputs one layer takes (a concat's branches; the residual add takes two).
+constexpr int kMaxInputs = 8;
+
 class LayerKeys;  // layer_keys.h
 #if CONVOY_HAVE_CUDA
 namespace gpu {
@@ -72,7 +75,7 @@ struct CpuLayer {
   int index = 0;  // the node's place in the net
   int n = 0;      // batch size
   bool train = false;
-  const float* x[2] = {nullptr, nullptr};  // the inputs
+  const float* x[kMaxInputs] = {};         // the inputs
   float* y = nullptr;                      // the output
   const float *w = nullptr, *b = nullptr;  // weights; bias (null: none)
   float* state = nullptr;                  // running statistics
@@ -139,8 +142,9 @@ class Op {
   virtual std::string example() const { return ""; }
 
   // ---- topology and shape
-  virtual int arity() const { return 1; }         // inputs it takes
-  virtual bool is_loss() const { return false; }  // the last layer: probabilities and per-sample losses
+  virtual int arity() const { return 1; }            // inputs it takes (the fewest, where it takes more)
+  virtual int max_arity() const { return arity(); }  // the most inputs it takes, at most kMaxInputs
+  virtual bool is_loss() const { return false; }     // the last layer: probabilities and per-sample losses
   virtual bool is_relu() const { return false; }
   // What node nd of it can do beyond its own pass: what the fusion plans ask (OpFusion above).
   virtual OpFusion fusion(const Node& /*nd*/) const { return {}; }

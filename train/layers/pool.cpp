@@ -124,7 +124,7 @@ PoolShape shape_of(const PoolParams& p, Dims in, int n) {
   s.n = n;
   s.c = in.c, s.h_in = in.h, s.w_in = in.w;
   s.kh = s.kw = p.kernel;
-  s.stride = p.stride, s.pad = p.pad;
+  s.stride = p.stride, s.pad = p.pad, s.ceil = p.ceil_mode;
   return s;
 }
 
@@ -132,7 +132,9 @@ PoolShape shape_of(const PoolParams& p, Dims in, int n) {
 
 PoolShape pool_shape(const Node& nd, int n) { return shape_of(params_of<PoolParams>(nd.spec), nd.in_dims[0], n); }
 
-std::shared_ptr<const OpParams> WindowPoolOp::parse(const LayerKeys& k) const {
+std::shared_ptr<const OpParams> WindowPoolOp::parse(const LayerKeys& k) const { return read_window(k); }
+
+std::shared_ptr<PoolParams> WindowPoolOp::read_window(const LayerKeys& k) {
   auto p = std::make_shared<PoolParams>();
   p->kernel = k.get_int("kernel", 2, 1, 64);
   p->stride = k.get_int("stride", p->kernel, 1, 64);
@@ -151,6 +153,12 @@ OpShape WindowPoolOp::shape(const ShapeIn& s) const {
   o.out = {in.c, ps.h_out(), ps.w_out()};
   o.flops = double(o.out.size()) * p.kernel * p.kernel;
   return o;
+}
+
+std::shared_ptr<const OpParams> MaxPoolOp::parse(const LayerKeys& k) const {
+  auto p = read_window(k);
+  p->ceil_mode = k.get_bool("ceil_mode", false);
+  return p;
 }
 
 CpuBuffers MaxPoolOp::cpu_buffers(const Node& nd, int n) const { return {0, size_t(n) * nd.out.size()}; }

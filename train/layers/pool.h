@@ -13,11 +13,18 @@
 
 namespace convoy {
 
+// ceil: the output sides rounded up (PyTorch's ceil_mode), keeping only windows that start inside
+// the input or its left padding; max pooling only (average pooling's divisor would then change).
 struct PoolShape {
   int n = 0, c = 0, h_in = 0, w_in = 0;
   int kh = 2, kw = 2, stride = 2, pad = 0;
-  int h_out() const { return (h_in + 2 * pad - kh) / stride + 1; }
-  int w_out() const { return (w_in + 2 * pad - kw) / stride + 1; }
+  bool ceil = false;
+  static int out_side(int in, int k, int stride, int pad, bool ceil) {
+    const int o = (in + 2 * pad - k + (ceil ? stride - 1 : 0)) / stride + 1;
+    return ceil && (o - 1) * stride >= in + pad ? o - 1 : o;
+  }
+  int h_out() const { return out_side(h_in, kh, stride, pad, ceil); }
+  int w_out() const { return out_side(w_in, kw, stride, pad, ceil); }
   size_t in_count() const { return size_t(n) * c * h_in * w_in; }
   size_t out_count() const { return size_t(n) * c * h_out() * w_out(); }
 };
@@ -34,6 +41,7 @@ void global_avg_pool_backward(int n, int c, int hw, const float* dy, float* dx);
 
 struct PoolParams : OpParams {
   int kernel = 2, stride = 2, pad = 0;
+  bool ceil_mode = false;  // max_pool only
 };
 
 // A max or average pool node's op shape for a batch of n.
@@ -48,12 +56,17 @@ class WindowPoolOp : public Op {
   std::vector<std::string> keys() const override { return {"kernel", "stride", "pad"}; }
   std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
   OpShape shape(const ShapeIn& in) const override;
+
+ protected:
+  static std::shared_ptr<PoolParams> read_window(const LayerKeys& k);
 };
 
 class MaxPoolOp final : public WindowPoolOp {
  public:
   const char* type() const override { return "max_pool"; }
-  std::string example() const override { return "kernel = 3\nstride = 2\npad = 1\n"; }
+  std::vector<std::string> keys() const override { return {"kernel", "stride", "pad", "ceil_mode"}; }
+  std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
+  std::string example() const override { return "kernel = 3\nstride = 2\npad = 1\nceil_mode = true\n"; }
   CpuBuffers cpu_buffers(const Node& nd, int n) const override;
   double forward(const CpuLayer& l) const override;
   void backward(const CpuLayer& l, int k) const override;
