@@ -131,25 +131,31 @@ EOF
   : > "$work/etc/plugstack.conf"
 }
 
+# slurm_job_state <id>: PENDING, RUNNING, COMPLETED, FAILED, ...; nothing when the controller does
+# not answer.
+slurm_job_state() {
+  timeout 10 "${SLURM_CLIENT[@]}" scontrol show job -o "$1" 2> /dev/null | grep -o 'JobState=[A-Z_]*' |
+    cut -d= -f2 || true
+}
+
 # slurm_wait_job <id> <limit s> <output file>: waits for the job to end; anything but COMPLETED
 # (exit 0), or still running at the limit (then cancelled), fails with the job's output.
 slurm_wait_job() {
-  local id=$1 limit=$2 out=$3 t0=$SECONDS info state=""
+  local id=$1 limit=$2 out=$3 t0=$SECONDS state=""
   while :; do
-    info=$(timeout 10 "${SLURM_CLIENT[@]}" scontrol show job -o "$id" 2> /dev/null || true)
-    state=$(grep -o 'JobState=[A-Z_]*' <<< "$info" | cut -d= -f2 || true)
+    state=$(slurm_job_state "$id")
     case $state in
       COMPLETED) return 0 ;;
       PENDING | CONFIGURING | RUNNING | COMPLETING | "") ;;
       *) fail "job $id ended $state:
-$info
+$(timeout 10 "${SLURM_CLIENT[@]}" scontrol show job -o "$id" 2> /dev/null)
 --- its output:
 $(cat "$out" 2> /dev/null)" ;;
     esac
     if [ $((SECONDS - t0)) -ge "$limit" ]; then
       timeout 10 "${SLURM_CLIENT[@]}" scancel "$id" 2> /dev/null || true
       fail "job $id still $state after $limit s, cancelled:
-$info
+$(timeout 10 "${SLURM_CLIENT[@]}" scontrol show job -o "$id" 2> /dev/null)
 --- its output:
 $(cat "$out" 2> /dev/null)"
     fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A Slurm cluster of three nodes, each a network namespace this test creates (veth pairs on a bridge,
-# 10.213.0.0/24): datagen.sbatch and train.sbatch run across the nodes and match one-node runs.
+# 10.213.0.0/24): datagen.sbatch and train.sbatch run across the nodes and match one-node runs, a
+# rank killed under srun ends its job, and a sweep spans 1 to 3 nodes.
 set -euo pipefail
 bin=${CONVOY_BIN:?}
 src=${CONVOY_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -193,19 +194,45 @@ submit() {
 # ran_on <job id> <node index>: that node's slurmd started a step of the job (srun or mpirun's orted).
 ran_on() { grep -q "launch task StepId=$1\." "$work/log/slurmd.${node_names[$(($2 - 1))]}.log"; }
 
-# ---- datagen.sbatch on 2 nodes x 2 ranks (srun --mpi=pmix) against a one-node run ---------------
+# ---- datagen.sbatch on 2 nodes x 2 ranks (mpirun) against a one-node run -------------------------
 slurm_fmnist_tar "$bin" "$work"
 "$bin/datagen" --input "$work/t.tar" --output "$work/direct" --size 28 --channels 1 --per-file 50 --seed 1 \
   --threads 2 2> "$work/direct.log" || fail "direct datagen run failed: $(cat "$work/direct.log")"
 t0=$SECONDS
 id=$(CONVOY_BIN="$bin" CONVOY_INPUT="$work/t.tar" CONVOY_OUTPUT="$work/dg" CONVOY_SIZE=28 CONVOY_CHANNELS=1 \
-  CONVOY_PER_FILE=50 CONVOY_LAUNCHER=srun submit dg --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
-  scripts/slurm/datagen.sbatch)
+  CONVOY_PER_FILE=50 submit dg --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=5 scripts/slurm/datagen.sbatch)
 slurm_wait_job "$id" 120 "$work/dg-$id.out"
 grep -q "slurm job: datagen, 4 rank(s) x 1 thread(s)" "$work/dg-$id.out" || fail "datagen job output: $(cat "$work/dg-$id.out")"
-ran_on "$id" 1 && ran_on "$id" 2 || fail "datagen job $id: no step on both nodes"
+grep -q "# hostfile .*: ${node_names[0]} slots=2 ${node_names[1]} slots=2\$" "$work/dg-$id.out" ||
+  fail "2-node hostfile: $(cat "$work/dg-$id.out")"
+ran_on "$id" 2 || fail "datagen job $id: no step on the second node"
 slurm_same_dataset "$work/direct" "$work/dg" 4
-echo "datagen.sbatch, 2 nodes x 2 ranks (srun --mpi=pmix): identical to a one-node run, $((SECONDS - t0)) s"
+echo "datagen.sbatch, 2 nodes x 2 ranks (mpirun): identical to a one-node run, $((SECONDS - t0)) s"
+
+# ---- A rank that dies under srun ends its job ----------------------------------------------------
+# Killed as soon as it has started, the rank leaves the others of its step waiting in MPI_Init for
+# it; the job must end (FAILED) within 30 s, not at its time limit.
+t0=$SECONDS
+id=$(CONVOY_BIN="$bin" CONVOY_INPUT="$work/t.tar" CONVOY_OUTPUT="$work/dg-srun" CONVOY_SIZE=28 CONVOY_CHANNELS=1 \
+  CONVOY_PER_FILE=50 CONVOY_LAUNCHER=srun submit death --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
+  scripts/slurm/datagen.sbatch)
+victim=""
+while [ -z "$victim" ]; do
+  [ $((SECONDS - t0)) -lt 60 ] || fail "no datagen rank started on ${node_names[1]} within 60 s: $(cat "$work/death-$id.out")"
+  for p in $(ip netns pids "$tag-n2"); do
+    [ "$(cat "/proc/$p/comm" 2> /dev/null)" = datagen ] && victim=$p && break
+  done
+  [ -n "$victim" ] || sleep 0.02
+done
+kill -KILL "$victim"
+killed=$SECONDS state=RUNNING
+while [ $((SECONDS - killed)) -lt 30 ]; do
+  state=$(slurm_job_state "$id")
+  case $state in PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.3 ;; *) break ;; esac
+done
+[ "$state" = FAILED ] || fail "job $id is $state 30 s after one of its ranks was killed (FAILED expected):
+$(cat "$work/death-$id.out")"
+echo "datagen.sbatch (srun --mpi=pmix), a rank killed on ${node_names[1]}: job FAILED $((SECONDS - killed)) s later"
 
 # ---- train.sbatch (CPU, mpirun): 2 nodes x 1 rank against 1 node x 2 ranks ------------------------
 # train_job <name> <sbatch arguments...>: 2 epochs of tiny_fc from the datagen job's dataset.
