@@ -58,9 +58,8 @@ slurm_show_logs() {
 # slurm_cancel_all <user>: cancels the user's jobs of this cluster (SLURM_CONF) and waits up to 15 s
 # for them to leave the queue, so no job step outlives slurmd.
 slurm_cancel_all() {
-  local i
   timeout 10 "${SLURM_CLIENT[@]}" scancel --user="$1" 2> /dev/null || true
-  for i in $(seq 30); do
+  for _ in $(seq 30); do
     [ -z "$(timeout 5 "${SLURM_CLIENT[@]}" squeue -h -o %i 2> /dev/null)" ] && break
     sleep 0.5
   done

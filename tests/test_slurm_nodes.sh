@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # A Slurm cluster of three nodes, each a network namespace this test creates (veth pairs on a bridge,
 # 10.213.0.0/24): datagen.sbatch and train.sbatch run across the nodes and match one-node runs, a
-# rank killed under srun ends its job, and a sweep spans 1 to 3 nodes.
+# rank killed on one node ends its job, and a sweep spans 1 to 3 nodes.
 set -euo pipefail
 bin=${CONVOY_BIN:?}
 src=${CONVOY_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 source "$src/tests/slurm_lib.sh"
 slurm_clean_env
 slurm_need_tools munged munge slurmctld slurmd sbatch srun scontrol squeue scancel sinfo ip unshare nsenter
+[ "$(id -u)" -eq 0 ] || fail "creating network namespaces (ip netns add) needs root; run as root, as CI does"
 
 nodes=3
 # Every name this test leaves on the machine carries the prefix, the test's process id and that
@@ -181,7 +182,7 @@ $(timeout 5 "${SLURM_CLIENT[@]}" sinfo -N 2>&1)"
 done
 echo "cluster up in $((SECONDS - started)) s: nodes ${node_names[*]} (10.213.0.11-$((10 + nodes))), each $NODE_HW"
 
-# <node index> <file>: bytes sent from that node's veth end so far.
+# tx_bytes <node index>: bytes sent from that node's veth end so far.
 tx_bytes() { ip netns exec "$tag-n$1" cat /sys/class/net/eth0/statistics/tx_bytes; }
 # submit <output prefix> <sbatch arguments...>: prints the job id (knobs come from the environment).
 submit() {
@@ -209,30 +210,35 @@ ran_on "$id" 2 || fail "datagen job $id: no step on the second node"
 slurm_same_dataset "$work/direct" "$work/dg" 4
 echo "datagen.sbatch, 2 nodes x 2 ranks (mpirun): identical to a one-node run, $((SECONDS - t0)) s"
 
-# ---- A rank that dies under srun ends its job ----------------------------------------------------
-# Killed as soon as it has started, the rank leaves the others of its step waiting in MPI_Init for
-# it; the job must end (FAILED) within 30 s, not at its time limit.
-t0=$SECONDS
-id=$(CONVOY_BIN="$bin" CONVOY_INPUT="$work/t.tar" CONVOY_OUTPUT="$work/dg-srun" CONVOY_SIZE=28 CONVOY_CHANNELS=1 \
-  CONVOY_PER_FILE=50 CONVOY_LAUNCHER=srun submit death --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
-  scripts/slurm/datagen.sbatch)
-victim=""
-while [ -z "$victim" ]; do
-  [ $((SECONDS - t0)) -lt 60 ] || fail "no datagen rank started on ${node_names[1]} within 60 s: $(cat "$work/death-$id.out")"
-  for p in $(ip netns pids "$tag-n2"); do
-    [ "$(cat "/proc/$p/comm" 2> /dev/null)" = datagen ] && victim=$p && break
+# ---- A rank that dies ends its job, under either launcher ---------------------------------------
+# kill_a_rank <launcher>: datagen.sbatch on 2 nodes x 2 ranks; a rank on the second node is killed
+# as soon as it has started, which leaves the others waiting in MPI_Init for it. The job must end
+# (FAILED) within 30 s, not at its time limit.
+kill_a_rank() {
+  local launcher=$1 t0=$SECONDS id victim="" p killed state=RUNNING
+  id=$(CONVOY_BIN="$bin" CONVOY_INPUT="$work/t.tar" CONVOY_OUTPUT="$work/dg-$launcher" CONVOY_SIZE=28 \
+    CONVOY_CHANNELS=1 CONVOY_PER_FILE=50 CONVOY_LAUNCHER=$launcher submit "death-$launcher" --nodes=2 \
+    --ntasks-per-node=2 --cpus-per-task=1 --time=5 scripts/slurm/datagen.sbatch)
+  while [ -z "$victim" ]; do
+    [ $((SECONDS - t0)) -lt 60 ] ||
+      fail "no datagen rank started on ${node_names[1]} within 60 s: $(cat "$work/death-$launcher-$id.out")"
+    for p in $(ip netns pids "$tag-n2"); do
+      [ "$(cat "/proc/$p/comm" 2> /dev/null)" = datagen ] && victim=$p && break
+    done
+    [ -n "$victim" ] || sleep 0.02
   done
-  [ -n "$victim" ] || sleep 0.02
-done
-kill -KILL "$victim"
-killed=$SECONDS state=RUNNING
-while [ $((SECONDS - killed)) -lt 30 ]; do
-  state=$(slurm_job_state "$id")
-  case $state in PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.3 ;; *) break ;; esac
-done
-[ "$state" = FAILED ] || fail "job $id is $state 30 s after one of its ranks was killed (FAILED expected):
-$(cat "$work/death-$id.out")"
-echo "datagen.sbatch (srun --mpi=pmix), a rank killed on ${node_names[1]}: job FAILED $((SECONDS - killed)) s later"
+  kill -KILL "$victim"
+  killed=$SECONDS
+  while [ $((SECONDS - killed)) -lt 30 ]; do
+    state=$(slurm_job_state "$id")
+    case $state in PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.3 ;; *) break ;; esac
+  done
+  [ "$state" = FAILED ] || fail "job $id ($launcher) is $state 30 s after one of its ranks was killed (FAILED expected):
+$(cat "$work/death-$launcher-$id.out")"
+  echo "datagen.sbatch ($launcher), a rank killed on ${node_names[1]}: job FAILED $((SECONDS - killed)) s later"
+}
+kill_a_rank srun
+kill_a_rank mpirun
 
 # ---- train.sbatch (CPU, mpirun): 2 nodes x 1 rank against 1 node x 2 ranks ------------------------
 # train_job <name> <sbatch arguments...>: 2 epochs of tiny_fc from the datagen job's dataset.
@@ -242,8 +248,7 @@ train_job() {
   id=$(CONVOY_BIN="$bin" CONVOY_CONFIG="$src/tests/data/tiny_fc.toml" CONVOY_DATA="$work/dg" \
     CONVOY_VAL="$work/dg" CONVOY_DEVICE=cpu CONVOY_EPOCHS=2 CONVOY_CHECKPOINT="$work/$name.ckpt" \
     CONVOY_METRICS="$work/$name.jsonl" CONVOY_TRAIN_ARGS="--threads 1 --seed 3" submit "$name" \
-    --partition=convoy --gpus-per-node=0 \
-    --cpus-per-task=1 --time=5 "$@" scripts/slurm/train.sbatch)
+    --partition=convoy --gpus-per-node=0 --cpus-per-task=1 --time=5 "$@" scripts/slurm/train.sbatch)
   slurm_wait_job "$id" 120 "$work/$name-$id.out"
   grep -q "slurm job: train, 2 rank(s), device cpu" "$work/$name-$id.out" || fail "$name job output: $(cat "$work/$name-$id.out")"
   echo "$id"
