@@ -176,7 +176,9 @@ job_scheduler_ranks() {
 }
 
 # job_launch_line <result array> <ranks> <threads per rank or 0>: mpirun over the allocation's hosts
-# (hostfile), or srun when CONVOY_LAUNCHER=srun inside Slurm.
+# (hostfile), or srun when CONVOY_LAUNCHER=srun inside Slurm. srun, unlike mpirun, leaves a step's
+# other tasks running when one dies, and ranks waiting on the dead one (in MPI_Init, a collective)
+# would hold the allocation until its time limit: --kill-on-bad-exit ends the step with it.
 job_launch_line() {
   local -n launch=$1
   local ranks=$2 threads=$3 hosts nh
@@ -192,7 +194,7 @@ job_launch_line() {
       if [ "${#hosts[@]}" -gt 0 ]; then echo "# hostfile $hostfile: $(paste -sd' ' "$hostfile")"; fi ;;
     srun)
       [ -n "${SLURM_JOB_ID:-}" ] || sweep_die "CONVOY_LAUNCHER=srun needs a Slurm job"
-      launch=(srun --ntasks="$ranks" --nodes="$nh" --mpi="${CONVOY_SRUN_MPI:-pmix}")
+      launch=(srun --ntasks="$ranks" --nodes="$nh" --mpi="${CONVOY_SRUN_MPI:-pmix}" --kill-on-bad-exit=1)
       [ "$threads" -le 0 ] || launch+=(--cpus-per-task="$threads") ;;
     *) sweep_die "CONVOY_LAUNCHER=${CONVOY_LAUNCHER}: mpirun or srun" ;;
   esac

@@ -36,7 +36,7 @@ expect "$work/s-dg.txt" "+ mpirun -np 8 --hostfile $work/convoy-hosts."
 expect "$work/s-dg.txt" "--map-by slot --bind-to none /opt/convoy/bin/datagen --input /data/in.tar --size 64 --channels 3 --per-file 1024 --seed 1 --encoding jpeg --output /data/out --threads 4"
 "${slurm_env[@]}" CONVOY_LAUNCHER=srun CONVOY_INPUT=/data/in.tar CONVOY_OUTPUT=/data/out \
   bash "$src/scripts/slurm/datagen.sbatch" > "$work/s-dg-srun.txt" 2>&1
-expect "$work/s-dg-srun.txt" "+ srun --ntasks=8 --nodes=2 --mpi=pmix --cpus-per-task=4 /opt/convoy/bin/datagen"
+expect "$work/s-dg-srun.txt" "+ srun --ntasks=8 --nodes=2 --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=4 /opt/convoy/bin/datagen"
 [ "$(grep -c '^+ ' "$work/s-dg.txt")" -eq 1 ] || fail "one datagen run expected"
 ls "$work"/convoy-hosts.* > /dev/null 2>&1 && fail "the job left its hostfile behind"
 
