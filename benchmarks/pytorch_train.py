@@ -6,8 +6,8 @@
     python3 benchmarks/pytorch_train.py --config configs/resnet50.toml --data s224 --val s224 \\
         --epochs 3 --batch 256 --compile --bf16 --channels-last [--compile-mode max-autotune]
 
-The net: torchvision's ResNet-18 or ResNet-50 when the config's [net] name is resnet18 or resnet50
-(`--model` picks either, or `config` for the config's own [[layer]] list, the default for other nets),
+The net: torchvision's ResNet-18, ResNet-50, GoogLeNet or MobileNetV2 when the config's [net] name is
+resnet18, resnet50, googlenet or mobilenet_v2 (`--model` picks one, or `config` for the config's own [[layer]] list, the default for other nets),
 initialised by the config's [net] init rule as `train` does (kaiming: normal weights with std
 sqrt(2 / fan_in), zero biases; default: PyTorch's uniform), unless `--init torchvision`. The recipe is
 the config's [train] table with convoy's defaults (train/net_config.h): SGD with its momentum,
@@ -166,15 +166,21 @@ class TomlNet(nn.Module):
         return out
 
 
+# torchvision's nets that a shipped config equals (tests/python/test_config_torchvision.py).
+TORCHVISION_NETS = ("resnet18", "resnet50", "googlenet", "mobilenet_v2")
+
+
 def build_model(cfg, args, in_shape, classes):
     """(model, label): torchvision's ResNet or the config's layers, initialised as asked."""
     name = cfg.get("net", {}).get("name", "")
-    kind = args.model if args.model != "auto" else name if name in ("resnet18", "resnet50") else "config"
+    kind = args.model if args.model != "auto" else name if name in TORCHVISION_NETS else "config"
     if kind == "config":
         model, label = TomlNet(cfg["layer"], in_shape, classes), "config layers"
     else:
         import torchvision
-        model, label = getattr(torchvision.models, kind)(num_classes=classes), f"torchvision {kind}"
+        # GoogLeNet as configs/googlenet.toml has it: no auxiliary heads, no input transform.
+        extra = {"aux_logits": False, "transform_input": False, "init_weights": True} if kind == "googlenet" else {}
+        model, label = getattr(torchvision.models, kind)(num_classes=classes, **extra), f"torchvision {kind}"
     if args.init == "config":
         init_like_convoy(model, cfg.get("net", {}).get("init", "default"))
     return model, label
@@ -347,8 +353,8 @@ def parse_args():
     ap.add_argument("--val", required=True)
     ap.add_argument("--epochs", type=int, help="default: the config's")
     ap.add_argument("--batch", type=int, help="default: the config's")
-    ap.add_argument("--model", default="auto", choices=["auto", "config", "resnet18", "resnet50"],
-                    help="torchvision's resnet18/resnet50 or the config's layers (auto: by the config's [net] name)")
+    ap.add_argument("--model", default="auto", choices=["auto", "config", *TORCHVISION_NETS],
+                    help="one of torchvision's nets or the config's layers (auto: by the config's [net] name)")
     ap.add_argument("--init", default="config", choices=["config", "torchvision"],
                     help="the config's [net] init rule, as train draws it, or the model's own initialisation")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
