@@ -295,9 +295,43 @@ TEST(GpuNet, GooglenetAndMobilenetV2StepsMatchCpu) {
     steps_match(config, {3, 64, 64}, 8, 3, gpu::MathMode::fp32, {1e-4, 0.1, 1e-3, 1e-4, 3.2e-3});
 }
 
-// bf16: ResNet-18's bounds at 64x64 (Bf16Resnet18StepsMatchCpu), batch 16; not derived for these
-// nets by a CPU run that rounds as the GPU stores, as ResNet-18's were.
+// MobileNetV2 as trained (224 px, batch 256, bf16, train's default 1 GiB cuDNN workspace): one step
+// runs and its loss is finite. cuDNN's ranking once reported a depthwise convolution's
+// backward-filter algorithm within the workspace that then asked for more than it at run time.
+TEST(GpuNet, Bf16MobilenetV2StepsAtBatch256) {
+  const int n = 256;
+  Net cpu(read_net_config(test::config_path("mobilenet_v2.toml")), Dims{3, 224, 224}, 1000);
+  cpu.init_weights(7);
+  gpu::Context ctx(0, size_t(1024) << 20, gpu::MathMode::bf16);
+  gpu::GpuNet g(ctx, cpu, n);
+  g.upload(cpu.weights(), cpu.state());
+  std::vector<float> x(size_t(n) * 3 * 224 * 224, 0.5f);
+  std::vector<int32_t> labels(n, 3);
+  std::vector<uint64_t> keys(n, 1);
+  auto gx = test::up_bf16(test::pack_input(g.input_layout(), n, x));
+  gpu::DeviceBuffer<int32_t> glabels(n);
+  gpu::DeviceBuffer<uint64_t> gkeys(n);
+  glabels.upload(labels.data(), n);
+  gkeys.upload(keys.data(), n);
+  auto key = step_key(0);
+  g.forward(n, gx.get(), glabels.get(), true, key.get(), gkeys.get());
+  g.backward();
+  std::vector<float> l(n);
+  ctx.synchronize();
+  CONVOY_CUDA_CHECK(cudaMemcpy(l.data(), g.losses(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  for (float v : l) ASSERT_TRUE(std::isfinite(v));
+}
+
+// bf16 at 64x64, batch 16. These nets are far less well conditioned there than ResNet-18: on the
+// CPU, computing with every weight scaled by 1 + 2^-9 x noise (normal; harsher than the GPU's
+// rounding of its bf16 weight copy) moves, at worst over 3 seeds and 3 steps, the loss by 2.0 % and
+// 2.4 % (ResNet-18: 0.22 %), all gradients by 0.74 and 0.98 (0.27), the last weight block's by
+// 0.13 and 0.21 (0.016), the running statistics by 2.0e-3 and 7.5e-3, and the weights after 3
+// independent steps by 3.9e-3 and 1.6e-3 (GoogLeNet, MobileNetV2). The bounds are those with a
+// margin; a whole-gradient error this close to 1 cannot tell rounding from a mistake, so the sharp
+// bf16 check of concat, ceil-mode pooling, depthwise convolutions and ReLU6 is
+// InceptionAndInvertedResidualBlocksStepsMatchCpu's, at ResNet-18's bounds.
 TEST(GpuNet, Bf16GooglenetAndMobilenetV2StepsMatchCpu) {
   for (const char* config : {"googlenet.toml", "mobilenet_v2.toml"})
-    steps_match(config, {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {1e-2, 0.6, 0.08, 5e-3, 1e-4});
+    steps_match(config, {3, 64, 64}, 16, 3, gpu::MathMode::bf16, {0.04, 1.25, 0.35, 0.015, 6e-3});
 }
