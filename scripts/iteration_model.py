@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-# The iteration-time model of a data-parallel training step (t_iter = t_io + t_h2d + t_f + t_b + t_u + t_comm,
-# of t_comm only the part the backward pass does not hide): from one run's metrics, images/s at other GPU and node counts.
+# The iteration-time model of a data-parallel training step (t_iter = t_io + t_h2d + t_f + t_b + t_u + t_comm, of
+# t_comm only the part the backward pass does not hide): from one run's metrics, images/s at other GPU and node counts.
 """Predicts a training step's time and images/s at G GPUs a node and M nodes from one measured run.
 
     iteration_model.py m.jsonl --gpus 1,2,4 --nodes 1,2 --intra-busbw 250 --link-gbps 25 \
-        [--profile-metrics mp.jsonl] [--measured 2x1=m2.jsonl --measured 1x2=m2n.jsonl]
+        [--profile-metrics mp.jsonl] [--measured 2x1=m2.jsonl --measured 1x2=m2n.jsonl] [--fit 1x2=m2n.jsonl]
 
 m.jsonl is `train --metrics`'s file of one run (1 GPU, or N GPUs of one node): its "comm_plan" record (the
 all-reduce buckets' bytes on the wire, in the order they are sent, and where in the backward pass each is
@@ -33,6 +33,13 @@ update (t_u x its elements / all) follows its all-reduce on a stream of its own;
 ends after the last all-reduce (or the backward pass). f_i: the bucket's ready share of the backward pass,
 from `train --profile`'s per-node backward seconds ("bucket_ready_profile" in an epoch record) where a run
 gives it, else from the nodes' FLOPs ("bucket_ready_flops" in the comm_plan record).
+
+--measured GxM=FILE sets a run of G GPUs a node on M nodes beside its prediction (images/s and the error;
+its t_comm_exposed in brackets). --fit GxM=FILE instead takes the link's bus bandwidth (between the nodes for
+M > 1, else inside the node) that makes the prediction at GxM that run's images/s: what the link moves while
+the GPUs compute, which can be well below what an all-reduce benchmark on idle GPUs reports (NCCL's sockets
+on loopback: 3.1 GB/s idle, about 2.2-2.3 GB/s during training). A fit says nothing of its own
+configuration; it is a test of the model at the others.
 """
 import argparse
 import json
@@ -210,6 +217,29 @@ def predict(run, gpus, nodes, link):
                       images_per_second=gpus * nodes * run.local_batch / t_iter)
 
 
+def fit_bandwidth(run, gpus, nodes, link, measured_img_s):
+    """The link whose bus bandwidth (between the nodes for nodes > 1, else inside the node) makes the
+    predicted images/s at gpus x nodes the measured: a bisection on a log scale, as the prediction only
+    grows with the bandwidth. None where no bandwidth from 10 MB/s to 100 TB/s reaches it."""
+    between = nodes > 1
+
+    def with_bw(bw):
+        return Link(intra_busbw=link.intra_busbw if between else bw, inter_busbw=bw if between else link.inter_busbw,
+                    latency=link.latency, flat_ring=link.flat_ring)
+
+    lo, hi = 1e7, 1e14
+    if not (predict(run, gpus, nodes, with_bw(lo)).images_per_second <= measured_img_s
+            <= predict(run, gpus, nodes, with_bw(hi)).images_per_second):
+        return None
+    for _ in range(100):
+        mid = (lo * hi) ** 0.5
+        if predict(run, gpus, nodes, with_bw(mid)).images_per_second < measured_img_s:
+            lo = mid
+        else:
+            hi = mid
+    return with_bw((lo * hi) ** 0.5)
+
+
 def error(predicted, measured):
     return (predicted - measured) / measured
 
@@ -250,6 +280,9 @@ def parse_args(argv):
                    help="a train --profile run's metrics: its buckets' ready shares (else the FLOPs')")
     p.add_argument("--measured", action="append", default=[], metavar="GxM=FILE",
                    help="a measured run of G GPUs a node on M nodes, to set beside its prediction")
+    p.add_argument("--fit", metavar="GxM=FILE",
+                   help="a measured run whose images/s sets the link's bus bandwidth (between the nodes for M > 1, "
+                        "else inside): the bandwidth the link moves while the GPUs compute")
     p.add_argument("--first-epoch", type=int, default=2,
                    help="epochs from this one on are timed (default 2: the first carries the set-up)")
     a = p.parse_args(argv)
@@ -263,11 +296,22 @@ def parse_args(argv):
         raise BadInput(f"--latency-us: {a.latency_us} is below 0")
     a.gpu_list, a.node_list = int_list(a.gpus, "--gpus"), int_list(a.nodes, "--nodes")
     a.measured = [measured_spec(m) for m in a.measured]
+    a.fit = measured_spec(a.fit) if a.fit else None
+    if inter is None and a.fit and a.fit[1] > 1:
+        inter = 1.0  # set by the fit
     if inter is None and (max(a.node_list) > 1 or any(m > 1 for _, m, _ in a.measured)):
         raise BadInput("--inter-busbw or --link-gbps: needed for more than one node")
     a.link = Link(intra_busbw=a.intra_busbw * 1e9, inter_busbw=(inter or 1.0) * 1e9, latency=a.latency_us * 1e-6,
                   flat_ring=a.flat_ring)
     return a
+
+
+def check_measured(mr, gpus, nodes, run):
+    if mr.ranks != gpus * nodes:
+        raise BadInput(f"{mr.path}: a run of {mr.ranks} rank(s), given as {gpus}x{nodes}")
+    if mr.local_batch != run.local_batch:
+        raise BadInput(f"{mr.path}: {mr.local_batch} a GPU, the base run {run.local_batch}")
+    return mr
 
 
 def ms(s):
@@ -290,8 +334,10 @@ HEADER = ("| GPUs x nodes | t_io | t_h2d | t_fwd | t_bwd | t_comm (all) | t_comm
 
 
 def row(p, measured=None):
-    meas = f"{measured.images_per_second:,.0f} | {100 * error(p.images_per_second, measured.images_per_second):+.1f} %" \
-        if measured else " | "
+    meas = " | "
+    if measured:
+        err = error(p.images_per_second, measured.images_per_second)
+        meas = f"{measured.images_per_second:,.0f} | {100 * err:+.1f} %"
     exposed = ms(p.t_comm_exposed) + (f" ({ms(measured.t_comm_exposed)})" if measured else "")
     return (f"| {p.gpus} x {p.nodes} | {ms(p.t_io)} | {ms(p.t_h2d)} | {ms(p.t_fwd)} | {ms(p.t_bwd)} | {ms(p.t_comm)} "
             f"| {exposed} | {ms(p.t_update)} | {ms(p.t_iter)} | {p.images_per_second:,.0f} | {meas} |")
@@ -301,12 +347,15 @@ def main(argv=None):
     try:
         a = parse_args(argv)
         run = load_run(a.metrics, a.first_epoch, a.profile_metrics)
-        measured = {(g, m): load_run(path, a.first_epoch) for g, m, path in a.measured}
-        for (g, m), mr in measured.items():
-            if mr.ranks != g * m:
-                raise BadInput(f"{mr.path}: a run of {mr.ranks} rank(s), given as {g}x{m}")
-            if mr.local_batch != run.local_batch:
-                raise BadInput(f"{mr.path}: {mr.local_batch} a GPU, the base run {run.local_batch}")
+        measured = {(g, m): check_measured(load_run(path, a.first_epoch), g, m, run) for g, m, path in a.measured}
+        if a.fit:
+            g, m, path = a.fit
+            fitted = check_measured(load_run(path, a.first_epoch), g, m, run)
+            a.link = fit_bandwidth(run, g, m, a.link, fitted.images_per_second)
+            if a.link is None:
+                raise BadInput(f"{path}: {fitted.images_per_second:,.0f} img/s is beyond the model at any bandwidth "
+                               "(its other phases differ from the base run's)")
+            print(f"fitted to {path} ({g}x{m}, {fitted.images_per_second:,.0f} img/s)")
     except BadInput as e:
         print(f"iteration_model.py: {e}", file=sys.stderr)
         return 2

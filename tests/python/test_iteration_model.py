@@ -164,3 +164,29 @@ def test_a_measured_run_of_other_ranks_is_refused(tmp_path, capsys):
     m2 = write(tmp_path, "m2.jsonl", plan(ranks=2), epoch(2, ranks=2))
     assert im.main([b, "--link-gbps", "25", "--measured", f"2x2={m2}"]) == 2
     assert f"{m2}: a run of 2 rank(s), given as 2x2" in capsys.readouterr().err
+
+
+def test_fit_finds_the_bandwidth_that_gives_the_measured_rate(tmp_path):
+    # Partial overlap above: 1 s all-reduces (1 GB/s inside the node) give t_iter 4.5 s, 200 / 4.5 img/s.
+    run = base(tmp_path)
+    fitted = im.fit_bandwidth(run, 2, 1, link(intra=50, inter=7), 200 / 4.5)
+    assert fitted.intra_busbw == pytest.approx(1e9, rel=1e-6)
+    assert fitted.inter_busbw == 7e9
+    # 2 nodes of 1 GPU: the same 1 s all-reduces at 1 GB/s between the nodes.
+    fitted = im.fit_bandwidth(run, 1, 2, link(intra=50, inter=7), 200 / 4.5)
+    assert fitted.inter_busbw == pytest.approx(1e9, rel=1e-6) and fitted.intra_busbw == 50e9
+    # Faster than the run with no all-reduce at all: no bandwidth gives it.
+    assert im.fit_bandwidth(run, 2, 1, link(), 200 / 3.0) is None
+
+
+def test_fit_from_the_command_line(tmp_path, capsys):
+    b = write(tmp_path, "m.jsonl", plan(), epoch(2))
+    m2 = write(tmp_path, "m2.jsonl", plan(ranks=2), epoch(2, ranks=2, t_iter=4.5))
+    assert im.main([b, "--gpus", "2", "--fit", f"2x1={m2}", "--measured", f"2x1={m2}"]) == 0
+    out = capsys.readouterr().out
+    assert "intra 1 GB/s" in out
+    line = next(row for row in out.splitlines() if row.startswith("| 2 x 1 "))
+    assert line.endswith("| 44 | 44 | +0.0 % |") or line.endswith("| 44 | 44 | -0.0 % |"), line
+    fast = write(tmp_path, "fast.jsonl", plan(ranks=2), epoch(2, ranks=2, t_iter=3.0))
+    assert im.main([b, "--fit", f"2x1={fast}"]) == 2
+    assert f"{fast}: 67 img/s is beyond the model at any bandwidth" in capsys.readouterr().err
