@@ -301,7 +301,7 @@ def parse_args(argv):
         inter = 1.0  # set by the fit
     if inter is None and (max(a.node_list) > 1 or any(m > 1 for _, m, _ in a.measured)):
         raise BadInput("--inter-busbw or --link-gbps: needed for more than one node")
-    a.link = Link(intra_busbw=a.intra_busbw * 1e9, inter_busbw=(inter or 1.0) * 1e9, latency=a.latency_us * 1e-6,
+    a.link = Link(intra_busbw=a.intra_busbw * 1e9, inter_busbw=(inter or 0.0) * 1e9, latency=a.latency_us * 1e-6,
                   flat_ring=a.flat_ring)
     return a
 
@@ -319,7 +319,8 @@ def ms(s):
 
 
 def describe(run, link):
-    bw = f"intra {link.intra_busbw / 1e9:g} GB/s, inter {link.inter_busbw / 1e9:g} GB/s bus bandwidth"
+    inter = f"inter {link.inter_busbw / 1e9:g} GB/s" if link.inter_busbw else "no link between nodes given"
+    bw = f"bus bandwidth intra {link.intra_busbw / 1e9:g} GB/s, {inter}"
     return (f"base {run.path}: {run.ranks} rank(s) x {run.local_batch}, epochs {run.epochs}, "
             f"{run.images_per_second:,.0f} img/s; {len(run.bucket_bytes)} buckets, {sum(run.bucket_bytes) / 1e6:.1f} "
             f"MB a step, ready shares from {run.ready_source}; {bw}, {link.latency * 1e6:g} us an all-reduce"

@@ -184,7 +184,7 @@ def test_fit_from_the_command_line(tmp_path, capsys):
     m2 = write(tmp_path, "m2.jsonl", plan(ranks=2), epoch(2, ranks=2, t_iter=4.5))
     assert im.main([b, "--gpus", "2", "--fit", f"2x1={m2}", "--measured", f"2x1={m2}"]) == 0
     out = capsys.readouterr().out
-    assert "intra 1 GB/s" in out
+    assert "bus bandwidth intra 1 GB/s" in out
     line = next(row for row in out.splitlines() if row.startswith("| 2 x 1 "))
     assert line.endswith("| 44 | 44 | +0.0 % |") or line.endswith("| 44 | 44 | -0.0 % |"), line
     fast = write(tmp_path, "fast.jsonl", plan(ranks=2), epoch(2, ranks=2, t_iter=3.0))
