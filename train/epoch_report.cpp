@@ -72,6 +72,7 @@ nlohmann::json epoch_record(const EpochReport& r) {
                       {"peak_rss_bytes", peak_rss_bytes()},
                       {"skipped_steps", r.sums.skipped}};
   if (t.idle) j["t_idle"] = *t.idle;
+  if (!r.bucket_ready.empty()) j["bucket_ready_profile"] = r.bucket_ready;
   if (r.eval) {
     j["test_loss"] = r.eval->loss;
     j["test_top1"] = r.eval->top1;

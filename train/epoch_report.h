@@ -2,6 +2,7 @@
 // per-phase breakdown line, and the metrics file's epoch record.
 #pragma once
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,9 @@ struct EpochReport {
   // of the steps before the checkpoint (timed by the run that made it).
   double timed_samples = 0;
   std::optional<EvalResult> eval;
+  // With --profile: each all-reduce bucket's ready share of the backward pass by the profile's
+  // per-node seconds so far (comm_plan.h); empty without.
+  std::vector<double> bucket_ready;
 };
 
 void log_epoch(const EpochReport& r);

@@ -14,6 +14,7 @@
 #include "shared/error.h"
 #include "shared/log.h"
 #include "train/blas_setup.h"
+#include "train/comm_plan.h"
 #include "train/data_parallel.h"
 #include "train/epoch_report.h"
 #include "train/stop_signal.h"
@@ -142,6 +143,7 @@ void TrainRun::open_metrics() {
   metrics_ = std::make_unique<MetricsLog>(o_.metrics, !o_.resume.empty());
   if (const std::optional<double> setup = step_->setup_seconds())
     metrics_->write({{"kind", "setup"}, {"gpu_setup_seconds", *setup}});
+  metrics_->write(comm_plan_record(comm_plan(net_, o_.backend, backend_), net_, ranks_, local_batch_));
 }
 
 int TrainRun::run() {
@@ -248,6 +250,9 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
   log_epoch(r);
   step_->add_profile_to(net_);
   if (o_.profile && rank_ == 0) std::fprintf(stderr, "%s", net_.profile().c_str());
+  if (o_.profile)
+    r.bucket_ready = bucket_ready_fractions(net_.nodes(), comm_plan(net_, o_.backend, backend_).buckets,
+                                            profiled_backward_cost(net_.nodes()));
   log_breakdown(r);
   if (metrics_) metrics_->write(epoch_record(r));
 }

@@ -1,0 +1,104 @@
+// The metrics file's comm_plan record and the buckets' ready shares (train/comm_plan.h) that the
+// iteration-time model reads: hand-made nodes, the shipped ResNet-50, and train's record and profile.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shared/atomic_file.h"
+#include "source_dir.h"
+#include "train/comm_plan.h"
+#include "train/net_config.h"
+#include "train/synthetic_data.h"
+#include "train_cli.h"
+
+using namespace convoy;
+
+namespace {
+
+Node with_params(size_t lo, size_t count) {
+  Node nd;
+  nd.w_off = lo;
+  nd.w_count = count;
+  return nd;
+}
+
+std::vector<nlohmann::json> records(const std::string& path, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (const auto j = nlohmann::json::parse(line); j.at("kind") == kind) out.push_back(j);
+  return out;
+}
+
+}  // namespace
+
+// Nodes 0 ([0, 10)), 1 (none) and 2 ([10, 30)) cost 1, 2 and 3; the backward pass runs 2, 1, 0.
+TEST(CommPlan, ReadySharesSumTheCostsUpToTheNodeThatCompletesTheBucket) {
+  const std::vector<Node> nodes = {with_params(0, 10), Node{}, with_params(10, 20)};
+  const std::vector<double> cost = {1, 2, 3};
+  const std::vector<double> two = bucket_ready_fractions(nodes, {{10, 30}, {0, 10}}, cost);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_DOUBLE_EQ(two[0], 3.0 / 6);
+  EXPECT_DOUBLE_EQ(two[1], 1.0);
+  EXPECT_EQ(bucket_ready_fractions(nodes, {{0, 30}}, cost), std::vector<double>{1.0});
+  // No cost measured (no profile): every bucket at the end.
+  EXPECT_EQ(bucket_ready_fractions(nodes, {{10, 30}, {0, 10}}, {0, 0, 0}), (std::vector<double>{1.0, 1.0}));
+}
+
+TEST(CommPlan, TheCudaBackendsBucketsAndTheCpuBackendsOneAllReduce) {
+  const NetConfig c = read_net_config(test::config_path("resnet50.toml"));
+  Net net(c, Dims{c.input_c, c.input_h, c.input_w});
+  BackendOptions o;
+  o.precision = Precision::bf16;
+  const CommPlan gpu = comm_plan(net, o, Backend::gpu);
+  EXPECT_EQ(gpu.buckets, plan_buckets(backward_ranges(net.nodes()), sizeof(float), size_t(8) << 20));
+  EXPECT_TRUE(gpu.overlap);
+  EXPECT_TRUE(gpu.bucket_updates);
+  EXPECT_EQ(gpu.wire_elem_bytes, 2u);
+  const nlohmann::json r = comm_plan_record(gpu, net, 2, 256);
+  EXPECT_EQ(r.at("params").get<size_t>(), net.weights().size());
+  ASSERT_EQ(r.at("bucket_bytes").size(), gpu.buckets.size());
+  EXPECT_EQ(r.at("bucket_bytes")[0].get<double>(), 2.0 * double(gpu.buckets[0].size()));
+  const std::vector<double> ready = r.at("bucket_ready_flops").get<std::vector<double>>();
+  ASSERT_EQ(ready.size(), gpu.buckets.size());
+  for (size_t i = 1; i < ready.size(); ++i) EXPECT_GE(ready[i], ready[i - 1]) << "bucket " << i;
+  // The fc layer's 2 M weights (the first bucket) are ready early; the stem's (the last) at the end.
+  EXPECT_LT(ready.front(), 0.05);
+  EXPECT_DOUBLE_EQ(ready.back(), 1.0);
+  o.grad_comm = GradComm::fp32;
+  EXPECT_EQ(comm_plan(net, o, Backend::gpu).wire_elem_bytes, 4u);
+
+  const CommPlan cpu = comm_plan(net, o, Backend::cpu);
+  EXPECT_EQ(cpu.buckets, (std::vector<FlatRange>{{0, net.weights().size()}}));
+  EXPECT_FALSE(cpu.overlap);
+  EXPECT_EQ(cpu.wire_elem_bytes, 4u);
+}
+
+TEST(CommPlan, TrainWritesTheRecordAndWithProfileTheMeasuredShares) {
+  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/comm_plan";
+  make_dirs(tmp);
+  ASSERT_TRUE(file_exists(test::kTrain)) << test::kTrain;
+  write_file_atomic(tmp + "/net.toml", test::kConfig);
+  SyntheticSpec spec;
+  spec.file_counts.assign(4, 6);
+  spec.classes = 4;
+  write_synthetic_dataset(tmp + "/data", spec);
+  const std::string m = tmp + "/m.jsonl";
+  ASSERT_EQ(test::run(test::kTrain + " --config " + tmp + "/net.toml --data " + tmp +
+                      "/data --batch 12 --epochs 2 --threads 1 --log-every 0 --device cpu --profile --metrics " + m +
+                      " 2> " + tmp + "/err"),
+            0)
+      << read_whole_file(tmp + "/err");
+  const std::vector<nlohmann::json> plans = records(m, "comm_plan");
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].at("ranks"), 1);
+  EXPECT_EQ(plans[0].at("local_batch"), 12);
+  EXPECT_EQ(plans[0].at("overlap"), false);
+  ASSERT_EQ(plans[0].at("bucket_bytes").size(), 1u);
+  EXPECT_EQ(plans[0].at("bucket_bytes")[0].get<double>(), 4.0 * plans[0].at("params").get<double>());
+  for (const nlohmann::json& e : records(m, "epoch"))
+    EXPECT_EQ(e.at("bucket_ready_profile"), nlohmann::json::array({1.0})) << e.dump();
+}
