@@ -61,4 +61,8 @@ long long steps_per_epoch(const DatasetMeta& meta, PlanOptions o, int local_batc
   return samples_every_rank_gets(meta, o.ranks) / std::max(1, local_batch);
 }
 
+long long steps_per_epoch(const DatasetMeta& meta, int ranks, int local_batch) {
+  return samples_every_rank_gets(meta, ranks) / std::max(1, local_batch);
+}
+
 }  // namespace convoy

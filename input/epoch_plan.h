@@ -21,6 +21,8 @@ struct PlanOptions {
   int rank = 0, ranks = 1;
   bool shuffle = true;
   int window_files = 4;
+  int local_batch = 1;  // training: samples per rank and step
+  int plan_ranks = 0;   // training: the ranks whose plan the epoch follows (0: ranks)
 };
 
 std::vector<uint32_t> rank_files(const DatasetMeta& meta, const PlanOptions& o);
@@ -31,5 +33,6 @@ long long samples_every_rank_gets(const DatasetMeta& meta, int ranks);
 // Full batches every rank can fill in every epoch: the same number on every rank, so no rank
 // waits in an all-reduce that another never reaches.
 long long steps_per_epoch(const DatasetMeta& meta, PlanOptions o, int local_batch);
+long long steps_per_epoch(const DatasetMeta& meta, int ranks, int local_batch);
 
 }  // namespace convoy

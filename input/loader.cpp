@@ -121,7 +121,8 @@ void Loader::stop() {
   threads_.clear();
 }
 
-void Loader::start_epoch(int epoch, long long first) {
+void Loader::start_epoch(int epoch, long long first, int plan_ranks) {
+  (void)plan_ranks;
   stop();
   const PlanOptions p = plan(epoch);
   stream_ = rank_stream(meta_, p);

@@ -51,7 +51,7 @@ class Loader {
   // batches (steps_per_epoch); in evaluation every sample. In training, once this epoch's files
   // are all read, the readers go on to the first shuffle window of epoch + 1 (memory permitting),
   // which the next start_epoch(epoch + 1) takes over instead of reading them again.
-  void start_epoch(int epoch, long long first = 0);
+  void start_epoch(int epoch, long long first = 0, int plan_ranks = 0);
   // Files that start_epoch took over already read, so far, and those read ahead for the next
   // epoch now (for tests and logs).
   long long files_taken_over() const { return taken_over_; }
