@@ -3,7 +3,8 @@
 # rank resumed on 3, mid-epoch, keep the global batch and train for the rest of the epoch the global
 # batches the uninterrupted run trained (each step's loss, the global batch's, and the epoch's loss
 # over every sample agree to rounding: tiny_fc has no batch norm); the next epoch follows the new
-# ranks' plan. What cannot carry over (a global batch the ranks do not divide) is refused in one line.
+# ranks' plan. What cannot carry over (a global batch the ranks do not divide, a mid-epoch checkpoint
+# of an older train) is refused in one line.
 set -euo pipefail
 train=${CONVOY_BIN:?}/train
 work=$(mktemp -d "${TMPDIR:-/tmp}/convoy_elastic.XXXXXX")
@@ -82,4 +83,21 @@ cp "$work/one.ckpt" "$work/one.orig"
 mpi_refused "--batch 30 does not split over 4 ranks" 4 --resume "$work/one.ckpt" --threads 1
 mpi_refused "--batch 10 differs from the checkpoint's 30" 3 --resume "$work/one.ckpt" --batch 10 --threads 1
 cmp "$work/one.ckpt" "$work/one.orig" || fail "a refused resume changed the checkpoint"
+
+# A mid-epoch checkpoint of an older train (no plan_ranks in its record), whose epochs dealt whole
+# files to ranks: its epoch cannot be continued with the samples it had left, and is refused by name.
+"$train" "${args[@]}" --checkpoint "$work/mid.ckpt" --stop-after 3 2> /dev/null
+/usr/bin/python3 - "$work/mid.ckpt" "$work/old.ckpt" "${CONVOY_SRC:?}/scripts" << 'PY'
+import json, struct, sys
+sys.path.insert(0, sys.argv[3])
+import batches
+raw = open(sys.argv[1], "rb").read()
+sizes = struct.unpack_from("<5Q", raw, 8)
+info = json.loads(raw[48:48 + sizes[0]])
+del info["plan_ranks"]
+text = json.dumps(info).encode()
+body = raw[:8] + struct.pack("<5Q", len(text), *sizes[1:]) + text + raw[48 + sizes[0]:-4]
+open(sys.argv[2], "wb").write(body + struct.pack("<I", batches.crc32c(body)))
+PY
+refused_one_line "$work/old.ckpt: saved mid-epoch by an older train" "$train" --resume "$work/old.ckpt" --threads 1
 echo ok
