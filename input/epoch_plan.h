@@ -1,7 +1,11 @@
 // Which samples a rank reads in an epoch, and in what order: a function of (seed, epoch, rank,
-// ranks) alone, so that a resumed run can start mid-epoch and every rank knows every other
-// rank's share without talking to it. Files are permuted per epoch, dealt to ranks by stride,
-// and shuffled in windows of `window_files` consecutive files (the shuffle buffer).
+// ranks, local batch) alone, so that a resumed run can start mid-epoch and every rank knows every
+// other rank's share without talking to it. In training the permuted files are laid out as one
+// sequence of samples; with G = ranks x local batch the epoch has floor(samples / G) steps, rank r
+// takes the contiguous range [r x steps x local, (r + 1) x steps x local) of it (the files it
+// overlaps: about files / ranks, and at most two of them in part), shuffled in windows of
+// `window_files` of those files (the shuffle buffer); fewer than G samples are left out. In
+// evaluation files are dealt whole to ranks by stride, in file order, every sample once.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,17 +23,23 @@ struct PlanOptions {
   uint64_t seed = 0;
   int epoch = 0;
   int rank = 0, ranks = 1;
-  bool shuffle = true;
+  bool shuffle = true;  // training; else evaluation
   int window_files = 4;
+  int local_batch = 1;  // training: samples per rank and step
+  // Training, a run resumed on other ranks mid-epoch: the ranks whose plan the epoch follows. Its
+  // global batch b is the union over those ranks q of their plan's batch b (q's samples
+  // [b x L_q, (b + 1) x L_q), in rank order), and rank r of this run takes its local batch's slice
+  // of it, so the global batches are the ones the checkpoint's run would have trained. 0: ranks.
+  int plan_ranks = 0;
 };
 
+// Training steps an epoch at `ranks` x `local_batch` samples a step: the same on every rank, and
+// for any ranks with the same global batch, so the lr schedule's length is known up front.
+long long steps_per_epoch(const DatasetMeta& meta, int ranks, int local_batch);
+// The files a rank reads in an epoch, in the order it first needs them.
 std::vector<uint32_t> rank_files(const DatasetMeta& meta, const PlanOptions& o);
+// The rank's samples in order: in training its steps_per_epoch() x local_batch samples, in
+// evaluation every sample of its files.
 std::vector<SampleRef> rank_stream(const DatasetMeta& meta, const PlanOptions& o);
-// The samples every one of `ranks` ranks is sure to be dealt in any epoch: floor(files / ranks) of
-// the smallest files.
-long long samples_every_rank_gets(const DatasetMeta& meta, int ranks);
-// Full batches every rank can fill in every epoch: the same number on every rank, so no rank
-// waits in an all-reduce that another never reaches.
-long long steps_per_epoch(const DatasetMeta& meta, PlanOptions o, int local_batch);
 
 }  // namespace convoy

@@ -65,13 +65,12 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
   if (meta_.files.empty()) fail_file(join_path(o.dir, kDatasetJson), "lists no batch files");
   opt_.readers = std::max(1, opt_.readers);
   format_ = aug_.format();
-  // The same in every epoch: training deals every rank as many full batches (of the samples every
-  // rank is sure of), and evaluation deals files in file order.
-  samples_per_epoch_ = opt_.train ? samples_every_rank_gets(meta_, opt_.share.ranks)
-                                  : (long long)rank_stream(meta_, plan(0)).size();
+  // The same in every epoch: training gives every rank as many full batches, and evaluation deals
+  // files in file order.
   const long long b = opt_.local_batch;
-  batches_per_epoch_ = opt_.train ? steps_per_epoch(meta_, plan(0), opt_.local_batch)
-                                  : (samples_per_epoch_ + b - 1) / b;
+  batches_per_epoch_ = opt_.train ? steps_per_epoch(meta_, opt_.share.ranks, opt_.local_batch) : 0;
+  samples_per_epoch_ = opt_.train ? batches_per_epoch_ * b : (long long)rank_stream(meta_, plan(0)).size();
+  if (!opt_.train) batches_per_epoch_ = (samples_per_epoch_ + b - 1) / b;
   const size_t out_bytes = opt_.raw() ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes();
   // Parts of at least 16 samples and 1 MiB of output: small enough that a batch of JPEGs spreads
   // over the readers, large enough that tiny samples do not make the readers queue on the lock.
@@ -92,12 +91,26 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
   wake_at_ = std::max(1, opt_.prefetch / 4);
   // The shuffle window being built from and the next one being read: while the batches of one
   // window are assembled, the files of the next are read and verified.
-  max_files_ = 2 * std::max(1, opt_.share.window_files);
+  max_files_ = held_files(0);
   ready_.resize(size_t(opt_.prefetch));
 }
 
-PlanOptions Loader::plan(int epoch) const {
-  return PlanOptions{opt_.share.seed, epoch, opt_.share.rank, opt_.share.ranks, opt_.train, opt_.share.window_files};
+PlanOptions Loader::plan(int epoch, int plan_ranks) const {
+  return PlanOptions{opt_.share.seed,  epoch,
+                     opt_.share.rank,  opt_.share.ranks,
+                     opt_.train,       opt_.share.window_files,
+                     opt_.local_batch, opt_.train ? plan_ranks : 0};
+}
+
+// Two shuffle windows: the one batches are built from and the next one being read. An epoch that
+// follows another number of ranks' plan builds each batch from the windows of every plan rank
+// its slice of the global batch touches.
+int Loader::held_files(int plan_ranks) const {
+  const int windows = 2 * std::max(1, opt_.share.window_files);
+  if (plan_ranks <= 0 || plan_ranks == opt_.share.ranks) return windows;
+  const long long global = (long long)opt_.local_batch * opt_.share.ranks, Lq = global / plan_ranks;
+  const long long touched = std::min<long long>(plan_ranks, (opt_.local_batch + Lq - 1) / Lq + 1);
+  return windows * int(touched);
 }
 
 size_t Loader::memory_bound() const {
@@ -121,9 +134,13 @@ void Loader::stop() {
   threads_.clear();
 }
 
-void Loader::start_epoch(int epoch, long long first) {
+void Loader::start_epoch(int epoch, long long first, int plan_ranks) {
   stop();
-  const PlanOptions p = plan(epoch);
+  if (opt_.train && plan_ranks > 0 && ((long long)opt_.local_batch * opt_.share.ranks) % plan_ranks != 0)
+    fail("loader: a global batch of " + std::to_string((long long)opt_.local_batch * opt_.share.ranks) +
+         " does not split over " + std::to_string(plan_ranks) + " ranks");
+  const PlanOptions p = plan(epoch, plan_ranks);
+  max_files_ = held_files(p.plan_ranks);
   stream_ = rank_stream(meta_, p);
   const long long b = opt_.local_batch;
   end_ = batches_per_epoch_;
@@ -192,8 +209,7 @@ void Loader::start_epoch(int epoch, long long first) {
   next_ahead_ = 0;
   ahead_epoch_ = epoch + 1;
   if (opt_.train) {
-    PlanOptions q = p;
-    q.epoch = epoch + 1;
+    const PlanOptions q = plan(epoch + 1);
     for (const SampleRef& r : rank_stream(meta_, q)) {
       if (int(ahead_order_.size()) >= opt_.share.window_files) break;
       if (std::find(ahead_order_.begin(), ahead_order_.end(), r.file) == ahead_order_.end())

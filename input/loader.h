@@ -47,19 +47,20 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  // Starts producing the batches of `epoch` from batch `first` (for resume); in training, `count`
-  // batches (steps_per_epoch); in evaluation every sample. In training, once this epoch's files
-  // are all read, the readers go on to the first shuffle window of epoch + 1 (memory permitting),
-  // which the next start_epoch(epoch + 1) takes over instead of reading them again.
-  void start_epoch(int epoch, long long first = 0);
+  // Starts producing the batches of `epoch` from batch `first` (for resume); in training,
+  // steps_per_epoch batches; in evaluation every sample. In training, `plan_ranks` (not 0) makes
+  // the epoch follow that many ranks' plan with the same global batch (a run resumed on other
+  // ranks; epoch_plan.h), and once this epoch's files are all read, the readers go on to the
+  // first shuffle window of epoch + 1 (memory permitting), which the next start_epoch(epoch + 1)
+  // takes over instead of reading them again.
+  void start_epoch(int epoch, long long first = 0, int plan_ranks = 0);
   // Files that start_epoch took over already read, so far, and those read ahead for the next
   // epoch now (for tests and logs).
   long long files_taken_over() const { return taken_over_; }
   int files_read_ahead();
-  // The batches start_epoch yields in every epoch: in training the full batches that every rank
-  // can fill (steps_per_epoch, the same on every rank), in evaluation every sample of this rank's
-  // share, the last batch partial; and the samples they come from (in training, the samples every
-  // rank is sure to be dealt).
+  // The batches start_epoch yields in every epoch: in training steps_per_epoch full batches (the
+  // same on every rank), in evaluation every sample of this rank's files, the last batch partial;
+  // and the samples they hold.
   long long batches_per_epoch() const { return batches_per_epoch_; }
   long long samples_per_epoch() const { return samples_per_epoch_; }
   // The next batch in order; false after the last one of the epoch. `out`'s previous buffers go
@@ -72,7 +73,8 @@ class Loader {
   int prefetch() const { return opt_.prefetch; }
   int readers() const { return opt_.readers; }
   // The most memory the loader's buffers take: max_files() files of the largest size, the prefetch
-  // window plus two batches in the consumer's hands, and each reader's decode scratch.
+  // window plus two batches in the consumer's hands, and each reader's decode scratch. An epoch
+  // that follows another number of ranks' plan holds more files (from its start_epoch on).
   size_t memory_bound() const;
   int max_files() const { return max_files_; }
   // Each sample's size, channels and normalisation, for a consumer of raw batches.
@@ -95,7 +97,9 @@ class Loader {
     std::exception_ptr error;
   };
 
-  PlanOptions plan(int epoch) const;  // this rank's share of `epoch` (epoch_plan.h)
+  // This rank's share of `epoch` (epoch_plan.h), following `plan_ranks` ranks' plan (0: its own).
+  PlanOptions plan(int epoch, int plan_ranks = 0) const;
+  int held_files(int plan_ranks) const;  // max_files_ for an epoch of that plan
   void stop();
   void worker();
   // The reader's three kinds of work, each called and returning with mu_ held (released while it
@@ -118,7 +122,7 @@ class Loader {
   long long batches_per_epoch_ = 0, samples_per_epoch_ = 0;
   int wake_at_ = 1;        // free window slots at which next() wakes the readers
   int part_samples_ = 16;  // samples a reader builds at a time
-  int max_files_ = 0;      // files held at once (two shuffle windows); the prefetch window's files always get in
+  int max_files_ = 0;      // files held at once (held_files()); the prefetch window's files always get in
   int epoch_ = 0;
   std::vector<SampleRef> stream_;
   // The distinct files of batch k: batch_files_[batch_files_at_[k - first_] ...].

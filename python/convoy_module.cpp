@@ -136,9 +136,9 @@ long long batches_per_epoch(const convoy::Loader& l, const Args& a) {
   const std::string b = "batch_size " + std::to_string(a.batch_size);
   if (a.train) {
     if (l.batches_per_epoch() == 0)
-      throw py::value_error(b + ": every rank of " + std::to_string(a.world_size) + " is sure of only " +
-                            std::to_string(n) + " samples an epoch (the " + std::to_string(files) +
-                            " batch files dealt in turn, the smallest counted), so training would yield no batch");
+      throw py::value_error(b + ": the dataset's " + std::to_string(l.meta().num_samples) +
+                            " samples make no global batch of " + std::to_string(a.world_size) + " x " +
+                            std::to_string(a.batch_size) + ", so training would yield no batch");
     return l.batches_per_epoch();
   }
   const long long len = a.drop_last ? n / a.batch_size : l.batches_per_epoch();
@@ -364,16 +364,20 @@ The arrays are views of the loader's buffers (no copy); the buffers are reused o
 them is gone. as_torch=True gives torch tensors instead, through DLPack (torch.from_dlpack).
 
 batch_size is per process: `train --batch B` over N ranks is batch_size=B/N here. The order, the
-stride sharding over (rank, world_size) and each sample's crop and flip are a function of
-(seed, epoch, rank) alone, the same as `train` with the same options (window_files is train's
---shuffle-files). Each iteration runs epoch `epoch`; set_epoch(e) picks the next one and starts
-reading it. Training yields len(loader) full batches, the same number on every rank (samples past
-them are left out, so drop_last=False is refused); evaluation (train=False) takes every sample of the
-rank in file order with the centred crop (eval_resize: the short side first to that size), and
+sharding over (rank, world_size) and each sample's crop and flip are a function of (seed, epoch,
+rank, world_size, batch_size) alone, the same as `train` with the same options (window_files is
+train's --shuffle-files). Each iteration runs epoch `epoch`; set_epoch(e) picks the next one and
+starts reading it. Training lays the epoch's shuffled files out as one sequence of samples and gives
+each rank a contiguous share of it (the files it overlaps, about 1/world_size of them), shuffled in
+windows of window_files files: len(loader) full batches, the same number on every rank, every sample
+once but fewer than world_size x batch_size (so drop_last=False is refused); evaluation (train=False)
+deals whole files to ranks in turn and takes every sample of the rank in file order with the centred
+crop (eval_resize: the short side first to that size), and
 drop_last=False keeps the last partial batch. readers=0 picks one reader per core of this process's
 share, less one for the caller. random_resized_crop=True draws the area fraction from scale and
 the aspect ratio (w/h) from ratio, and needs crop. Arguments out of range (by the rules of a config's
-[data] section), and a batch_size larger than the rank's share, which would yield no batch, raise
+[data] section), and a batch_size that would yield no batch (training: world_size x batch_size
+beyond the dataset; evaluation: beyond the rank's share), raise
 ValueError. Damaged files, and files that are not the ones dataset.json lists, raise convoy.Error
 naming the file.
 

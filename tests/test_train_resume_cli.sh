@@ -93,13 +93,14 @@ refused_one_line "--config $work/other.toml" "${resume[@]}" --config "$work/othe
 refused_one_line "--val $work/data" "${resume[@]}" --val "$work/data"
 refused_one_line "--epochs 1" "${resume[@]}" --epochs 1
 refused_one_line "--stop-after 20: $work/part.ckpt is already at step 20" "${resume[@]}" --stop-after 20
-# On 2 ranks: one line from train (mpirun adds its own notice of the exit status), no abort.
+# On 3 ranks, which do not divide the global batch of 20 a resumed run keeps: one line from train
+# (mpirun adds its own notice of the exit status), no abort.
 rc=0
-mpirun -np 2 --oversubscribe "${resume[@]}" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
-[ "$rc" -ne 0 ] || fail "a 1-rank checkpoint was resumed on 2 ranks"
-[ "$(grep -c '^train' "$work/err.txt")" -eq 1 ] || { cat "$work/err.txt"; fail "not one line from train on 2 ranks"; }
-grep -q "^train: error: $work/part.ckpt: trained on 1 rank, this run has 2 ranks" "$work/err.txt" \
-  || { cat "$work/err.txt"; fail "the refusal on 2 ranks does not name both counts"; }
+mpirun -np 3 --oversubscribe "${resume[@]}" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
+[ "$rc" -ne 0 ] || fail "a checkpoint of global batch 20 was resumed on 3 ranks"
+[ "$(grep -c '^train' "$work/err.txt")" -eq 1 ] || { cat "$work/err.txt"; fail "not one line from train on 3 ranks"; }
+grep -q "^train: error: $work/part.ckpt: --batch 20 does not split over 3 ranks" "$work/err.txt" \
+  || { cat "$work/err.txt"; fail "the refusal on 3 ranks does not name the batch and the ranks"; }
 if grep -q MPI_ABORT "$work/err.txt"; then cat "$work/err.txt"; fail "the refusal aborted the job"; fi
 cmp "$work/part.ckpt" "$work/part.orig" || fail "a refused resume changed the checkpoint"
 

@@ -55,6 +55,25 @@ T kept(const char* flag, const std::optional<T>& given, T recorded, const char* 
   return recorded;
 }
 
+// The global batch is kept on any number of ranks (each takes its share of it), so the steps of
+// an epoch and the lr schedule stay as they were.
+int kept_batch(const std::optional<int>& given, int recorded, int ranks) {
+  if (given && *given != recorded)
+    fail("--batch " + std::to_string(*given) + " differs from the checkpoint's " + std::to_string(recorded) +
+         "; a resumed run keeps its global batch (on " + count_text(ranks, "rank") + ": " +
+         (recorded % ranks == 0 ? std::to_string(recorded / ranks) + " per rank)" : "which do not divide it)"));
+  return recorded;
+}
+
+// A checkpoint saved mid-epoch by an older train, whose epochs dealt whole files to ranks, would
+// continue with other samples than its epoch had left.
+void check_plan(const nlohmann::json& info, const std::string& ckpt) {
+  if (info.contains("plan_ranks") || info.at("step").get<long long>() == 0) return;
+  fail_file(ckpt,
+            "saved mid-epoch by an older train, which planned its epochs otherwise; resume it with that "
+            "train, or from a checkpoint at an epoch's end");
+}
+
 void check_config(const std::string& given, const Checkpoint& c, const std::string& ckpt) {
   if (given.empty()) return;
   if (read_net_config(given).text != c.info.at("config_text").get<std::string>())
@@ -117,12 +136,9 @@ RunSpec resumed_spec(const TrainOptions& o, int ranks) {
     trained_on(*s.resume, o.resume);  // an older checkpoint is refused first
     check_config(o.config, *s.resume, o.resume);
     s.seed = kept("--seed", o.seed, info.at("seed").get<uint64_t>(), "seed");
-    s.cfg.train.batch = kept("--batch", o.batch, info.at("batch").get<int>(), "batch");
+    s.cfg.train.batch = kept_batch(o.batch, info.at("batch").get<int>(), ranks);
     s.window_files = kept("--shuffle-files", o.window_files, info.at("window_files").get<int>(), "shuffle window");
-    const int made_on = info.at("ranks").get<int>();
-    if (made_on != ranks)
-      fail_file(o.resume, "trained on " + count_text(made_on, "rank") + ", this run has " + count_text(ranks, "rank") +
-                              "; resume it on as many (a resume on another number of ranks is not supported)");
+    check_plan(info, o.resume);
     s.cfg.train.epochs = epochs_of(o.epochs, info, o.resume);
     check_stop_after(o.stop_after, info, o.resume);
     resume_data(o, s);
@@ -178,9 +194,13 @@ DataIdentity trained_on(const Checkpoint& c, const std::string& path) {
 RunSpec read_run_spec(const TrainOptions& o, int ranks) {
   RunSpec s = o.resume.empty() ? fresh_spec(o) : resumed_spec(o, ranks);
   const int batch = s.cfg.train.batch;
-  if (batch % ranks != 0)
-    fail("the batch (" + std::to_string(batch) + ") must be a multiple of the number of ranks (" +
-         std::to_string(ranks) + ")");
+  if (batch % ranks != 0) {
+    const std::string split = "--batch " + std::to_string(batch) + " does not split over " + count_text(ranks, "rank");
+    if (!o.resume.empty())
+      fail_file(o.resume,
+                split + "; a resumed run keeps its global batch: resume on a number of ranks that divides it");
+    fail(split + "; give a multiple of " + std::to_string(ranks));
+  }
   if (!s.data_dir.empty()) check_declared_input(s.cfg, input_dims(s.data.shape, s.cfg.augment), s.data_dir);
   if (!s.checkpoint.empty()) check_writable_folder(s.checkpoint);
   if (!s.checkpoint.empty() && s.checkpoint != o.resume) check_not_another_runs(s.checkpoint);

@@ -86,7 +86,7 @@ TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
     fail_file(spec_.data_dir, "too few samples for one batch of " + std::to_string(local_batch_) + " per rank");
   restore();
   // The readers start on the first epoch's files now, while the GPU (if any) sets itself up.
-  if (start_epoch_ < rec_.epochs) train_loader_->start_epoch(start_epoch_, start_step_);
+  if (start_epoch_ < rec_.epochs) start_first_epoch();
   if (ranks_ > 1) same_state_on_every_rank();
   make_the_step();
   schedule_.emplace(rec_, per_epoch_ * rec_.epochs, per_epoch_);
@@ -115,13 +115,34 @@ void TrainRun::restore() {
   start_epoch_ = info.at("epoch").get<int>();
   start_step_ = info.at("step").get<long long>();
   global_step_ = info.at("global_step").get<long long>();
+  // The sums were saved as each of the saving run's ranks' share of the total.
   const nlohmann::json& sums = info.at("epoch_sums");
+  const int saved_on = info.at("ranks").get<int>();
   carried_ = {sums.at(0).get<double>(), sums.at(1).get<double>(), sums.at(2).get<double>(),
               info.value("epoch_skipped", 0LL)};
-  // The checks of run_spec.cpp (the same data, batch, seed, window and ranks) make this hold.
+  if (saved_on != ranks_) {
+    const double to_share = double(saved_on) / ranks_;
+    carried_.loss *= to_share, carried_.correct *= to_share, carried_.samples *= to_share;
+  }
+  plan_ranks_ = info.value("plan_ranks", saved_on);
+  // The checks of run_spec.cpp (the same data, global batch, seed and window) make this hold.
   if (start_step_ >= per_epoch_)
     fail_file(o_.resume, "resumes at step " + std::to_string(start_step_ + 1) + " of an epoch of " +
                              std::to_string(per_epoch_) + " steps");
+}
+
+// A run resumed mid-epoch on other ranks than that epoch's plan trains the rest of the epoch's
+// global batches as that plan has them, each rank its share of every one (epoch_plan.h); the next
+// epoch follows this run's own plan.
+void TrainRun::start_first_epoch() {
+  if (start_step_ == 0) plan_ranks_ = ranks_;
+  train_loader_->start_epoch(start_epoch_, start_step_, plan_ranks_);
+  if (plan_ranks_ == ranks_) return;
+  log_info(
+      "resumed on %d rank(s) at step %lld of epoch %d, which follows the plan of %d rank(s): the rest of the epoch "
+      "trains that plan's global batches (each rank may read any file: %d files held, buffers at most %.0f MiB)",
+      ranks_, start_step_ + 1, start_epoch_ + 1, plan_ranks_, train_loader_->max_files(),
+      double(train_loader_->memory_bound()) / (1 << 20));
 }
 
 // Every rank starts from rank 0's weights (each rank may have initialised or read its own).
@@ -184,7 +205,12 @@ std::optional<int> TrainRun::train_epoch(int epoch, long long first, EpochSums& 
 
 void TrainRun::log_step(int epoch, long long step, long long first, double lr, EpochSums& sums,
                         const EpochClock& clock) {
-  const double loss = fold(sums);
+  // The global batch's loss: the ranks' local batches are of one size, so the mean of their means.
+  double loss = fold(sums);
+  if (ranks_ > 1) {
+    sum_over_ranks(&loss, 1);
+    loss /= ranks_;
+  }
   log_info("epoch %d step %lld/%lld loss %.4f lr %.5f %.0f img/s", epoch + 1, step + 1, per_epoch_, loss, lr,
            double((step + 1 - first) * rec_.batch) / clock.whole.seconds());
   if (metrics_)
@@ -231,6 +257,7 @@ int TrainRun::stopped() const {
 
 // The next epoch's first batches are built while this one is evaluated.
 void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock) {
+  plan_ranks_ = ranks_;
   if (epoch + 1 < rec_.epochs) train_loader_->start_epoch(epoch + 1, 0);
   fold(sums);
   if (ranks_ > 1) add_up_ranks(sums);
@@ -285,6 +312,7 @@ void TrainRun::save(int epoch, long long step, const EpochSums& sums) {
                  {"step", step},
                  {"global_step", global_step_},
                  {"opt_t", opt_.t},
+                 {"plan_ranks", step > 0 ? plan_ranks_ : ranks_},
                  {"epoch_sums", {sums.loss, sums.correct, sums.samples}},
                  {"epoch_skipped", sums.skipped}});
   c.weights = net_.weights();

@@ -34,6 +34,7 @@ class TrainRun {
     double t_io = 0;  // waiting for the loader
   };
   void restore();
+  void start_first_epoch();
   void same_state_on_every_rank();
   void make_the_step();
   void open_metrics();
@@ -59,7 +60,8 @@ class TrainRun {
   Optimizer opt_;
   int start_epoch_ = 0;
   long long start_step_ = 0, global_step_ = 0;
-  EpochSums carried_;  // resumed mid-epoch: that epoch's sums so far (this rank's share)
+  EpochSums carried_;   // resumed mid-epoch: that epoch's sums so far (this rank's share)
+  int plan_ranks_ = 0;  // the ranks whose plan this epoch follows (another run's, resumed mid-epoch)
   std::unique_ptr<Step> step_;
   long long step_base_ = 0;  // the global step of step_'s first step (it counts its own from 0)
   long long per_epoch_ = 0;

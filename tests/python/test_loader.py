@@ -237,12 +237,13 @@ def test_bad_augmentation_arguments(kw, named, raw_data):
         convoy.Loader(raw_data, 4, **kw)
 
 
-# A batch larger than what the rank is dealt would yield no batch at all: (arguments, the rank's
-# samples). raw_data: 6 files of 40 and one of 23.
+# A batch larger than what the rank is dealt would yield no batch at all: (arguments, the samples
+# named: in training the dataset's, which make no global batch of batch_size x world_size; in
+# evaluation the rank's). raw_data: 6 files of 40 and one of 23.
 NO_BATCH = [
     (dict(batch_size=300), 263),
-    (dict(batch_size=64, rank=1, world_size=3), 63),  # training: the 2 smallest files, on every rank
-    (dict(batch_size=8, rank=2, world_size=8), 0),
+    (dict(batch_size=100, rank=1, world_size=3), 263),
+    (dict(batch_size=40, rank=2, world_size=8), 263),
     (dict(batch_size=300, train=False), 263),
     (dict(batch_size=200, train=False, rank=1, world_size=2), 120),
     (dict(batch_size=8, train=False, drop_last=False, rank=7, world_size=8), 0),
