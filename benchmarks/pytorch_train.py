@@ -12,7 +12,8 @@ initialised by the config's [net] init rule as `train` does (kaiming: normal wei
 sqrt(2 / fan_in), zero biases; default: PyTorch's uniform), unless `--init torchvision`. The recipe is
 the config's [train] table with convoy's defaults (train/net_config.h): SGD with its momentum,
 Nesterov and weight decay (fused on a GPU; `foreach` or plain where this torch has no fused SGD), or
-Adam/AdamW, and the learning rate of each step from convoy's schedule (train/optimizer.cpp's lr_at).
+Adam/AdamW, and the learning rate of each step from convoy's schedule (train/optimizer.cpp's lr_at);
+label_smoothing, weight_decay_norm / weight_decay_bias and [net] zero_init_residual as `train` takes them.
 Inputs are normalised by dataset.json's mean and std. What PyTorch does best, each a flag:
 `--bf16` autocast, `--channels-last`, `--compile` (torch.compile's default mode; `--compile-mode
 max-autotune` compiles that way instead and is a row of its own). PyTorch's best is all three.
@@ -72,7 +73,7 @@ import batches  # noqa: E402
 RECIPE_DEFAULTS = dict(epochs=15, batch=128, optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=5e-4,
                        nesterov=True, beta1=0.9, beta2=0.999, adam_eps=1e-8, schedule="onecycle",
                        warmup_epochs=0.0, pct_start=0.3, div_factor=25.0, final_div_factor=1e4, step_epochs=30,
-                       gamma=0.1, min_lr=0.0)
+                       gamma=0.1, min_lr=0.0, weight_decay_norm=True, weight_decay_bias=True, label_smoothing=0.0)
 WARMUP_STEPS = 3
 
 
@@ -183,7 +184,29 @@ def build_model(cfg, args, in_shape, classes):
         model, label = getattr(torchvision.models, kind)(num_classes=classes, **extra), f"torchvision {kind}"
     if args.init == "config":
         init_like_convoy(model, cfg.get("net", {}).get("init", "default"))
+    if cfg.get("net", {}).get("zero_init_residual", False):
+        zero_init_residual(model)
     return model, label
+
+
+@torch.no_grad()
+def zero_init_residual(model):
+    """[net] zero_init_residual: torchvision's (the last batch norm of each block) for its ResNets; for
+    the config's layers, train/net.cpp's rule: of each add, the input deepest in the net, if a batch norm."""
+    if not isinstance(model, TomlNet):
+        for m in model.modules():
+            last = getattr(m, "bn3", None) if hasattr(m, "conv3") else getattr(m, "bn2", None)
+            if hasattr(m, "downsample") and last is not None:  # a BasicBlock or Bottleneck
+                nn.init.zeros_(last.weight)
+        return
+    depth, types = {"data": 0}, {}
+    for spec in model.layers:
+        depth[spec["name"]] = 1 + max(depth[i] for i in spec["_in"])
+        types[spec["name"]] = spec["type"]
+        if spec["type"] == "add":
+            deepest = max(spec["_in"], key=lambda i: depth[i])
+            if types.get(deepest) == "batch_norm":
+                nn.init.zeros_(model.mods[deepest.replace(".", "_")].weight)
 
 
 @torch.no_grad()
@@ -205,6 +228,17 @@ def init_like_convoy(model, rule):
                 m.weight.uniform_(-bound, bound)
                 if m.bias is not None:
                     m.bias.uniform_(-bound, bound)
+
+
+def param_groups(model, r):
+    """The parameters, those without weight decay apart: batch norm's under weight_decay_norm = false,
+    every bias under weight_decay_bias = false (train/optimizer.h's no_decay_mask)."""
+    decay, none = [], []
+    for m in model.modules():
+        norm = isinstance(m, nn.modules.batchnorm._BatchNorm) and not r["weight_decay_norm"]
+        for name, p in m.named_parameters(recurse=False):
+            (none if norm or (name == "bias" and not r["weight_decay_bias"]) else decay).append(p)
+    return [{"params": decay}] + ([{"params": none, "weight_decay": 0.0}] if none else [])
 
 
 def make_optimizer(params, r, device):
@@ -296,6 +330,7 @@ class Trainer:
     def __init__(self, model, step_model, opt, inputs, args, device):
         self.model, self.step_model, self.opt, self.inputs = model, step_model, opt, inputs
         self.device, self.bf16 = device, args.bf16
+        self.smoothing = 0.0
 
     def autocast(self):
         return torch.autocast(self.device.type, torch.bfloat16, enabled=self.bf16)
@@ -304,7 +339,7 @@ class Trainer:
         for g in self.opt.param_groups:
             g["lr"] = lr
         with self.autocast():
-            loss = F.cross_entropy(self.step_model(self.inputs(xb)), yb)
+            loss = F.cross_entropy(self.step_model(self.inputs(xb)), yb, label_smoothing=self.smoothing)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -406,9 +441,10 @@ def main():
     model, model_label = build_model(cfg, args, (c, crop, crop), len(ds.classes))
     model = model.to(dev, memory_format=torch.channels_last if args.channels_last else torch.contiguous_format)
     channels_in = next(m for m in model.modules() if isinstance(m, nn.Conv2d)).in_channels
-    opt, opt_label = make_optimizer(model.parameters(), r, dev)
+    opt, opt_label = make_optimizer(param_groups(model, r), r, dev)
     step_model = torch.compile(model, mode=args.compile_mode) if args.compile else model
     trainer = Trainer(model, step_model, opt, Inputs(ds, dev, args.channels_last, channels_in), args, dev)
+    trainer.smoothing = r["label_smoothing"]  # training steps only, as train's
 
     data, steps, per_epoch, first = training_batches(args, aug, batch, epochs, dev)
     total = epochs * per_epoch  # the schedule's length, as train's

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bf16_host.h"
@@ -303,21 +304,27 @@ TEST_F(Gpu, DropoutMaskEqualsCpu) {
   EXPECT_NEAR(double(dropped) / mask.size(), 0.3, 0.05);
 }
 
+// With and without label smoothing (the recipe's label_smoothing), over fewer classes than a warp
+// has lanes and over many more.
 TEST_F(Gpu, SoftmaxCrossEntropy) {
-  const int n = 50, classes = 10;
-  auto logits = randn(size_t(n) * classes, 18, 3.f);
-  std::vector<int> labels(n);
-  for (int i = 0; i < n; ++i) labels[i] = (i * 7) % classes;
-  std::vector<float> probs(logits.size()), loss(n), dl(logits.size());
-  convoy::softmax_xent_forward(n, classes, logits.data(), labels.data(), probs.data(), loss.data());
-  convoy::softmax_xent_backward(n, classes, probs.data(), labels.data(), 1.f / n, dl.data());
-  auto glab = up(labels);
-  auto gl = up(logits), gp = poisoned(probs.size()), gloss = poisoned(n), gdl = poisoned(dl.size());
-  gpu::softmax_xent_forward(ctx, n, classes, gl.get(), glab.get(), gp.get(), gloss.get());
-  gpu::softmax_xent_backward(ctx, n, classes, gp.get(), glab.get(), 1.f / n, gdl.get());
-  EXPECT_LT(rel_err(down(ctx, gp), probs), 1e-5);
-  EXPECT_LT(rel_err(down(ctx, gloss), loss), 1e-5);
-  EXPECT_LT(rel_err(down(ctx, gdl), dl), 1e-5);
+  for (int classes : {10, 1000})
+    for (float eps : {0.f, 0.1f, 0.3f}) {
+      SCOPED_TRACE(std::to_string(classes) + " classes, label smoothing " + std::to_string(eps));
+      const int n = 50;
+      auto logits = randn(size_t(n) * classes, 18, 3.f);
+      std::vector<int> labels(n);
+      for (int i = 0; i < n; ++i) labels[i] = (i * 7) % classes;
+      std::vector<float> probs(logits.size()), loss(n), dl(logits.size());
+      convoy::softmax_xent_forward(n, classes, logits.data(), labels.data(), probs.data(), loss.data(), eps);
+      convoy::softmax_xent_backward(n, classes, probs.data(), labels.data(), 1.f / n, dl.data(), eps);
+      auto glab = up(labels);
+      auto gl = up(logits), gp = poisoned(probs.size()), gloss = poisoned(n), gdl = poisoned(dl.size());
+      gpu::softmax_xent_forward(ctx, n, classes, gl.get(), glab.get(), gp.get(), gloss.get(), eps);
+      gpu::softmax_xent_backward(ctx, n, classes, gp.get(), glab.get(), 1.f / n, gdl.get(), eps);
+      EXPECT_LT(rel_err(down(ctx, gp), probs), 1e-5);
+      EXPECT_LT(rel_err(down(ctx, gloss), loss), 1e-5);
+      EXPECT_LT(rel_err(down(ctx, gdl), dl), 1e-5);
+    }
 }
 
 TEST_F(Gpu, BatchNorm) {
@@ -374,6 +381,56 @@ TEST_F(Gpu, OptimizerUpdatesMatchCpu) {
     EXPECT_LT(rel_err(down(ctx, gwa), wa), 1e-6) << "step " << t;
     EXPECT_LT(rel_err(down(ctx, gm), m), 1e-6);
     EXPECT_LT(rel_err(down(ctx, gv), v), 1e-6);
+  }
+}
+
+// The weight decay exclusions (the recipe's weight_decay_norm / weight_decay_bias): a mask of
+// scattered runs over a buffer of a length no multiple of 32, in two spans (as two all-reduce
+// buckets update it); the CPU's update, and elements under the mask move without decay.
+TEST_F(Gpu, OptimizerUpdatesWithoutDecayWhereMaskedMatchCpu) {
+  const size_t n = 10007, cut = 4133;
+  const auto g = randn(n, 32), w0 = randn(n, 33);
+  std::vector<uint32_t> mask((n + 31) / 32, 0u);
+  for (size_t i = 0; i < n; ++i)
+    if ((i / 97) % 3 == 1 || i % 1000 < 5) mask[i / 32] |= 1u << (i % 32);
+  auto gmask = up(mask);
+  auto gg = up(g);
+  for (bool adam : {false, true}) {
+    SCOPED_TRACE(adam ? "adamw" : "sgd");
+    std::vector<float> w = w0, plain = w0, m(n, 0.01f), v(n, 0.02f), m2 = m, v2 = v;
+    auto gw = up(w0), gm = up(m), gv = up(v);
+    for (int t = 1; t <= 3; ++t) {
+      auto sc = up(std::vector<gpu::StepScalars>{gpu::step_scalars(0, 1e-2, 0.9, 0.999, t)});
+      for (auto [lo, hi] : {std::pair<size_t, size_t>{0, cut}, {cut, n}}) {
+        const gpu::UpdateSpan at{lo, hi, ctx.stream()};
+        if (adam)
+          gpu::adam_update(at, gw.get(), gpu::Gradients{gg.get()}, gm.get(), gv.get(), sc.get(), 0.9f, 0.999f, 1e-8f,
+                           0.1f, true, {}, gmask.get());
+        else
+          gpu::sgd_update(at, gw.get(), gpu::Gradients{gg.get()}, gm.get(), sc.get(), 0.9f, true, 0.1f, {},
+                          gmask.get());
+      }
+      if (adam) {
+        convoy::adam_update(n, w.data(), g.data(), m.data(), v.data(), 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, true, t,
+                            mask.data());
+        convoy::adam_update(n, plain.data(), g.data(), m2.data(), v2.data(), 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, true, t);
+      } else {
+        convoy::sgd_update(n, w.data(), g.data(), m.data(), 1e-2f, 0.9f, true, 0.1f, mask.data());
+        convoy::sgd_update(n, plain.data(), g.data(), m2.data(), 1e-2f, 0.9f, true, 0.1f);
+      }
+    }
+    const std::vector<float> got = down(ctx, gw);
+    EXPECT_LT(rel_err(got, w), 1e-6);
+    EXPECT_LT(rel_err(down(ctx, gm), m), 1e-6);
+    size_t masked = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const bool skip = mask[i / 32] >> (i % 32) & 1u;
+      masked += skip;
+      // Where the mask is clear, the decay is taken as without a mask; where set, it is not.
+      if (!skip) ASSERT_EQ(w[i], plain[i]) << i;
+      if (skip) ASSERT_GT(std::fabs(got[i] - plain[i]), 1e-7f * std::fabs(plain[i])) << i;
+    }
+    EXPECT_GT(masked, n / 4);
   }
 }
 
@@ -745,21 +802,24 @@ TEST_F(GpuBf16, DropoutMaskEqualsCpu) {
 }
 
 TEST_F(GpuBf16, SoftmaxCrossEntropy) {
-  const int n = 50, classes = 10;
-  auto logits = round_bf16(randn(size_t(n) * classes, 18, 3.f));
-  std::vector<int> labels(n);
-  for (int i = 0; i < n; ++i) labels[i] = (i * 7) % classes;
-  std::vector<float> probs(logits.size()), loss(n), dl(logits.size());
-  convoy::softmax_xent_forward(n, classes, logits.data(), labels.data(), probs.data(), loss.data());
-  convoy::softmax_xent_backward(n, classes, probs.data(), labels.data(), 1.f / n, dl.data());
-  auto glab = up(labels);
-  auto gl = up_bf16(logits), gdl = poisoned_bf16(dl.size());
-  auto gp = poisoned(probs.size()), gloss = poisoned(n);
-  gpu::softmax_xent_forward(ctx, n, classes, gl.get(), glab.get(), gp.get(), gloss.get());
-  gpu::softmax_xent_backward(ctx, n, classes, gp.get(), glab.get(), 1.f / n, gdl.get());
-  EXPECT_LT(rel_err(down(ctx, gp), probs), 1e-5);
-  EXPECT_LT(rel_err(down(ctx, gloss), loss), 1e-5);
-  EXPECT_LT(rel_l2(down_bf16(ctx, gdl), dl), kBf16);
+  for (float eps : {0.f, 0.1f}) {
+    SCOPED_TRACE("label smoothing " + std::to_string(eps));
+    const int n = 50, classes = 10;
+    auto logits = round_bf16(randn(size_t(n) * classes, 18, 3.f));
+    std::vector<int> labels(n);
+    for (int i = 0; i < n; ++i) labels[i] = (i * 7) % classes;
+    std::vector<float> probs(logits.size()), loss(n), dl(logits.size());
+    convoy::softmax_xent_forward(n, classes, logits.data(), labels.data(), probs.data(), loss.data(), eps);
+    convoy::softmax_xent_backward(n, classes, probs.data(), labels.data(), 1.f / n, dl.data(), eps);
+    auto glab = up(labels);
+    auto gl = up_bf16(logits), gdl = poisoned_bf16(dl.size());
+    auto gp = poisoned(probs.size()), gloss = poisoned(n);
+    gpu::softmax_xent_forward(ctx, n, classes, gl.get(), glab.get(), gp.get(), gloss.get(), eps);
+    gpu::softmax_xent_backward(ctx, n, classes, gp.get(), glab.get(), 1.f / n, gdl.get(), eps);
+    EXPECT_LT(rel_err(down(ctx, gp), probs), 1e-5);
+    EXPECT_LT(rel_err(down(ctx, gloss), loss), 1e-5);
+    EXPECT_LT(rel_l2(down_bf16(ctx, gdl), dl), kBf16);
+  }
 }
 
 TEST_F(GpuBf16, BatchNorm) {

@@ -14,6 +14,7 @@
 #include "rel_l2.h"
 #include "step_batches.h"
 #include "train/gpu_step.h"
+#include "train/optimizer.h"
 
 using namespace convoy;
 using convoy::test::Batches;
@@ -79,7 +80,87 @@ void follows_the_cpu_trainer(gpu::MathMode math, const TrainerBounds& bound) {
   EXPECT_LT(test::rel_l2(opt.m, cpu_opt.m), bound.momentum);
 }
 
+// The net of `cfg` for the batches, its weights seeded as Batches seeds its own.
+Net net_of(const Batches& s, const NetConfig& cfg) {
+  Net net(cfg, s.net.input_dims(), 10);
+  net.init_weights(11);
+  return net;
+}
+
+// The CPU trainer's run of cfg's net and recipe over the batches: the loss summed over the samples,
+// the weights.
+struct CpuRun {
+  double loss = 0;
+  std::vector<float> weights;
+};
+
+CpuRun cpu_run(const Batches& s, const NetConfig& cfg, double lr) {
+  Net cpu = net_of(s, cfg);
+  Optimizer opt(cfg.train, cpu);
+  cpu.reserve(s.batches[0].n);
+  CpuRun r;
+  const size_t per = s.aug.out_bytes();
+  for (size_t k = 0; k < s.batches.size(); ++k) {
+    const HostBatch& b = s.batches[k];
+    std::vector<float> x(size_t(b.n) * per);
+    for (int i = 0; i < b.n; ++i) s.aug.normalize(b.pixels.data() + i * per, b.flips[i], x.data() + i * per);
+    r.loss += b.n * cpu.forward(b.n, x.data(), b.labels.data(), true, 500 + k, b.keys.data());
+    cpu.backward();
+    opt.step(cpu.weights(), cpu.grads(), lr);
+  }
+  r.weights = cpu.weights();
+  return r;
+}
+
+// The parameters under the mask.
+std::vector<float> masked(const std::vector<float>& w, const std::vector<uint32_t>& mask) {
+  std::vector<float> out;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (mask[i / 32] >> (i % 32) & 1u) out.push_back(w[i]);
+  return out;
+}
+
+// The references' recipe keys on both backends: ResNet-18 with label smoothing, its residual
+// blocks' last batch norms starting at gamma 0 and no weight decay on batch norm parameters and
+// biases, trained a few steps from the same weights, at a weight decay high enough that decaying
+// the excluded parameters moves them well beyond the bound (CPU runs without the smoothing and
+// without the exclusions show how far), must follow the CPU: the loss sum, all weights, and the
+// excluded parameters alone.
+void recipe_keys_follow_the_cpu_trainer() {
+  Batches s(8, 4, "resnet18.toml", {32, 32, 3});
+  NetConfig cfg = s.cfg;
+  cfg.zero_init_residual = true;
+  cfg.train.label_smoothing = 0.1;
+  cfg.train.weight_decay = 0.5;
+  cfg.train.weight_decay_norm = false;
+  cfg.train.weight_decay_bias = false;
+  const Net start = net_of(s, cfg);
+  ASSERT_EQ(start.residual_norms().size(), 8u);
+  const std::vector<uint32_t> mask = no_decay_mask(start, cfg.train);
+  const double lr = 0.01;
+  const CpuRun cpu = cpu_run(s, cfg, lr);
+  NetConfig unsmoothed = cfg, decayed = cfg;
+  unsmoothed.train.label_smoothing = 0;
+  decayed.train.weight_decay_norm = decayed.train.weight_decay_bias = true;
+  ASSERT_GT(std::fabs(cpu_run(s, unsmoothed, lr).loss - cpu.loss), 1e-3 * cpu.loss);
+  ASSERT_GT(test::rel_l2(masked(cpu_run(s, decayed, lr).weights, mask), masked(cpu.weights, mask)), 1e-2);
+
+  Net net = start;
+  Optimizer opt(cfg.train, net);
+  gpu::GpuStepOptions o;
+  o.math = gpu::MathMode::fp32;
+  gpu::GpuStep step(0, net, opt, s.aug.format(), 8, 0, 1, o);
+  for (size_t k = 0; k < s.batches.size(); ++k) step.train(s.batches[k], 500 + k, lr);
+  const gpu::StepMetrics m = step.take_metrics();
+  step.sync_to(net, opt);
+  EXPECT_NEAR(m.loss_sum, cpu.loss, 1e-4 * cpu.loss);
+  EXPECT_LT(test::rel_l2(net.weights(), cpu.weights), 1e-3);
+  EXPECT_LT(test::rel_l2(masked(net.weights(), mask), masked(cpu.weights, mask)), 1e-3);
+}
+
 }  // namespace
+
+TEST(GpuStep, RecipeKeysFollowTheCpuTrainer) { recipe_keys_follow_the_cpu_trainer(); }
 
 TEST(GpuStep, GraphReplaysTheOpByOpStep) { graph_replays(gpu::MathMode::fp32, 64); }
 

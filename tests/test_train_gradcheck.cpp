@@ -294,6 +294,20 @@ TEST(Gradcheck, SoftmaxCrossEntropy) {
   expect_grad("softmax xent dlogits", z, dz, loss, 1e-2f, 2e-2, 1e-4);
 }
 
+// With label smoothing (the recipe's label_smoothing), the target is (1 - eps) onehot + eps / classes.
+TEST(Gradcheck, SoftmaxCrossEntropyWithLabelSmoothing) {
+  const int n = 4, k = 6;
+  auto z = random_vec(n * k, 26, -2.f, 2.f);
+  const int labels[n] = {3, 0, 5, 3};
+  for (float eps : {0.1f, 0.4f}) {
+    std::vector<float> p(n * k), l(n), dz(n * k);
+    auto loss = [&] { return softmax_xent_forward(n, k, z.data(), labels, p.data(), l.data(), eps); };
+    loss();
+    softmax_xent_backward(n, k, p.data(), labels, 1.f / n, dz.data(), eps);
+    expect_grad(eps < 0.2f ? "smoothed 0.1 xent dlogits" : "smoothed 0.4 xent dlogits", z, dz, loss, 1e-2f, 2e-2, 1e-4);
+  }
+}
+
 // A residual net through Net itself: conv/bn/relu, conv with a fused ReLU, a 1x1 conv, a
 // residual add whose input has two consumers, avg pool, flatten, fc and the loss; checks the
 // weight and input gradients.

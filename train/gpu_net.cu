@@ -213,6 +213,7 @@ void GpuNet::forward(int n, const void* x, const int32_t* labels, bool train, co
   if (n > max_batch_)
     fail("GpuNet: batch of " + std::to_string(n) + " exceeds the " + std::to_string(max_batch_) + " it was built for");
   batch_ = {n, train, labels, key, sample_keys, probs_.get(), losses_.get(), net_.classes()};
+  batch_.label_smoothing = float(net_.config().train.label_smoothing);
   x_ = x;
   const auto& nodes = net_.nodes();
   for (int i = 0; i < int(nodes.size()); ++i) {

@@ -84,6 +84,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   const size_t x_bytes = arena_.bytes() - net_bytes;
   arena_.request(m_, opt.m.size());
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));
+  if (!opt.no_decay.empty()) arena_.request(no_decay_, opt.no_decay.size());
   const size_t opt_bytes = arena_.bytes() - net_bytes - x_bytes;
   arena_.request(scale_shift_, 2 * size_t(sample.channels));
   arena_.request(acc_, 4);
@@ -106,6 +107,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   net_.upload(cpu.weights(), cpu.state());
   m_.upload(opt.m.data(), opt.m.size());
   if (!opt.v.empty()) v_.upload(opt.v.data(), opt.v.size());
+  if (!opt.no_decay.empty()) no_decay_.upload(opt.no_decay.data(), opt.no_decay.size());
   CONVOY_CUDA_CHECK(cudaMemset(acc_.get(), 0, 4 * sizeof(double)));
   if (sync_) sync_->start(rank, net_.grads());
   for (int i = 0; i < 4; ++i) events_.push_back(std::make_unique<StepEvents>());
@@ -177,12 +179,13 @@ void GpuStep::queue_backward_and_update(const Slot& sl, StepScalars* scalars) {
 
 void GpuStep::queue_update(const UpdateSpan& at, const Gradients& g, const StepScalars* scalars) {
   const TrainRecipe& r = host_opt_.recipe;
+  const uint32_t* skip = no_decay_.size() ? no_decay_.get() : nullptr;
   if (host_opt_.kind == OptimizerKind::sgd)
     sgd_update(at, net_.weights(), g, m_.get(), scalars, float(r.momentum), r.nesterov, float(r.weight_decay),
-               net_.weight_copy());
+               net_.weight_copy(), skip);
   else
     adam_update(at, net_.weights(), g, m_.get(), v_.get(), scalars, float(r.beta1), float(r.beta2), float(r.adam_eps),
-                float(r.weight_decay), host_opt_.kind == OptimizerKind::adamw, net_.weight_copy());
+                float(r.weight_decay), host_opt_.kind == OptimizerKind::adamw, net_.weight_copy(), skip);
 }
 
 void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {

@@ -115,6 +115,7 @@ class GpuStep {
   CudaStream copy_stream_;
   DeviceBuffer<unsigned char> x_;  // the augmented batch, in the net's storage (GpuNet::stores_bf16())
   DeviceBuffer<float> m_, v_, scale_shift_;
+  DeviceBuffer<uint32_t> no_decay_;   // Optimizer::no_decay (empty: every parameter decays)
   DeviceBuffer<double> acc_;          // StepMetrics, accumulated on the device
   DeviceBuffer<float> state_before_;  // skip_nonfinite: the running statistics before the step
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -48,6 +48,7 @@ Net::Net(const NetConfig& cfg, Dims input, int classes, size_t max_params) : cfg
     if (nodes_[i].consumers == 0)
       fail_at(nodes_[i].spec, "its output is never used (every layer must lead to the loss)");
   fuse_relus();
+  if (cfg_.zero_init_residual) find_residual_norms();
   weights_.assign(wsize, 0.f);
   grads_.assign(wsize, 0.f);
   state_.assign(ssize, 0.f);
@@ -137,6 +138,26 @@ void Net::fuse_relus() {
   }
 }
 
+// A join's inputs equally deep leave no way to tell its branch from its shortcut: refused rather
+// than guessed.
+void Net::find_residual_norms() {
+  std::vector<int> depth(nodes_.size());
+  auto depth_of = [&](int i) { return i < 0 ? 0 : depth[size_t(i)]; };
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (int k : nodes_[i].in) depth[i] = std::max(depth[i], depth_of(k));
+    ++depth[i];
+    if (!nodes_[i].op().joins_residual()) continue;
+    const std::vector<int>& in = nodes_[i].in;
+    const int deepest = *std::max_element(in.begin(), in.end(),
+                                          [&](int a, int b) { return depth_of(a) < depth_of(b); });
+    if (std::count_if(in.begin(), in.end(), [&](int k) { return depth_of(k) == depth_of(deepest); }) > 1)
+      fail_at(nodes_[i].spec,
+              "zero_init_residual: its inputs lie equally deep in the net, so which is the residual branch (whose "
+              "last batch norm would start at 0) cannot be told");
+    if (deepest >= 0 && nodes_[size_t(deepest)].op().is_norm()) residual_norms_.push_back(deepest);
+  }
+}
+
 void Net::init_weights(uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (Node& nd : nodes_) {
@@ -153,6 +174,10 @@ void Net::init_weights(uint64_t seed) {
     }
     for (size_t i = 0; i < nd.w_count; ++i) weights_[nd.w_off + i] = u(rng);
     for (size_t i = 0; i < nd.b_count; ++i) weights_[nd.b_off + i] = u(rng);
+  }
+  for (int i : residual_norms_) {
+    const Node& nd = nodes_[size_t(i)];
+    std::fill(weights_.begin() + nd.w_off, weights_.begin() + nd.w_off + nd.w_count, 0.f);
   }
 }
 
@@ -199,6 +224,7 @@ CpuLayer Net::layer(int i) {
   l.probs = probs_.data();
   l.losses = losses_.data();
   l.classes = classes_;
+  l.label_smoothing = float(cfg_.train.label_smoothing);
   l.dy = nd.dy.data();
   l.dw = grads_.data() + nd.w_off;
   l.db = nd.b_count ? grads_.data() + nd.b_off : nullptr;

@@ -34,8 +34,15 @@ class Net {
   // passes less than the limit, to stay within its memory).
   Net(const NetConfig& cfg, Dims input, int classes = 0, size_t max_params = kMaxNetParams);
 
-  // PyTorch's default initialisation (uniform +-1/sqrt(fan_in)); batch norm gamma 1, beta 0.
+  // PyTorch's default initialisation (uniform +-1/sqrt(fan_in)); batch norm gamma 1, beta 0, and
+  // 0 for the gamma of residual_norms().
   void init_weights(uint64_t seed);
+  // With [net] zero_init_residual, the batch norms whose scale starts at 0: of each residual join,
+  // the input deepest in the net (the most layers from its input) where that is a batch norm. The
+  // shortcut is the shallower input, an identity or a projection (a convolution and its batch
+  // norm), so this is the last batch norm of each block's branch, which torchvision zeroes.
+  // Empty without the key.
+  const std::vector<int>& residual_norms() const { return residual_norms_; }
   // Sizes every buffer for batches of n (a smaller final eval batch reuses the buffers).
   void reserve(int n);
 
@@ -54,6 +61,7 @@ class Net {
   const std::vector<float>& input_grad() const { return input_grad_; }
 
   std::vector<float>& weights() { return weights_; }
+  const std::vector<float>& weights() const { return weights_; }
   std::vector<float>& grads() { return grads_; }
   std::vector<float>& state() { return state_; }
   const std::vector<ParamBlock>& blocks() const { return blocks_; }
@@ -76,6 +84,7 @@ class Net {
   void check_classes(int classes) const;
   void add_node(const LayerSpec& spec, int classes, size_t max_params, size_t& wsize, size_t& ssize);
   void fuse_relus();
+  void find_residual_norms();
   std::vector<int> inputs_of(const LayerSpec& spec) const;
   // One node's pass as its op gets it (CpuLayer).
   CpuLayer layer(int i);
@@ -93,6 +102,7 @@ class Net {
   const uint64_t* sample_keys_ = nullptr;
   std::vector<Node> nodes_;
   std::map<std::string, int> index_;  // layer name -> node, while building
+  std::vector<int> residual_norms_;
   std::vector<ParamBlock> blocks_;
   std::vector<float> weights_, grads_, state_, probs_, losses_, input_grad_, scratch_;
 };

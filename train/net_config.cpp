@@ -121,8 +121,9 @@ class TableKeys final : public LayerKeys {
 };
 
 void read_net_table(const Reader& r, const toml::table& net, NetConfig& cfg) {
-  r.only_keys(net, {"name", "input", "init", "classes", "fuse"}, "[net]");
+  r.only_keys(net, {"name", "input", "init", "classes", "fuse", "zero_init_residual"}, "[net]");
   cfg.fuse = r.get_bool(net, "fuse", cfg.fuse);
+  cfg.zero_init_residual = r.get_bool(net, "zero_init_residual", cfg.zero_init_residual);
   cfg.classes = r.get_int(net, "classes", 0, 1, 1 << 24);
   cfg.name = r.get_str(net, "name", "", {});
   cfg.init = r.get_enum<InitRule>(net, "init", cfg.init,
@@ -142,11 +143,12 @@ void read_net_table(const Reader& r, const toml::table& net, NetConfig& cfg) {
 }
 
 void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
-  r.only_keys(t,
-              {"epochs", "batch", "optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2",
-               "adam_eps", "schedule", "warmup_epochs", "pct_start", "div_factor", "final_div_factor", "step_epochs",
-               "gamma", "min_lr"},
-              "[train]");
+  std::set<std::string> keys = {"epochs",      "batch",         "optimizer", "lr",         "momentum",
+                                "nesterov",    "weight_decay",  "beta1",     "beta2",      "adam_eps",
+                                "schedule",    "warmup_epochs", "pct_start", "div_factor", "final_div_factor",
+                                "step_epochs", "gamma",         "min_lr"};
+  keys.insert({"weight_decay_norm", "weight_decay_bias", "label_smoothing"});  // the references' recipes
+  r.only_keys(t, keys, "[train]");
   tr.epochs = r.get_int(t, "epochs", tr.epochs, 1, kMaxEpochs);
   tr.batch = r.get_int(t, "batch", tr.batch, 1, kMaxBatch);
   tr.optimizer = r.get_enum<OptimizerKind>(
@@ -156,6 +158,11 @@ void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
   tr.momentum = r.get_num(t, "momentum", tr.momentum, 0, 1);
   tr.nesterov = r.get_bool(t, "nesterov", tr.nesterov);
   tr.weight_decay = r.get_num(t, "weight_decay", tr.weight_decay, 0, 1);
+  tr.weight_decay_norm = r.get_bool(t, "weight_decay_norm", tr.weight_decay_norm);
+  tr.weight_decay_bias = r.get_bool(t, "weight_decay_bias", tr.weight_decay_bias);
+  tr.label_smoothing = r.get_num(t, "label_smoothing", tr.label_smoothing, 0, 1);
+  // A target of eps / classes everywhere (eps = 1) says nothing about the label.
+  if (tr.label_smoothing >= 1) r.fail_at(*t.get("label_smoothing"), "'label_smoothing' must be below 1 (0 <= eps < 1)");
   tr.beta1 = r.get_num(t, "beta1", tr.beta1, 0, 1);
   tr.beta2 = r.get_num(t, "beta2", tr.beta2, 0, 1);
   tr.adam_eps = r.get_num(t, "adam_eps", tr.adam_eps, 0, 1);

@@ -33,6 +33,11 @@ struct TrainRecipe {
   int epochs = 15, batch = 128;
   OptimizerKind optimizer = OptimizerKind::sgd;
   double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
+  // false: batch norm's parameters (weight_decay_norm) and every bias, batch norm's beta included
+  // (weight_decay_bias), take no weight decay, as torchvision's --norm-weight-decay 0 and
+  // --bias-weight-decay 0.
+  bool weight_decay_norm = true, weight_decay_bias = true;
+  double label_smoothing = 0;  // the loss's target: (1 - eps) * onehot + eps / classes (0 <= eps < 1)
   bool nesterov = true;
   double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;
   ScheduleKind schedule = ScheduleKind::onecycle;
@@ -48,8 +53,11 @@ struct NetConfig {
   InitRule init = InitRule::fan_in_uniform;   // kaiming: normal, sqrt(2/fan_in), zero bias
   int input_c = 0, input_h = 0, input_w = 0;  // [net] input = [c, h, w]: for --print-net without data
   bool fuse = true;                           // [net] fuse: run a conv's only-consumer ReLU inside the conv
-  int classes = 0;                            // [net] classes: for units = "classes" under --print-net without data
-  std::string text;                           // kept so that a checkpoint can rebuild the net by itself
+  // [net] zero_init_residual: each residual block's last batch norm starts with its scale (gamma) at
+  // 0, as torchvision's resnet(zero_init_residual=True); see Net::residual_norms.
+  bool zero_init_residual = false;
+  int classes = 0;   // [net] classes: for units = "classes" under --print-net without data
+  std::string text;  // kept so that a checkpoint can rebuild the net by itself
   std::vector<LayerSpec> layers;
   TrainRecipe train;
   AugmentSpec augment;

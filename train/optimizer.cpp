@@ -11,19 +11,38 @@
 
 namespace convoy {
 
+std::vector<uint32_t> no_decay_mask(const Net& net, const TrainRecipe& r) {
+  if (r.weight_decay == 0 || (r.weight_decay_norm && r.weight_decay_bias)) return {};
+  std::vector<uint32_t> mask((net.weights().size() + 31) / 32, 0u);
+  auto exclude = [&](size_t off, size_t count) {
+    for (size_t i = off; i < off + count; ++i) mask[i / 32] |= 1u << (i % 32);
+  };
+  for (const Node& nd : net.nodes()) {
+    const bool norm = !r.weight_decay_norm && nd.op().is_norm();
+    if (norm) exclude(nd.w_off, nd.w_count);
+    if (norm || !r.weight_decay_bias) exclude(nd.b_off, nd.b_count);
+  }
+  return mask;
+}
+
 Optimizer::Optimizer(const TrainRecipe& r, size_t params) : recipe(r), kind(r.optimizer), m(params, 0.f) {
   if (kind != OptimizerKind::sgd) v.assign(params, 0.f);
 }
 
+Optimizer::Optimizer(const TrainRecipe& r, const Net& net) : Optimizer(r, net.weights().size()) {
+  no_decay = no_decay_mask(net, r);
+}
+
 void Optimizer::step(std::vector<float>& weights, const std::vector<float>& grads, double lr) {
   ++t;
+  const uint32_t* skip = no_decay.empty() ? nullptr : no_decay.data();
   if (kind == OptimizerKind::sgd)
     sgd_update(weights.size(), weights.data(), grads.data(), m.data(), float(lr), float(recipe.momentum),
-               recipe.nesterov, float(recipe.weight_decay));
+               recipe.nesterov, float(recipe.weight_decay), skip);
   else
     adam_update(weights.size(), weights.data(), grads.data(), m.data(), v.data(), float(lr), float(recipe.beta1),
                 float(recipe.beta2), float(recipe.adam_eps), float(recipe.weight_decay), kind == OptimizerKind::adamw,
-                t);
+                t, skip);
 }
 
 LrSchedule::LrSchedule(const TrainRecipe& r, long long total, long long per_epoch)

@@ -1,20 +1,31 @@
 // The optimiser over a net's flat weights: SGD (momentum, Nesterov, weight decay), Adam and
 // AdamW, with its state kept in flat buffers that a checkpoint saves as they are.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "train/net.h"
 #include "train/net_config.h"
 
 namespace convoy {
 
+// The parameters that take no weight decay under the recipe's weight_decay_norm = false (batch
+// norm's gamma and beta) and weight_decay_bias = false (every bias, beta included): a bit per
+// element of the flat parameter buffer, element i at bit i % 32 of word i / 32. Empty where every
+// parameter decays (the keys at their defaults, or no weight decay at all).
+std::vector<uint32_t> no_decay_mask(const Net& net, const TrainRecipe& r);
+
 struct Optimizer {
   TrainRecipe recipe;
   OptimizerKind kind;
-  std::vector<float> m, v;  // SGD uses m as its momentum buffer
-  long long t = 0;          // updates done
+  std::vector<float> m, v;         // SGD uses m as its momentum buffer
+  long long t = 0;                 // updates done
+  std::vector<uint32_t> no_decay;  // no_decay_mask (empty: every parameter decays)
 
   Optimizer(const TrainRecipe& r, size_t params);
+  // For the net's parameters, with the recipe's weight decay exclusions.
+  Optimizer(const TrainRecipe& r, const Net& net);
   void step(std::vector<float>& weights, const std::vector<float>& grads, double lr);
 };
 

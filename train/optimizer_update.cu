@@ -30,11 +30,11 @@ __device__ __forceinline__ float grad(const Gradients& g, size_t i) {
 template <bool kCopy, bool kSums>
 __global__ void sgd(size_t lo, size_t hi, float* __restrict__ w, Gradients g, float* __restrict__ buf,
                     const StepScalars* __restrict__ s, float momentum, bool nesterov, float weight_decay,
-                    WeightCopy copy) {
+                    const uint32_t* __restrict__ no_decay, WeightCopy copy) {
   if (s->nonfinite) return;
   const float lr = s->lr;
   CONVOY_SPAN_STRIDE(i, lo, hi) {
-    const float d = grad<kSums>(g, i) + weight_decay * w[i];
+    const float d = grad<kSums>(g, i) + decay_of(i, weight_decay, no_decay) * w[i];
     const float b = momentum * buf[i] + d;
     buf[i] = b;
     const float wi = w[i] - lr * (nesterov ? d + momentum * b : b);
@@ -46,16 +46,17 @@ __global__ void sgd(size_t lo, size_t hi, float* __restrict__ w, Gradients g, fl
 template <bool kCopy, bool kSums>
 __global__ void adam(size_t lo, size_t hi, float* __restrict__ w, Gradients g, float* __restrict__ m,
                      float* __restrict__ v, const StepScalars* __restrict__ s, float beta1, float beta2, float eps,
-                     float weight_decay, bool decoupled, WeightCopy copy) {
+                     float weight_decay, bool decoupled, const uint32_t* __restrict__ no_decay, WeightCopy copy) {
   if (s->nonfinite) return;
   const float lr = s->lr, c1 = s->c1, c2 = s->c2;
   CONVOY_SPAN_STRIDE(i, lo, hi) {
     float d = grad<kSums>(g, i);
     float wi = w[i];
+    const float wd = decay_of(i, weight_decay, no_decay);
     if (decoupled)
-      wi -= lr * weight_decay * wi;
+      wi -= lr * wd * wi;
     else
-      d += weight_decay * wi;
+      d += wd * wi;
     const float mi = beta1 * m[i] + (1 - beta1) * d;
     const float vi = beta2 * v[i] + (1 - beta2) * d * d;
     m[i] = mi;
@@ -92,9 +93,10 @@ void launch_span(const UpdateSpan& at, const WeightCopy& copy, const Gradients& 
 template <bool kCopy, bool kSums>
 struct Sgd {
   static void launch(unsigned blocks, const UpdateSpan& at, const Gradients& g, const WeightCopy& copy, float* w,
-                     float* buf, const StepScalars* s, float momentum, bool nesterov, float weight_decay) {
+                     float* buf, const StepScalars* s, float momentum, bool nesterov, float weight_decay,
+                     const uint32_t* no_decay) {
     sgd<kCopy, kSums>
-        <<<blocks, 256, 0, at.stream>>>(at.lo, at.hi, w, g, buf, s, momentum, nesterov, weight_decay, copy);
+        <<<blocks, 256, 0, at.stream>>>(at.lo, at.hi, w, g, buf, s, momentum, nesterov, weight_decay, no_decay, copy);
   }
 };
 
@@ -102,9 +104,9 @@ template <bool kCopy, bool kSums>
 struct Adam {
   static void launch(unsigned blocks, const UpdateSpan& at, const Gradients& g, const WeightCopy& copy, float* w,
                      float* m, float* v, const StepScalars* s, float beta1, float beta2, float eps, float weight_decay,
-                     bool decoupled) {
-    adam<kCopy, kSums>
-        <<<blocks, 256, 0, at.stream>>>(at.lo, at.hi, w, g, m, v, s, beta1, beta2, eps, weight_decay, decoupled, copy);
+                     bool decoupled, const uint32_t* no_decay) {
+    adam<kCopy, kSums><<<blocks, 256, 0, at.stream>>>(at.lo, at.hi, w, g, m, v, s, beta1, beta2, eps, weight_decay,
+                                                      decoupled, no_decay, copy);
   }
 };
 
@@ -121,13 +123,14 @@ StepScalars step_scalars(uint64_t key, double lr, double beta1, double beta2, lo
 }
 
 void sgd_update(const UpdateSpan& at, float* w, const Gradients& g, float* buf, const StepScalars* s, float momentum,
-                bool nesterov, float weight_decay, const WeightCopy& copy) {
-  launch_span<Sgd>(at, copy, g, w, buf, s, momentum, nesterov, weight_decay);
+                bool nesterov, float weight_decay, const WeightCopy& copy, const uint32_t* no_decay) {
+  launch_span<Sgd>(at, copy, g, w, buf, s, momentum, nesterov, weight_decay, no_decay);
 }
 
 void adam_update(const UpdateSpan& at, float* w, const Gradients& g, float* m, float* v, const StepScalars* s,
-                 float beta1, float beta2, float eps, float weight_decay, bool decoupled, const WeightCopy& copy) {
-  launch_span<Adam>(at, copy, g, w, m, v, s, beta1, beta2, eps, weight_decay, decoupled);
+                 float beta1, float beta2, float eps, float weight_decay, bool decoupled, const WeightCopy& copy,
+                 const uint32_t* no_decay) {
+  launch_span<Adam>(at, copy, g, w, m, v, s, beta1, beta2, eps, weight_decay, decoupled, no_decay);
 }
 
 void restore_if_nonfinite(Context& ctx, size_t n, float* dst, const float* src, const StepScalars* s) {

@@ -77,8 +77,7 @@ TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
           readers_.why)),
       val_loader_(make_val_loader(spec_, loader_options(spec_.val_dir, false, o, spec_, rank, ranks, local_batch_,
                                                         backend_, readers_.readers))),
-      net_(net_for_data(spec_.cfg, meta_.shape, meta_.classes.size(), spec_.data_dir)),
-      opt_(rec_, net_.weights().size()) {
+      net_(net_for_data(spec_.cfg, meta_.shape, meta_.classes.size(), spec_.data_dir)), opt_(rec_, net_) {
   net_.set_profiling(o.profile);
   net_.init_weights(spec_.seed);
   per_epoch_ = train_loader_->batches_per_epoch();

@@ -36,6 +36,7 @@ struct BnParams : OpParams {
 class BatchNormOp final : public Op {
  public:
   const char* type() const override { return "batch_norm"; }
+  bool is_norm() const override { return true; }
   std::vector<std::string> keys() const override { return {"eps", "momentum"}; }
   std::shared_ptr<const OpParams> parse(const LayerKeys& k) const override;
   OpFusion fusion(const Node& nd) const override;

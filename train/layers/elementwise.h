@@ -42,6 +42,7 @@ class ReluOp final : public Op {
 class AddOp final : public Op {
  public:
   const char* type() const override { return "add"; }
+  bool joins_residual() const override { return true; }
   int arity() const override { return 2; }
   OpFusion fusion(const Node& nd) const override;
   OpShape shape(const ShapeIn& in) const override;

@@ -72,6 +72,7 @@ struct GpuBatch {
   const uint64_t* sample_keys = nullptr;
   float *probs = nullptr, *losses = nullptr;
   int classes = 0;
+  float label_smoothing = 0;  // the loss's, in training (the recipe's label_smoothing)
 };
 
 // One node's forward pass, or its backward pass for one input, on the GPU. Activations are T =

@@ -84,6 +84,7 @@ struct CpuLayer {
   const int32_t* labels = nullptr;
   float *probs = nullptr, *losses = nullptr;  // the loss's outputs: [n, classes], [n]
   int classes = 0;
+  float label_smoothing = 0;  // the loss's, in training (the recipe's label_smoothing)
   // Backward: the output's gradient, and where the input's gradient (null: not wanted) and the
   // parameters' gradients go; dw and db are overwritten, not added to.
   const float* dy = nullptr;
@@ -146,6 +147,11 @@ class Op {
   virtual int max_arity() const { return arity(); }  // the most inputs it takes, at most kMaxInputs
   virtual bool is_loss() const { return false; }     // the last layer: probabilities and per-sample losses
   virtual bool is_relu() const { return false; }
+  // A normalisation (batch norm) whose weights are a per-channel scale: the recipe's
+  // weight_decay_norm and zero_init_residual concern these.
+  virtual bool is_norm() const { return false; }
+  // The join of a residual block, its inputs the branch and the shortcut (the add).
+  virtual bool joins_residual() const { return false; }
   // What node nd of it can do beyond its own pass: what the fusion plans ask (OpFusion above).
   virtual OpFusion fusion(const Node& /*nd*/) const { return {}; }
   // What of the layer asks for the dataset's class count (units = "classes"); empty: nothing.

@@ -7,7 +7,8 @@
 
 namespace convoy {
 
-double softmax_xent_forward(int n, int classes, const float* logits, const int* labels, float* probs, float* loss) {
+double softmax_xent_forward(int n, int classes, const float* logits, const int* labels, float* probs, float* loss,
+                            float smoothing) {
   double total = 0;
   for (int i = 0; i < n; ++i) {
     const float* z = logits + size_t(i) * classes;
@@ -18,18 +19,25 @@ double softmax_xent_forward(int n, int classes, const float* logits, const int* 
     for (int k = 0; k < classes; ++k) sum += std::exp(double(z[k] - m));
     const double log_sum = std::log(sum);
     for (int k = 0; k < classes; ++k) p[k] = float(std::exp(double(z[k] - m) - log_sum));
-    loss[i] = float(log_sum - double(z[labels[i]] - m));
+    double nll = log_sum - double(z[labels[i]] - m);
+    if (smoothing > 0) {  // -mean(log p) = log_sum - mean(z - m)
+      double centred = 0;
+      for (int k = 0; k < classes; ++k) centred += double(z[k] - m);
+      nll = (1 - double(smoothing)) * nll + double(smoothing) * (log_sum - centred / classes);
+    }
+    loss[i] = float(nll);
     total += loss[i];
   }
   return n > 0 ? total / n : 0.0;
 }
 
-void softmax_xent_backward(int n, int classes, const float* probs, const int* labels, float grad_scale,
-                           float* dlogits) {
+void softmax_xent_backward(int n, int classes, const float* probs, const int* labels, float grad_scale, float* dlogits,
+                           float smoothing) {
+  const SmoothedTarget t = smoothed_target(classes, smoothing);
   for (int i = 0; i < n; ++i)
     for (int k = 0; k < classes; ++k) {
       const size_t j = size_t(i) * classes + k;
-      dlogits[j] = (probs[j] - (k == labels[i] ? 1.f : 0.f)) * grad_scale;
+      dlogits[j] = (probs[j] - (k == labels[i] ? t.on : t.off)) * grad_scale;
     }
 }
 
@@ -43,13 +51,15 @@ OpShape SoftmaxXentOp::shape(const ShapeIn& s) const {
 }
 
 double SoftmaxXentOp::forward(const CpuLayer& l) const {
-  const double loss = softmax_xent_forward(l.n, l.classes, l.x[0], l.labels, l.probs, l.losses);
+  const double loss = softmax_xent_forward(l.n, l.classes, l.x[0], l.labels, l.probs, l.losses,
+                                           l.train ? l.label_smoothing : 0.f);
   l.y[0] = float(loss);
   return loss;
 }
 
 void SoftmaxXentOp::backward(const CpuLayer& l, int) const {
-  if (l.dx) softmax_xent_backward(l.n, l.classes, l.probs, l.labels, 1.f / float(l.n), l.dx);
+  if (l.dx)
+    softmax_xent_backward(l.n, l.classes, l.probs, l.labels, 1.f / float(l.n), l.dx, l.train ? l.label_smoothing : 0.f);
 }
 
 const Op& softmax_xent_op() {
