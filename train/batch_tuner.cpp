@@ -100,7 +100,7 @@ void set_largest(const RunSpec& spec, int ranks, int local_ranks, SweepInputs& i
                                  " MiB, more than the memory bound (half of MemAvailable over the ranks on the node)");
   while (in.cpu_bound > 0 && in.largest > 1 && cpu_bytes(in, in.largest) > in.cpu_bound) in.largest /= 2;
   std::snprintf(text, sizeof text,
-                "; on the CPU at most %d, whose step is estimated at %.0f MiB (the net's buffers, the batch, weights, "
+                "; on the CPU at most %d, whose step is estimated at %.2f MiB (the net's buffers, the batch, weights, "
                 "gradients and optimiser state) within the bound of %.0f MiB: half of MemAvailable over the %d rank(s) "
                 "on this node",
                 in.largest, cpu_bytes(in, in.largest) / (1 << 20), in.cpu_bound / (1 << 20), std::max(1, local_ranks));

@@ -121,6 +121,7 @@ void choose_batch(const TrainOptions& o, RunSpec& spec, int rank, int ranks) {
   for (const std::string& line : sweep_report(s)) log_info("%s", line.c_str());
   const int global = s.per_rank * ranks;
   log_info("--batch auto: batch %d (%d per rank), %s", global, s.per_rank, lr_rule(spec, global).c_str());
+  if (ranks > 1) log_all("--batch auto: this rank trains at %d per rank", s.per_rank);
   spec.cfg.train.lr = scaled_lr(spec.cfg.train.lr, spec.cfg.train.batch, global);
   spec.cfg.train.batch = global;
   spec.batch_auto = true;
