@@ -58,8 +58,8 @@ inline std::string current_device_text() {
   if (!device) fail_out_of_memory("out of page-locked host memory: " + asked);
   size_t free = 0, total = 0;
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) cudaGetLastError();
-  fail_out_of_memory(current_device_text() + ": out of memory: " + asked + ", " + mib_text(free) + " of " + mib_text(total) +
-       " are free");
+  fail_out_of_memory(current_device_text() + ": out of memory: " + asked + ", " + mib_text(free) + " of " +
+                     mib_text(total) + " are free");
 }
 
 // cudaMalloc / cudaMallocHost with the one-line message above when memory runs out.

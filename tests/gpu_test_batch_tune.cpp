@@ -48,8 +48,7 @@ void prepare(const std::string& dir) {
   ASSERT_TRUE(file_exists(kTrain)) << kTrain;
   if (!file_exists(dir + "/data/dataset.json")) {
     ASSERT_EQ(
-        run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 128 --size 224 --channels 3 --classes 10"),
-        0);
+        run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 128 --size 224 --channels 3 --classes 10"), 0);
   }
   write_file_atomic(dir + "/wide_conv.toml", kWideConv);
 }
@@ -112,9 +111,10 @@ TEST(GpuBatchTune, SweepEndsAtTheFirstSizeOutOfMemoryAndNeverChoosesIt) {
 TEST(GpuBatchTune, BatchAutoTrainsAtTheChoice) {
   const std::string dir = tmp_dir("oom");
   ASSERT_NO_FATAL_FAILURE(prepare(dir));
-  const Outcome o = train_run(dir, "auto",
-                              "--config " + dir + "/wide_conv.toml --data " + dir +
-                                  "/data --batch auto --device cuda --threads 1 --epochs 1 --stop-after 2 --log-every 1");
+  const Outcome o = train_run(
+      dir, "auto",
+      "--config " + dir + "/wide_conv.toml --data " + dir +
+          "/data --batch auto --device cuda --threads 1 --epochs 1 --stop-after 2 --log-every 1");
   ASSERT_EQ(o.rc, 0) << o.err;
   const int chosen = chosen_batch(o.err);
   ASSERT_GE(chosen, 1) << o.err;

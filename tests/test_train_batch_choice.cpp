@@ -51,7 +51,7 @@ TEST(BatchChoice, HplSizeIsTheSeedsForMnist) {
   EXPECT_EQ(h.image_bits, 25088.0);
   EXPECT_EQ(h.exponent, 6);
   EXPECT_EQ(h.batch, 64);
-  EXPECT_EQ(hpl_batch(Dims{3, 32, 32}).batch, 16);     // 1638400 / 98304 = 16.7 -> 2^4
+  EXPECT_EQ(hpl_batch(Dims{3, 32, 32}).batch, 16);       // 1638400 / 98304 = 16.7 -> 2^4
   EXPECT_EQ(hpl_batch(Dims{3, 224, 224}).exponent, -2);  // 0.34: at least one image
   EXPECT_EQ(hpl_batch(Dims{3, 224, 224}).batch, 1);
 }

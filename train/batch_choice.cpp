@@ -70,7 +70,8 @@ std::vector<std::string> sweep_report(const BatchSweep& s) {
   lines.emplace_back(head);
   for (const BatchTrial& t : s.trials) lines.push_back(trial_line(t));
   char choice[160];
-  std::snprintf(choice, sizeof choice, "chosen batch: %d per rank (%d in all on %d rank%s): the fastest, ties within %.0f %% "
+  std::snprintf(choice, sizeof choice,
+                "chosen batch: %d per rank (%d in all on %d rank%s): the fastest, ties within %.0f %% "
                 "to the smaller",
                 s.per_rank, s.per_rank * s.ranks, s.ranks, s.ranks == 1 ? "" : "s", kTieFraction * 100);
   lines.emplace_back(choice);

@@ -69,13 +69,14 @@ void read_pool(const TrainOptions& o, const RunSpec& spec, int rank, int ranks, 
   const int trainer_threads = in.backend == Backend::gpu ? 1 : omp_get_max_threads();
   const int readers = choose_readers(o.readers, trainer_threads, o.local_ranks).readers;
   auto options = [&](int batch) {
-    return loader_options(spec.data_dir, batch, true, in.backend == Backend::gpu ? SampleOutput::raw : SampleOutput::floats,
-                          spec.cfg.augment, DataShare{rank, ranks, spec.seed, spec.window_files}, readers, o.prefetch);
+    return loader_options(spec.data_dir, batch, true,
+                          in.backend == Backend::gpu ? SampleOutput::raw : SampleOutput::floats, spec.cfg.augment,
+                          DataShare{rank, ranks, spec.seed, spec.window_files}, readers, o.prefetch);
   };
   in.per_rank = Loader(options(1), meta).batches_per_epoch();
   if (in.per_rank == 0)
-    fail_file(spec.data_dir, "--batch auto: too few samples for a batch of 1 on each of " + std::to_string(ranks) +
-                                 " ranks");
+    fail_file(spec.data_dir,
+              "--batch auto: too few samples for a batch of 1 on each of " + std::to_string(ranks) + " ranks");
   Loader loader(options(int(std::min<long long>(in.per_rank, kPoolSamples))), meta);
   loader.start_epoch(0);
   if (!loader.next(in.pool)) fail("the batch sweep's loader ended early (internal error)");
@@ -87,8 +88,9 @@ void read_pool(const TrainOptions& o, const RunSpec& spec, int rank, int ranks, 
 void set_largest(const RunSpec& spec, int ranks, int local_ranks, SweepInputs& in) {
   in.largest = floor_pow2(std::min<long long>(in.per_rank, kMaxBatch / ranks));
   char text[320];
-  std::snprintf(text, sizeof text, "sizes 1 to %d per rank (the samples each rank is dealt: %lld; batch at most %d in all)",
-                in.largest, in.per_rank, kMaxBatch);
+  std::snprintf(text, sizeof text,
+                "sizes 1 to %d per rank (the samples each rank is dealt: %lld; batch at most %d in all)", in.largest,
+                in.per_rank, kMaxBatch);
   in.limit = text;
   if (in.backend == Backend::gpu) {
     in.limit += ", each until one does not fit in the GPU's memory";
@@ -182,7 +184,8 @@ std::string method_text(const SweepInputs& in, int ranks) {
                 "after %d warm-up steps, the best round kept; on %d of the data's own samples (augmented as in "
                 "training) held in memory and repeated to fill each batch, so that the loader's pace does not enter "
                 "the figures (bench-loader times it)",
-                ranks > 1 ? (", its gradients' all-reduce over " + std::to_string(ranks) + " ranks included").c_str() : "",
+                ranks > 1 ? (", its gradients' all-reduce over " + std::to_string(ranks) + " ranks included").c_str()
+                          : "",
                 kRounds, kMinRoundSteps, kRoundSeconds, kWarmupSteps, in.pool.n);
   return text;
 }

@@ -152,7 +152,8 @@ CLI::App* add_tune_batch(CLI::App& app, convoy::TrainOptions& t) {
       "smaller), the lr --batch auto would scale to it and seed 002's HPL-derived size beside it");
   tb->add_option("--config", t.config, "net and recipe (TOML)")->required();
   tb->add_option("--data", t.data, "training dataset folder (datagen output): its samples feed the steps")->required();
-  tb->add_option("--seed", t.seed, "seed for the weights and the samples taken (default 1)")->check(within<uint64_t>(0));
+  tb->add_option("--seed", t.seed, "seed for the weights and the samples taken (default 1)")
+      ->check(within<uint64_t>(0));
   tb->add_option("--threads", t.threads, "compute threads per rank (0, the default: cores / ranks on the node)")
       ->check(within(0));
   tb->add_option("--readers", t.readers, "loader threads (0, the default: as a training run chooses)")

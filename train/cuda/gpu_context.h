@@ -15,21 +15,21 @@
 #include "shared/cuda_owners.h"
 
 // A cuDNN or cuBLAS allocation that failed is OutOfMemory (shared/error.h), as a CUDA one is.
-#define CONVOY_CUDNN_CHECK(call)                                                                            \
-  do {                                                                                                      \
-    cudnnStatus_t convoy_cudnn_rc_ = (call);                                                                \
-    if (convoy_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                                           \
-      ::convoy::gpu::library_fail(#call, __FILE__, __LINE__, cudnnGetErrorString(convoy_cudnn_rc_),         \
-                                  convoy_cudnn_rc_ == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED || \
+#define CONVOY_CUDNN_CHECK(call)                                                                               \
+  do {                                                                                                         \
+    cudnnStatus_t convoy_cudnn_rc_ = (call);                                                                   \
+    if (convoy_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                                              \
+      ::convoy::gpu::library_fail(#call, __FILE__, __LINE__, cudnnGetErrorString(convoy_cudnn_rc_),            \
+                                  convoy_cudnn_rc_ == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||  \
                                       convoy_cudnn_rc_ == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED); \
   } while (0)
 
-#define CONVOY_CUBLAS_CHECK(call)                                                                    \
-  do {                                                                                               \
-    cublasStatus_t convoy_cublas_rc_ = (call);                                                       \
-    if (convoy_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                  \
+#define CONVOY_CUBLAS_CHECK(call)                                                                      \
+  do {                                                                                                 \
+    cublasStatus_t convoy_cublas_rc_ = (call);                                                         \
+    if (convoy_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                    \
       ::convoy::gpu::library_fail(#call, __FILE__, __LINE__, cublasGetStatusString(convoy_cublas_rc_), \
-                                  convoy_cublas_rc_ == CUBLAS_STATUS_ALLOC_FAILED);                  \
+                                  convoy_cublas_rc_ == CUBLAS_STATUS_ALLOC_FAILED);                    \
   } while (0)
 
 // Grid-stride loop over n elements, for kernels launched with grid_for(n).
