@@ -38,7 +38,8 @@ best=$(awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9.]+$/ && $2 > b {b = $2} END {print b}
 mine=$(awk -v n="$chosen" '$1 == n && $2 ~ /^[0-9.]+$/ {print $2}' "$work/tune.txt")
 awk -v m="$mine" -v b="$best" 'BEGIN {exit !(m >= 0.99 * b)}' || fail "chose $chosen at $mine images/s; the best is $best"
 bound=$(sed -n 's/.*on the CPU at most \([0-9]*\), whose step.*/\1/p' "$work/tune.txt")
-[ -n "$bound" ] && [ "$chosen" -le "$bound" ] || fail "no memory bound, or the choice $chosen is above it ($bound)"
+[ -n "$bound" ] || fail "no memory bound"
+[ "$chosen" -le "$bound" ] || fail "the choice $chosen is above the memory bound $bound"
 grep -qF "seed 002's HPL-derived batch: 2^nint(log2(1638400 / 25088)) = 2^6 -> 64" "$work/tune.txt" \
   || fail "no HPL size for 28x28 grey fp32 images"
 want_lr=$(awk -v n="$chosen" 'BEGIN {printf "%g", 0.05 * n / 30}')
@@ -75,7 +76,8 @@ refused_one_line "(or auto)" "${run[@]}" --batch automatic
 "${mpi[@]}" "$train" --config "$config" --data "$work/pair" --threads 1 --log-every 0 --epochs 1 --batch auto \
   > "$work/mpi.out" 2>&1 || { cat "$work/mpi.out"; fail "2-rank --batch auto failed"; }
 per=$(sed -n 's/.*--batch auto: batch \([0-9]*\) (\([0-9]*\) per rank).*/\2/p' "$work/mpi.out")
-[ -n "$per" ] && [ "$per" -le 2 ] || { cat "$work/mpi.out"; fail "2 ranks chose '$per' per rank"; }
+[ -n "$per" ] || { cat "$work/mpi.out"; fail "no choice on 2 ranks"; }
+[ "$per" -le 2 ] || fail "2 ranks chose $per per rank, more than the 2 samples each is dealt"
 [ "$(grep -c "this rank trains at $per per rank" "$work/mpi.out")" -eq 2 ] || { cat "$work/mpi.out"; fail "the ranks differ"; }
 grep -q "all-reduce over 2 ranks included" "$work/mpi.out" || fail "the 2-rank sweep did not time the all-reduce"
 # One sample for two ranks: not even a batch of 1 each. One line from train (mpirun adds its own).
