@@ -12,9 +12,16 @@
 
 namespace convoy {
 
+// cudaErrorMemoryAllocation (an instantiated graph's memory, a library's own allocation) is
+// OutOfMemory, so that a batch-size sweep ends at that size instead of failing.
 [[noreturn]] inline void cuda_fail(cudaError_t e, const char* call, const char* file, int line) {
-  fail(std::string("CUDA: ") + call + " failed at " + file + ":" + std::to_string(line) + ": " + cudaGetErrorName(e) +
-       " (" + cudaGetErrorString(e) + ")");
+  const std::string text = std::string("CUDA: ") + call + " failed at " + file + ":" + std::to_string(line) + ": " +
+                           cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky, but it must not surface at the next check
+    fail_out_of_memory(text);
+  }
+  fail(text);
 }
 
 #define CONVOY_CUDA_CHECK(call)                                                                            \
@@ -48,11 +55,11 @@ inline std::string current_device_text() {
 [[noreturn]] inline void cuda_out_of_memory(size_t bytes, bool device, const char* what) {
   cudaGetLastError();  // not sticky, but it must not surface at the next check
   const std::string asked = std::string(what ? what : "an allocation") + " needs " + mib_text(bytes);
-  if (!device) fail("out of page-locked host memory: " + asked);
+  if (!device) fail_out_of_memory("out of page-locked host memory: " + asked);
   size_t free = 0, total = 0;
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) cudaGetLastError();
-  fail(current_device_text() + ": out of memory: " + asked + ", " + mib_text(free) + " of " + mib_text(total) +
-       " are free");
+  fail_out_of_memory(current_device_text() + ": out of memory: " + asked + ", " + mib_text(free) + " of " +
+                     mib_text(total) + " are free");
 }
 
 // cudaMalloc / cudaMallocHost with the one-line message above when memory runs out.

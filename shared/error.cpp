@@ -9,6 +9,8 @@ namespace convoy {
 
 void fail(const std::string& message) { throw Error(message); }
 
+void fail_out_of_memory(const std::string& message) { throw OutOfMemory(message); }
+
 void fail_file(const std::string& path, const std::string& problem) { throw Error(path + ": " + problem); }
 
 std::string errno_text() { return std::strerror(errno); }

@@ -10,8 +10,21 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Memory refused (a device allocation, cuDNN's or cuBLAS's, a step larger than the memory free): an
+// Error like any other, but one that a batch-size sweep takes for "this size does not fit".
+struct OutOfMemory : Error {
+  using Error::Error;
+};
+// OutOfMemory that every rank of a job threw at the same point, having agreed on it (a step too
+// large on any rank's GPU): none is left waiting in a collective call, so a sweep can go on.
+struct OutOfMemoryOnEveryRank : OutOfMemory {
+  using OutOfMemory::OutOfMemory;
+};
+
 // Throws Error(message).
 [[noreturn]] void fail(const std::string& message);
+// Throws OutOfMemory(message).
+[[noreturn]] void fail_out_of_memory(const std::string& message);
 // Throws Error("<path>: <problem>").
 [[noreturn]] void fail_file(const std::string& path, const std::string& problem);
 // strerror(errno) as a string, for messages about system calls.

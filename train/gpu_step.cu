@@ -7,6 +7,7 @@
 
 #include "train/cuda/batch_metrics.h"
 #include "train/cuda/step_scalars.h"
+#include "train/data_parallel.h"
 #include "train/optimizer_update.h"
 
 namespace convoy::gpu {
@@ -14,17 +15,32 @@ namespace {
 
 size_t align_up(size_t n) { return (n + 255) & ~size_t(255); }
 
-// Refuses, in one line, a step whose arena is larger than the device memory free now. The
-// context's workspaces are already allocated: they count as asked and as free.
-void check_fits(const Context& ctx, const std::string& name, int batch, size_t arena, size_t input, size_t optimiser) {
+// What refuses, in one line, a step whose arena is larger than the device memory free now ("": it
+// fits). The context's workspaces are already allocated: they count as asked and as free.
+std::string no_room(const Context& ctx, const std::string& name, int batch, size_t arena, size_t input,
+                    size_t optimiser) {
   size_t free = 0, total = 0;
   CONVOY_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  if (arena <= free) return;
+  if (arena <= free) return "";
   const size_t ws = ctx.workspaces_bytes();
-  fail(name + ": the step needs " + mib_text(arena + ws) + " for a batch of " + std::to_string(batch) +
-       " (the net's weights, activations and gradients " + mib_text(arena - input - optimiser) + ", input batches " +
-       mib_text(input) + ", optimiser state " + mib_text(optimiser) + ", cuDNN and cuBLAS workspaces " + mib_text(ws) +
-       "), " + mib_text(free + ws) + " are free; use a smaller --batch");
+  return name + ": the step needs " + mib_text(arena + ws) + " for a batch of " + std::to_string(batch) +
+         " (the net's weights, activations and gradients " + mib_text(arena - input - optimiser) + ", input batches " +
+         mib_text(input) + ", optimiser state " + mib_text(optimiser) + ", cuDNN and cuBLAS workspaces " +
+         mib_text(ws) + "), " + mib_text(free + ws) + " are free; use a smaller --batch";
+}
+
+// Throws OutOfMemory when the step does not fit on this rank or, with several, on any rank: they
+// agree before NCCL starts, so that none is left waiting in its set-up for a rank that stopped (a
+// batch-size sweep goes on from there on every rank).
+void check_fits(const Context& ctx, const std::string& name, int batch, size_t arena, size_t input, size_t optimiser,
+                int ranks) {
+  const std::string why = no_room(ctx, name, batch, arena, input, optimiser);
+  const bool refused = ranks > 1 ? any_rank(!why.empty()) : !why.empty();
+  if (!refused) return;
+  if (ranks == 1) fail_out_of_memory(why);
+  throw OutOfMemoryOnEveryRank(why.empty() ? name + ": another rank's GPU has no room for the step at a batch of " +
+                                                 std::to_string(batch)
+                                           : why);
 }
 
 }  // namespace
@@ -93,7 +109,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   const size_t input_bytes = x_bytes + (arena_.bytes() - before_slots);
   if (o.skip_nonfinite && !cpu.state().empty()) arena_.request(state_before_, cpu.state().size());
   if (ranks > 1) sync_ = std::make_unique<GradientSync>(arena_, net, ranks, o.sync);
-  check_fits(ctx_, name_, max_batch, arena_.bytes(), input_bytes, opt_bytes);
+  check_fits(ctx_, name_, max_batch, arena_.bytes(), input_bytes, opt_bytes, ranks);
   arena_.commit();
   for (auto& sl : slots_) sl->host = PinnedBuffer(sl->bytes, "a batch's pinned copy");
   losses_host_ = PinnedBuffer(sizeof(float) * max_batch);

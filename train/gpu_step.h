@@ -89,6 +89,8 @@ class GpuStep {
   void add_profile_to(Net& net);
   const char* device_name() const { return name_.c_str(); }
   size_t arena_bytes() const { return arena_.bytes(); }
+  // The device memory the step holds: its arena and the context's cuDNN and cuBLAS workspaces.
+  size_t device_bytes() const { return arena_.bytes() + ctx_.workspaces_bytes(); }
   InputFold input_fold() const { return net_.input_layout().fold; }
   bool graphed() const { return bool(graph_[0]) || bool(graph_[1]); }
   // Bytes each training step puts on the wire, per rank (0 for one rank).

@@ -31,6 +31,27 @@ CLI::Option* add_choice(CLI::App& app, const std::string& flag, E& value, const 
   return app.add_option_function<std::string>(flag, set, help)->check(CLI::IsMember(spellings));
 }
 
+// --batch N, or auto: the sweep of `train tune-batch` first, then the fastest batch per rank, the lr
+// scaled to it (trainer.cpp).
+void add_batch_option(CLI::App& app, convoy::TrainOptions& t) {
+  CLI::Validator number = convoy::within(1, convoy::kMaxBatch);
+  auto check = [number](std::string& given) -> std::string {
+    if (given == "auto") return "";
+    const std::string why = number(given);
+    return why.empty() ? why : why + " (or auto)";
+  };
+  auto set = [&t](const std::string& given) {
+    t.batch_auto = given == "auto";
+    if (!t.batch_auto) t.batch = std::stoi(given);
+  };
+  app.add_option_function<std::string>(
+         "--batch", set,
+         "global batch size (default: the config's; resuming: the checkpoint's), or auto: time the training step at "
+         "each power-of-two batch per rank that fits in memory (as train tune-batch) and train at the fastest, with "
+         "lr = config lr x chosen global batch / config batch (a resumed run keeps the batch and lr it chose)")
+      ->check(CLI::Validator(check, "", ""));
+}
+
 // What a resumed run takes from its checkpoint is refused when given otherwise (run_spec.h).
 void add_run_options(CLI::App& app, convoy::TrainOptions& t) {
   using convoy::within;
@@ -40,8 +61,7 @@ void add_run_options(CLI::App& app, convoy::TrainOptions& t) {
   app.add_option("--epochs", t.epochs,
                  "epochs (default: the config's; resuming: the checkpoint's, or more to extend it)")
       ->check(within(1, convoy::kMaxEpochs));
-  app.add_option("--batch", t.batch, "global batch size (default: the config's; resuming: the checkpoint's)")
-      ->check(within(1, convoy::kMaxBatch));
+  add_batch_option(app, t);
   app.add_option("--seed", t.seed,
                  "seed for weights, order, augmentation and dropout (default 1; resuming: the checkpoint's)")
       ->check(within<uint64_t>(0));
@@ -120,6 +140,26 @@ CLI::App* add_eval(CLI::App& app, convoy::EvalOptions& e) {
                  "loader threads (0, the default: the cores of this rank's share less the compute threads)")
       ->check(convoy::within(0));
   return ev;
+}
+
+// What makes the step faster or slower is the run's: the backend flags, threads and readers.
+CLI::App* add_tune_batch(CLI::App& app, convoy::TrainOptions& t) {
+  using convoy::within;
+  CLI::App* tb = app.add_subcommand(
+      "tune-batch",
+      "time the training step at each power-of-two batch per rank that fits in memory (the GPU's, or half of the "
+      "CPU's MemAvailable over the ranks on a node), print the table, the fastest batch (ties within 1 % to the "
+      "smaller), the lr --batch auto would scale to it and seed 002's HPL-derived size beside it");
+  tb->add_option("--config", t.config, "net and recipe (TOML)")->required();
+  tb->add_option("--data", t.data, "training dataset folder (datagen output): its samples feed the steps")->required();
+  tb->add_option("--seed", t.seed, "seed for the weights and the samples taken (default 1)")
+      ->check(within<uint64_t>(0));
+  tb->add_option("--threads", t.threads, "compute threads per rank (0, the default: cores / ranks on the node)")
+      ->check(within(0));
+  tb->add_option("--readers", t.readers, "loader threads (0, the default: as a training run chooses)")
+      ->check(within(0));
+  add_backend_options(*tb, t.backend);
+  return tb;
 }
 
 struct SynthArgs {
@@ -210,6 +250,13 @@ int run_bench_loader(BenchLoaderArgs& a, const convoy::MpiContext& mpi) {
   return mpi.rank() == 0 ? convoy::run_loader_bench(a.o) : 0;
 }
 
+int start_tune_batch(convoy::TrainOptions& t, const convoy::MpiContext& mpi) {
+  t.local_rank = mpi.local_rank();
+  t.local_ranks = mpi.local_size();
+  t.batch_auto = true;
+  return convoy::run_tune_batch(t, mpi.rank(), mpi.size());
+}
+
 int start_training(convoy::TrainOptions& t, const convoy::MpiContext& mpi) {
   t.local_rank = mpi.local_rank();
   t.local_ranks = mpi.local_size();
@@ -226,11 +273,12 @@ int start_training(convoy::TrainOptions& t, const convoy::MpiContext& mpi) {
 struct Command {
   convoy::TrainOptions t;
   convoy::EvalOptions e;
+  convoy::TrainOptions tune;
   SynthArgs syn_args;
   BenchLoaderArgs lb_args;
   bool list_gpus = false;
   CLI::App app{"train: CNN training on convoy batch files"};
-  CLI::App *ev = nullptr, *syn = nullptr, *lb = nullptr;
+  CLI::App *ev = nullptr, *syn = nullptr, *lb = nullptr, *tb = nullptr;
 
   Command() {
     add_run_options(app, t);
@@ -240,6 +288,7 @@ struct Command {
     ev = add_eval(app, e);
     syn = add_synth(app, syn_args);
     lb = add_bench_loader(app, lb_args);
+    tb = add_tune_batch(app, tune);
   }
 };
 
@@ -254,6 +303,7 @@ int run(Command& c, convoy::MpiContext& mpi) {
     return convoy::run_eval(c.e, mpi.rank(), mpi.size());
   }
   if (*c.syn) return run_synth(c.syn_args, mpi.rank());
+  if (*c.tb) return start_tune_batch(c.tune, mpi);
   return start_training(c.t, mpi);
 }
 

@@ -200,6 +200,20 @@ void Net::reserve(int n) {
   losses_.assign(n, 0.f);
 }
 
+size_t Net::bytes_for(int n) const {
+  size_t floats = 0, ints = 0, scratch = 0;
+  for (const Node& nd : nodes_) {
+    if (nd.alias < 0) floats += 2 * size_t(n) * nd.out.size();
+    const CpuBuffers keep = nd.op().cpu_buffers(nd, n);
+    floats += keep.aux;
+    ints += keep.aux_i32;
+    for (size_t k = 0; k < nd.in.size(); ++k)
+      if (nd.in[k] < 0 || nodes_[nd.in[k]].consumers > 1) scratch = std::max(scratch, size_t(n) * nd.in_dims[k].size());
+  }
+  floats += scratch + size_t(n) * (classes_ + 1);
+  return floats * sizeof(float) + ints * sizeof(int32_t);
+}
+
 const float* Net::input_of(const Node& nd, int k) const {
   const int i = nd.in[k];
   if (i < 0) return x_;

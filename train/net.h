@@ -45,6 +45,8 @@ class Net {
   const std::vector<int>& residual_norms() const { return residual_norms_; }
   // Sizes every buffer for batches of n (a smaller final eval batch reuses the buffers).
   void reserve(int n);
+  // The bytes reserve(n) allocates (for a memory bound before any is allocated).
+  size_t bytes_for(int n) const;
 
   // Runs the net on x [n, input dims]; returns the mean loss. In training, dropout draws its
   // mask from (key, sample_keys) and batch norm uses and updates batch statistics.

@@ -127,6 +127,16 @@ void resume_data(const TrainOptions& o, RunSpec& s) {
   check_evaluable(read_dataset_meta(s.val_dir), s.val_dir, s.data);
 }
 
+// A run whose batch --batch auto chose keeps it and the lr scaled to it (the config's lr is not the
+// run's); --batch auto on a resumed run never sweeps again, and is refused for a batch set by hand.
+void keep_auto_batch(const TrainOptions& o, const nlohmann::json& info, RunSpec& s) {
+  s.batch_auto = info.value("batch_auto", false);
+  if (s.batch_auto) s.cfg.train.lr = info.at("lr").get<double>();
+  if (o.batch_auto && !s.batch_auto)
+    fail("--batch auto: " + o.resume + " was trained at a batch of " + std::to_string(s.cfg.train.batch) +
+         " set by --batch or its config; a resumed run keeps its batch (leave --batch out)");
+}
+
 RunSpec resumed_spec(const TrainOptions& o, int ranks) {
   RunSpec s;
   s.resume = read_checkpoint(o.resume);
@@ -137,6 +147,7 @@ RunSpec resumed_spec(const TrainOptions& o, int ranks) {
     check_config(o.config, *s.resume, o.resume);
     s.seed = kept("--seed", o.seed, info.at("seed").get<uint64_t>(), "seed");
     s.cfg.train.batch = kept_batch(o.batch, info.at("batch").get<int>(), ranks);
+    keep_auto_batch(o, info, s);
     s.window_files = kept("--shuffle-files", o.window_files, info.at("window_files").get<int>(), "shuffle window");
     check_plan(info, o.resume);
     s.cfg.train.epochs = epochs_of(o.epochs, info, o.resume);
@@ -194,7 +205,9 @@ DataIdentity trained_on(const Checkpoint& c, const std::string& path) {
 RunSpec read_run_spec(const TrainOptions& o, int ranks) {
   RunSpec s = o.resume.empty() ? fresh_spec(o) : resumed_spec(o, ranks);
   const int batch = s.cfg.train.batch;
-  if (batch % ranks != 0) {
+  // --batch auto on a fresh run chooses a batch per rank: any config batch will do.
+  const bool chosen_later = o.batch_auto && !s.resume;
+  if (batch % ranks != 0 && !chosen_later) {
     const std::string split = "--batch " + std::to_string(batch) + " does not split over " + count_text(ranks, "rank");
     if (!o.resume.empty())
       fail_file(o.resume,
@@ -213,6 +226,8 @@ nlohmann::json run_record(const RunSpec& s, int ranks) {
           {"config_path", s.cfg.path},
           {"seed", s.seed},
           {"batch", s.cfg.train.batch},
+          {"batch_auto", s.batch_auto},
+          {"lr", s.cfg.train.lr},
           {"epochs", s.cfg.train.epochs},
           {"ranks", ranks},
           {"window_files", s.window_files},

@@ -24,6 +24,7 @@ struct RunSpec {
   std::optional<DataIdentity> val;  // the validation data's, when there is one
   std::string checkpoint;           // where the run saves ("": nowhere)
   std::optional<Checkpoint> resume;
+  bool batch_auto = false;  // the batch was chosen by --batch auto, and cfg.train.lr scaled to it
 };
 
 // A fresh run: the config with --epochs and --batch over its recipe. A resumed run: the

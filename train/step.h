@@ -58,6 +58,8 @@ class Step : public Forward {
   virtual void add_profile_to(Net& net) = 0;
   // The seconds the set-up took, where it is worth a metrics line (the GPU's).
   virtual std::optional<double> setup_seconds() const = 0;
+  // The device memory the step holds, where it has its own (the GPU's); the CPU's is the net's.
+  virtual std::optional<double> device_bytes() const { return std::nullopt; }
 };
 
 enum class Backend { cpu, gpu };

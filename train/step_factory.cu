@@ -97,6 +97,7 @@ class GpuBackendStep final : public Step {
   void sync_to(Net& net, Optimizer& opt) override { step_->sync_to(net, opt); }
   void add_profile_to(Net& net) override { step_->add_profile_to(net); }
   std::optional<double> setup_seconds() const override { return setup_s_; }
+  std::optional<double> device_bytes() const override { return double(step_->device_bytes()); }
   void evaluate(const HostBatch& b) override { step_->evaluate(b); }
   const float* losses() const override { return step_->losses(); }
   const float* probs() const override { return step_->probs(); }

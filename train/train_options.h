@@ -55,6 +55,7 @@ struct BackendOptions {
 struct TrainOptions {
   std::string config, data, val;        // resuming: the checkpoint's when not given
   std::optional<int> epochs, batch;     // unset: the config's (resuming: the checkpoint's)
+  bool batch_auto = false;              // --batch auto: the fastest power of two per rank (batch_tuner.h)
   std::optional<uint64_t> seed;         // unset: 1 (resuming: the checkpoint's)
   int threads = 0;                      // OpenMP threads for compute; 0: all cores of this rank's share
   int readers = 0, prefetch = 0;        // readers 0: loader_sizing.h chooses

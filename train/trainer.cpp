@@ -16,6 +16,7 @@
 #include "shared/error.h"
 #include "shared/log.h"
 #include "shared/timer.h"
+#include "train/batch_tuner.h"
 #include "train/cpu_step.h"
 #include "train/data_parallel.h"
 #include "train/run_spec.h"
@@ -91,13 +92,60 @@ EvalSetup eval_setup(const EvalOptions& o) {
   return {std::move(cfg), std::move(trained), std::move(net)};
 }
 
+// The sweep on every rank (its inputs refused, if at all, in one line); per_rank 0 is refused too.
+BatchSweep agreed_sweep(const TrainOptions& o, const RunSpec& spec, int rank, int ranks) {
+  SweepInputs in = agreed(rank, ranks, [&] { return sweep_inputs(o, spec, rank, ranks); });
+  BatchSweep s = sweep_batches(o, in, rank, ranks);
+  if (s.per_rank > 0) return s;
+  throw SetupRefused(rank > 0 ? "" : "--batch auto: not even a batch of 1 per rank fits: " + s.trials.at(0).no_fit);
+}
+
+// "lr = config lr x chosen global batch / config batch = 0.05 x 64 / 128 = 0.025".
+std::string lr_rule(const RunSpec& spec, int global) {
+  const TrainRecipe& r = spec.cfg.train;
+  char text[200];
+  std::snprintf(text, sizeof text, "lr = config lr x chosen global batch / config batch = %g x %d / %d = %g", r.lr,
+                global, r.batch, scaled_lr(r.lr, r.batch, global));
+  return text;
+}
+
+// --batch auto: a fresh run sweeps and trains at the fastest batch, its lr scaled; a resumed one
+// keeps the batch and lr its checkpoint recorded (run_spec.cpp refuses one whose batch was set by hand).
+void choose_batch(const TrainOptions& o, RunSpec& spec, int rank, int ranks) {
+  if (spec.resume) {
+    log_info("--batch auto: %s continues at the batch of %d chosen when it started (lr %g); no new sweep",
+             o.resume.c_str(), spec.cfg.train.batch, spec.cfg.train.lr);
+    return;
+  }
+  const BatchSweep s = agreed_sweep(o, spec, rank, ranks);
+  for (const std::string& line : sweep_report(s)) log_info("%s", line.c_str());
+  const int global = s.per_rank * ranks;
+  log_info("--batch auto: batch %d (%d per rank), %s", global, s.per_rank, lr_rule(spec, global).c_str());
+  if (ranks > 1) log_all("--batch auto: this rank trains at %d per rank", s.per_rank);
+  spec.cfg.train.lr = scaled_lr(spec.cfg.train.lr, spec.cfg.train.batch, global);
+  spec.cfg.train.batch = global;
+  spec.batch_auto = true;
+}
+
 }  // namespace
+
+int run_tune_batch(const TrainOptions& o, int rank, int ranks) {
+  set_threads(o.threads, o.local_ranks);
+  const RunSpec spec = agreed(rank, ranks, [&] { return read_run_spec(o, ranks); });
+  const BatchSweep s = agreed_sweep(o, spec, rank, ranks);
+  if (rank != 0) return 0;
+  for (const std::string& line : sweep_report(s)) std::printf("%s\n", line.c_str());
+  std::printf("with --batch auto: %s\n", lr_rule(spec, s.per_rank * ranks).c_str());
+  std::fflush(stdout);
+  return 0;
+}
 
 int run_training(const TrainOptions& o, int rank, int ranks) {
   clear_stop_signal();
   set_threads(o.threads, o.local_ranks);
   RunSpec spec = agreed(rank, ranks, [&] { return read_run_spec(o, ranks); });
   if (o.print_net) return print_net(spec, rank);
+  if (o.batch_auto) choose_batch(o, spec, rank, ranks);
   TrainRun run(o, std::move(spec), rank, ranks);
   return run.run();
 }

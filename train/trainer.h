@@ -17,6 +17,8 @@ struct SetupRefused : Error {
 
 // Returns the process exit code.
 int run_training(const TrainOptions& o, int rank, int ranks);
+// `train tune-batch`: the sweep of --batch auto (batch_tuner.h), its table and choice on stdout.
+int run_tune_batch(const TrainOptions& o, int rank, int ranks);
 int run_eval(const EvalOptions& o, int rank, int ranks);
 
 }  // namespace convoy

@@ -14,20 +14,22 @@
 
 #include "shared/cuda_owners.h"
 
-#define CONVOY_CUDNN_CHECK(call)                                                                             \
-  do {                                                                                                       \
-    cudnnStatus_t convoy_cudnn_rc_ = (call);                                                                 \
-    if (convoy_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                                            \
-      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" + std::to_string(__LINE__) + ": " + \
-                     cudnnGetErrorString(convoy_cudnn_rc_));                                                 \
+// A cuDNN or cuBLAS allocation that failed is OutOfMemory (shared/error.h), as a CUDA one is.
+#define CONVOY_CUDNN_CHECK(call)                                                                               \
+  do {                                                                                                         \
+    cudnnStatus_t convoy_cudnn_rc_ = (call);                                                                   \
+    if (convoy_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                                              \
+      ::convoy::gpu::library_fail(#call, __FILE__, __LINE__, cudnnGetErrorString(convoy_cudnn_rc_),            \
+                                  convoy_cudnn_rc_ == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||  \
+                                      convoy_cudnn_rc_ == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED); \
   } while (0)
 
-#define CONVOY_CUBLAS_CHECK(call)                                                                            \
-  do {                                                                                                       \
-    cublasStatus_t convoy_cublas_rc_ = (call);                                                               \
-    if (convoy_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                          \
-      ::convoy::fail(std::string(#call) + " failed at " + __FILE__ + ":" + std::to_string(__LINE__) + ": " + \
-                     cublasGetStatusString(convoy_cublas_rc_));                                              \
+#define CONVOY_CUBLAS_CHECK(call)                                                                      \
+  do {                                                                                                 \
+    cublasStatus_t convoy_cublas_rc_ = (call);                                                         \
+    if (convoy_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                    \
+      ::convoy::gpu::library_fail(#call, __FILE__, __LINE__, cublasGetStatusString(convoy_cublas_rc_), \
+                                  convoy_cublas_rc_ == CUBLAS_STATUS_ALLOC_FAILED);                    \
   } while (0)
 
 // Grid-stride loop over n elements, for kernels launched with grid_for(n).
@@ -35,6 +37,14 @@
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
 
 namespace convoy::gpu {
+
+// The one line of a failed cuDNN or cuBLAS call; out_of_memory: it could not allocate.
+[[noreturn]] inline void library_fail(const char* call, const char* file, int line, const char* status,
+                                      bool out_of_memory) {
+  const std::string text = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + status;
+  if (out_of_memory) fail_out_of_memory(text);
+  fail(text);
+}
 
 // fp32: exact float arithmetic (no tensor cores); tf32: cuDNN/cuBLAS may use TF32 tensor cores;
 // bf16: activations and their gradients stored as bf16 in NHWC (what cuDNN's tensor-core kernels
