@@ -21,6 +21,9 @@ namespace convoy::datagen {
 
 // Where one slot's sample goes: its raw pixels and their checksum, or (JPEG output) its encoded bytes.
 struct SlotOut {
+  // Where the resized pixels go: raw output's place in the file; for JPEG output (nullptr from
+  // FileJob) the making thread's own buffer, which they are encoded from and counted in the
+  // statistics from.
   uint8_t* raw = nullptr;
   uint32_t* crc = nullptr;  // raw: crc32c of the pixels, taken by whoever made them
   std::vector<uint8_t>* encoded = nullptr;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "datagen/file_maker_thread.h"
+#include "datagen/timeline.h"
 #include "shared/error.h"
 #include "shared/log.h"
 #include "shared/timer.h"
@@ -61,11 +62,11 @@ std::vector<uint64_t> FileMaker::planned(uint64_t b) const {
 }
 
 bool FileMaker::keep(uint64_t b, const std::vector<uint64_t>& ids, BatchWriter& writer, FileBuffer& buffer, Phases& t) {
-  std::optional<KeptFile> kept = keeper_.check(b, ids);
+  std::optional<KeptFile> kept = keeper_.check(b, ids, t);
   if (!kept) return false;
-  Stopwatch w;
-  stats_.add(kept->batch);
-  t.stats += w.seconds();
+  Laps lap;
+  stats_.add(kept->sums);
+  t.stats += lap(Span::stats);
   {
     std::lock_guard<std::mutex> lock(rejects_mu_);
     rejects_.insert(rejects_.end(), kept->missing.begin(), kept->missing.end());

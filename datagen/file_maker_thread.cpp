@@ -22,6 +22,7 @@ void FileMaker::Round::fail(const std::exception& e) {
 
 FileMaker::Thread::Thread(FileMaker& maker, Round& round, int tid, Phases& t)
     : maker_(maker), round_(round), tid_(tid), t_(t),
+      pixels_(maker.opt_.encoding == Encoding::jpeg ? maker.shape_.bytes() : 0),
       deliver_([this](size_t tag, const uint8_t* pixels) { deliver(tag, pixels); }), flush_([this] { flush_lane(); }) {}
 
 void FileMaker::Thread::run() {
@@ -71,7 +72,8 @@ void FileMaker::Thread::begin_file(size_t file) {
 void FileMaker::Thread::make_sample(size_t file, size_t slot) {
   if (!lane_ && maker_.lanes_ && (lane_ = maker_.lanes_->get(tid_))) lane_before_ = lane_->times();
   FileJob& f = *round_.jobs[file];
-  const SlotOut out = f.slot(slot);
+  SlotOut out = f.slot(slot);
+  if (out.encoded) out.raw = pixels_.data();
   std::string reason;
   if (!lane_) {
     reason = maker_.samples_.make(f.id(slot), out, t_);
@@ -79,7 +81,7 @@ void FileMaker::Thread::make_sample(size_t file, size_t slot) {
     return;  // on the GPU: done when delivered
   }
   if (reason.empty()) {
-    add_to_stats(f, slot, out, t_.cpu_images);
+    add_to_stats(f.id(slot), out.raw, out.crc, t_.cpu_images);
   } else {
     f.reject(slot, std::move(reason));
   }
@@ -107,7 +109,7 @@ void FileMaker::Thread::deliver(size_t tag, const uint8_t* pixels) {
   FileJob& f = *round_.jobs[file];
   const SlotOut out = f.slot(slot);
   maker_.samples_.place_resized(pixels, out, t_);
-  add_to_stats(f, slot, out, t_.gpu_images);
+  add_to_stats(f.id(slot), pixels, out.crc, t_.gpu_images);
   sample_done(file, slot);
 }
 
@@ -117,14 +119,14 @@ void FileMaker::Thread::flush_lane() {
   lane_->drain(deliver_);
 }
 
-void FileMaker::Thread::add_to_stats(FileJob& f, size_t slot, const SlotOut& out, double& path) {
+void FileMaker::Thread::add_to_stats(uint64_t id, const uint8_t* pixels, uint32_t* crc, double& path) {
   path += 1;
   Laps lap;
-  if (out.crc) {
-    *out.crc = crc32c(out.raw, maker_.shape_.bytes());
+  if (crc) {
+    *crc = crc32c(pixels, maker_.shape_.bytes());
     t_.assemble += lap(Span::assemble);
   }
-  maker_.stats_.add(f.id(slot), out.raw, out.encoded);
+  maker_.stats_.add(id, pixels);
   t_.stats += lap(Span::stats);
 }
 

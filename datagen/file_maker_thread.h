@@ -71,9 +71,9 @@ class FileMaker::Thread {
   void deliver(size_t tag, const uint8_t* pixels);
   // Every sample the lane holds, resized and delivered: before this thread blocks, and at the end.
   void flush_lane();
-  // A made sample checksummed (raw) and added to the statistics, while in cache; `path` counts
-  // where it was resized.
-  void add_to_stats(FileJob& f, size_t slot, const SlotOut& out, double& path);
+  // Sample `id`'s resized pixels (before any JPEG encoding) checksummed (raw output: into `crc`)
+  // and added to the statistics, while in cache; `path` counts where it was resized.
+  void add_to_stats(uint64_t id, const uint8_t* pixels, uint32_t* crc, double& path);
   void judge_gpu(bool finished_a_file);
   void add_lane_times();
 
@@ -83,6 +83,7 @@ class FileMaker::Thread {
   Phases& t_;
   GpuLane* lane_ = nullptr;  // this thread's, once the lanes are ready
   GpuResizeTimes lane_before_;
+  std::vector<uint8_t> pixels_;        // JPEG output: a sample resized on the CPU, before encoding
   const GpuLane::Deliver deliver_;     // deliver(), for the lane
   const std::function<void()> flush_;  // flush_lane(), for whatever this thread may block in
 };

@@ -104,8 +104,8 @@ cv::Mat ImageCodec::decode_jpeg(const uint8_t* data, size_t n, int channels, int
   const JpegPixels px = cmyk ? JpegPixels::cmyk : channels == 1 ? JpegPixels::gray : JpegPixels::rgb;
   const int bytes = int(px);
   uint8_t* placed = place != nullptr && !cmyk ? (*place)(sw, sh) : nullptr;
-  // The placement may have decoded other images with this thread's reader (a GPU lane delivering
-  // earlier samples, whose statistics decode their re-encoded JPEGs): the header is read again.
+  // The placement may run other work on this thread first (a GPU lane delivering earlier samples):
+  // the header is read again, so that the decode never depends on what that work left in the reader.
   if (place != nullptr && !cmyk) jpeg_->header(data, n);
   const bool direct = placed != nullptr;
   cv::Mat out = direct ? cv::Mat(sh, sw, CV_8UC(bytes), placed) : cv::Mat(sh, sw, CV_8UC(bytes));

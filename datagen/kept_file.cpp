@@ -1,22 +1,26 @@
 // A missing sample is kept missing only if making it now fails again: an earlier run may have
 // rejected it for a reason that no longer holds, and then the file is made again with it.
+// Statistics count the resized pixels before JPEG encoding, which a JPEG file does not hold: its
+// samples are made again for them (read, decode, resize; no encode, no write), so that a resumed
+// dataset.json equals an uninterrupted run's.
 #include "datagen/kept_file.h"
 
 #include "datagen/dataset_files.h"
+#include "datagen/timeline.h"
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 #include "shared/log.h"
 
 namespace convoy::datagen {
 
-std::optional<KeptFile> FileKeeper::check(uint64_t b, const std::vector<uint64_t>& ids) const {
+std::optional<KeptFile> FileKeeper::check(uint64_t b, const std::vector<uint64_t>& ids, Phases& t) const {
   const std::string path = join_path(opt_.output, batch_file_name(b));
   if (!file_exists(path)) return std::nullopt;
   auto redo = [&](const std::string& why) {
     log_all("%s: made again (%s)", path.c_str(), why.c_str());
     return std::nullopt;
   };
-  KeptFile kept;
+  KeptFile kept{Batch{}, {}, DatasetSums(index_.classes.size(), opt_.shape())};
   Batch& batch = kept.batch;
   try {
     batch = read_batch_file(path);  // verifies every checksum
@@ -42,7 +46,28 @@ std::optional<KeptFile> FileKeeper::check(uint64_t b, const std::vector<uint64_t
     m.second = samples_.make(m.first, out, untimed);
     if (m.second.empty()) return redo("a sample missing from it can be made now");
   }
+  const std::string why = sum_samples(kept, t);
+  if (!why.empty()) return redo(why);
   return kept;
+}
+
+std::string FileKeeper::sum_samples(KeptFile& kept, Phases& t) const {
+  const Batch& batch = kept.batch;
+  SampleSums sums(index_.classes.size(), opt_.shape());
+  std::vector<uint8_t> made(batch.encoding == Encoding::raw ? 0 : opt_.shape().bytes());
+  const SlotOut out{made.data(), nullptr, nullptr};
+  for (size_t i = 0; i < batch.count(); ++i) {
+    const uint8_t* pixels = batch.encoding == Encoding::raw ? batch.raw_image(i) : made.data();
+    if (batch.encoding != Encoding::raw) {
+      const std::string reason = samples_.make(uint64_t(batch.ids[i]), out, t);
+      if (!reason.empty()) return "a sample in it cannot be made now: " + reason;
+    }
+    Laps lap;
+    sums.add(pixels, batch.labels[i]);
+    t.stats += lap(Span::stats);
+  }
+  kept.sums = sums.totals();
+  return "";
 }
 
 }  // namespace convoy::datagen

@@ -9,8 +9,8 @@
 
 namespace convoy::datagen {
 
-// Seconds spent per phase, summed over threads (and later over ranks). stats: adding samples to
-// the dataset statistics (JPEG samples decoded again for it); assemble: putting a batch file
+// Seconds spent per phase, summed over threads (and later over ranks). stats: adding samples'
+// resized pixels to the dataset statistics; assemble: putting a batch file
 // together from its slots; write: the writer threads. With --gpu-resize, resize is the host's
 // copying of finished samples into their slots, and the GPU parts are apart: gpu_stage (host:
 // into pinned memory; decoding straight into it is counted as decode), gpu_upload, gpu_kernel,

@@ -110,17 +110,12 @@ void SampleMaker::place_resized(const uint8_t* pixels, const SlotOut& out, Phase
 }
 
 double SampleMaker::resize_on_cpu(const cv::Mat& img, const SlotOut& out, Phases& t, Laps& lap) const {
-  double resize_s = 0;
+  resize_to_square(img, opt_.size, opt_.resize, out.raw);
+  const double resize_s = lap(Span::resize);
+  t.resize += resize_s;
   if (out.encoded) {
-    thread_local std::vector<uint8_t> pixels;
-    pixels.resize(opt_.shape().bytes());
-    resize_to_square(img, opt_.size, opt_.resize, pixels.data());
-    t.resize += resize_s = lap(Span::resize);
-    thread_codec().encode_jpeg(pixels.data(), opt_.size, opt_.size, opt_.channels, opt_.quality, *out.encoded);
+    thread_codec().encode_jpeg(out.raw, opt_.size, opt_.size, opt_.channels, opt_.quality, *out.encoded);
     t.encode += lap(Span::encode);
-  } else {
-    resize_to_square(img, opt_.size, opt_.resize, out.raw);
-    t.resize += resize_s = lap(Span::resize);
   }
   return resize_s;
 }

@@ -21,8 +21,8 @@ class SampleMaker {
  public:
   SampleMaker(const RunOptions& opt, const SampleSource& source) : opt_(opt), source_(source) {}
 
-  // Sample `id` made into `out` by this thread; returns "" or the reason it is rejected. Throws
-  // convoy::Error when its bytes cannot be read.
+  // Sample `id` made into `out` by this thread (out.raw set, also for JPEG output); returns "" or
+  // the reason it is rejected. Throws convoy::Error when its bytes cannot be read.
   std::string make(uint64_t id, const SlotOut& out, Phases& t) const;
 
   // --gpu-resize: sample `id` read, decoded and, where the lane's router says the GPU is
@@ -36,8 +36,8 @@ class SampleMaker {
   void place_resized(const uint8_t* pixels, const SlotOut& out, Phases& t) const;
 
  private:
-  // A decoded image resized (and, for JPEG output, encoded) by this thread into its slot, timed
-  // by the thread's laps; returns the resize's seconds.
+  // A decoded image resized by this thread into out.raw (and, for JPEG output, encoded from there
+  // into its slot), timed by the thread's laps; returns the resize's seconds.
   double resize_on_cpu(const cv::Mat& img, const SlotOut& out, Phases& t, Laps& lap) const;
 
   const RunOptions& opt_;

@@ -34,6 +34,8 @@ class SampleSums {
   SampleSums(size_t classes, const ImageShape& shape);
   // One sample of the shape (HWC), of class `label`.
   void add(const uint8_t* px, int32_t label);
+  // Totals taken elsewhere (a kept file's samples).
+  void add(const DatasetSums& sums) { totals_.merge(sums); }
   // Everything added so far, as exact totals.
   const DatasetSums& totals();
 

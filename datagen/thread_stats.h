@@ -1,5 +1,6 @@
 // The dataset statistics of the samples a rank makes or keeps, one SampleSums per OpenMP thread
-// so that adding a sample takes no lock; JPEG samples are decoded as a loader will decode them.
+// so that adding a sample takes no lock; each sample counts as its resized pixels, before any
+// JPEG encoding, which its making thread holds anyway (docs/DATAGEN.md says why).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -15,10 +16,10 @@ class ThreadStats {
  public:
   ThreadStats(const InputIndex& index, const ImageShape& shape, int threads);
 
-  // Sample `id`'s finished bytes (raw pixels, or JPEG bytes) into the calling OpenMP thread's sums.
-  void add(uint64_t id, const uint8_t* raw, const std::vector<uint8_t>* jpeg);
-  // Every sample of a batch file (one kept from an earlier run).
-  void add(const Batch& batch);
+  // Sample `id`'s resized pixels (the shape's bytes, HWC) into the calling OpenMP thread's sums.
+  void add(uint64_t id, const uint8_t* pixels);
+  // The sums of a batch file's samples (one kept from an earlier run).
+  void add(const DatasetSums& sums);
   // Every thread's sums added to `total`.
   void add_to(DatasetSums& total);
 

@@ -1,12 +1,13 @@
 // The whole datagen run in one process: a mixed archive (nested tars, CMYK, gray, PNG named .JPEG,
 // corrupt and empty members, a README), tar = tar.gz = folder, threads, a truncated archive,
-// JPEG encoding, resume after damage, refusal of another run's folder and of bad flags.
+// JPEG encoding and its statistics, resume after damage, refusal of another run's folder and of bad flags.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 
 #include "datagen/dataset_tools.h"
 #include "datagen/png_codec.h"
@@ -56,6 +57,27 @@ Members class_members(int cls, int n) {
     m.push_back({"img_" + std::to_string(i) + ".jpg", rgb_jpeg(24 + 4 * i, 20 + cls, cls * 10 + i)});
   return m;
 }
+
+// Noisy photographs' stand-in: a lossy encoding changes them, so statistics of the decoded JPEG
+// samples would differ from those of the pixels they were encoded from.
+Members noisy_members(int cls, int n, int side) {
+  Members m;
+  std::mt19937 rng(uint32_t(cls * 100 + 1));
+  for (int i = 0; i < n; ++i) {
+    std::vector<uint8_t> px(size_t(side) * size_t(side) * 3);
+    for (auto& v : px) v = uint8_t(rng() % 256);
+    m.push_back({"c" + std::to_string(cls) + "/n_" + std::to_string(i) + ".jpg", jpeg(px, side, side)});
+  }
+  return m;
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CONVOY_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CONVOY_TEST_SANITIZED 1
+#endif
+#endif
 
 }  // namespace
 
@@ -166,6 +188,44 @@ TEST(DatagenRun, JpegEncodingIsVerifiedAndDecodable) {
   EXPECT_EQ(after["timings"]["kept_files"], 2);
   before.erase("timings"), after.erase("timings");
   EXPECT_EQ(before, after);
+}
+
+TEST(DatagenRun, JpegStatisticsAreTheResizedPixelsNotASecondDecode) {
+  // The samples are as large as their sources, so a second decode of each encoded sample would
+  // cost about as much as the first; enough of them that the stats phase's share is not noise.
+  const std::string dir = scratch("run_jpeg_stats");
+  Members all;
+  for (int c = 0; c < 2; ++c)
+    for (auto& m : noisy_members(c, 100, 256)) all.push_back(m);
+  write_tar(dir + "/x.tar", all);
+  RunOptions o = options({dir + "/x.tar"}, dir + "/raw");
+  o.size = 256;
+  o.per_file = 64;
+  ASSERT_EQ(run_datagen(o, mpi()), 0);
+  o.output = dir + "/jpeg";
+  o.encoding = Encoding::jpeg;
+  o.quality = 75;
+  ASSERT_EQ(run_datagen(o, mpi()), 0);
+  const DatasetMeta raw = read_dataset_meta(dir + "/raw"), jpg = read_dataset_meta(dir + "/jpeg");
+  // The same resized pixels, before JPEG encoding, make both datasets' statistics.
+  EXPECT_EQ(raw.mean, jpg.mean);
+  EXPECT_EQ(raw.std, jpg.std);
+  EXPECT_TRUE(read_file(dir + "/raw/mean_image.png") == read_file(dir + "/jpeg/mean_image.png"))
+      << "mean images differ";
+  const auto phases = to_json(jpg)["timings"]["phases"];
+  const double stats = phases["stats"], decode = phases["decode"];
+  EXPECT_GT(decode, 0.0);
+#ifndef CONVOY_TEST_SANITIZED  // instrumented sums against an uninstrumented libjpeg say nothing
+  EXPECT_LT(stats, 0.5 * decode) << "stats " << stats << " s against decode " << decode << " s";
+#endif
+  // A resume keeps the JPEG files, and takes their statistics from the same pixels again.
+  std::filesystem::remove(dir + "/jpeg/dataset.json");
+  std::filesystem::remove(dir + "/jpeg/" + batch_files(dir + "/jpeg")[1]);
+  ASSERT_EQ(run_datagen(o, mpi()), 0);
+  const DatasetMeta resumed = read_dataset_meta(dir + "/jpeg");
+  EXPECT_EQ(to_json(resumed)["timings"]["kept_files"], 3);
+  EXPECT_EQ(resumed.mean, raw.mean);
+  EXPECT_EQ(resumed.std, raw.std);
 }
 
 TEST(DatagenRun, ResumeRedoesOnlyDamagedFilesAndEndsIdentical) {
