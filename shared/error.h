@@ -20,6 +20,11 @@ struct OutOfMemory : Error {
 struct OutOfMemoryOnEveryRank : OutOfMemory {
   using OutOfMemory::OutOfMemory;
 };
+// A batch that makes a tensor larger than cuDNN describes (2^31 - 1 values): every rank finds so
+// from the net alone, before any library is called, so a sweep takes it as the end like memory.
+struct TensorTooLarge : OutOfMemoryOnEveryRank {
+  using OutOfMemoryOnEveryRank::OutOfMemoryOnEveryRank;
+};
 
 // Throws Error(message).
 [[noreturn]] void fail(const std::string& message);

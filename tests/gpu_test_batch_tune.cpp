@@ -22,7 +22,9 @@ std::string tmp_dir(const std::string& name) {
 }
 
 // A 3x3 convolution of 2,048 filters at 224 px: 103 M values an image for its output, about 0.8 GB
-// an image in fp32 with its gradient, so 256 images need over 200 GB (128: over 100 GB).
+// an image in fp32 with its gradient, so 256 images need over 200 GB (128: over 100 GB); and from
+// 32 images on, its output is more values than a cuDNN tensor holds (2^31 - 1), which ends the
+// sweep first on a GPU of more than about 25 GB.
 const char* kWideConv = R"(
 [train]
 batch = 32
@@ -83,7 +85,7 @@ int chosen_batch(const std::string& text) {
 
 }  // namespace
 
-TEST(GpuBatchTune, SweepEndsAtTheFirstSizeOutOfMemoryAndNeverChoosesIt) {
+TEST(GpuBatchTune, SweepEndsAtTheFirstSizeThatDoesNotFitAndNeverChoosesIt) {
   const std::string dir = tmp_dir("oom");
   ASSERT_NO_FATAL_FAILURE(prepare(dir));
   const std::string out = dir + "/tune.out";
@@ -101,7 +103,9 @@ TEST(GpuBatchTune, SweepEndsAtTheFirstSizeOutOfMemoryAndNeverChoosesIt) {
     EXPECT_TRUE(rows[i].fits) << text;
     EXPECT_EQ(rows[i + 1].batch, 2 * rows[i].batch) << text;
   }
-  EXPECT_EQ(lines_containing(text, "out of memory").size(), 1u) << text;
+  // The first size that does not fit: out of the GPU's memory, or (on a GPU with more memory than
+  // that) a tensor of more values than cuDNN takes, which this wide convolution reaches at 32.
+  EXPECT_EQ(lines_containing(text, "out of memory").size() + lines_containing(text, "too large").size(), 1u) << text;
   const int chosen = chosen_batch(text);
   EXPECT_GE(chosen, 1) << text;
   EXPECT_LT(chosen, rows.back().batch) << text;

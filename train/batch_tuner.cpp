@@ -169,7 +169,7 @@ BatchTrial try_size(const TrainOptions& o, SweepInputs& in, int n, int rank, int
     t.memory_bytes = step->device_bytes().value_or(cpu_bytes(in, n));
   } catch (const OutOfMemory& e) {
     if (!ends_sweep(e, ranks)) throw;
-    t.no_fit = std::string("out of memory: ") + e.what();
+    t.no_fit = std::string(dynamic_cast<const TensorTooLarge*>(&e) ? "too large: " : "out of memory: ") + e.what();
   } catch (const std::bad_alloc& e) {
     if (!ends_sweep(e, ranks)) throw;
     t.no_fit = "out of host memory";

@@ -38,10 +38,26 @@ bool feeds_only_loss(const Net& net, int i) {
   return false;
 }
 
+// cuDNN takes a tensor's dimensions as int and at most 2^31 - 1 values in all: a batch that makes
+// any input or output larger cannot be described (cudnnSetTensor4dDescriptor: not supported).
+void check_tensor_sizes(const Net& net, int max_batch) {
+  constexpr long long kLimit = 2147483647;
+  for (const Node& nd : net.nodes()) {
+    size_t widest = nd.out.size();  // the net's input is the first layer's input
+    for (const Dims& d : nd.in_dims) widest = std::max(widest, d.size());
+    const long long values = (long long)max_batch * (long long)widest;
+    if (values <= kLimit) continue;
+    throw TensorTooLarge("a batch of " + std::to_string(max_batch) + " makes a tensor of layer " + nd.spec.name + " " +
+                         std::to_string(values) + " values, more than the 2^31 - 1 a cuDNN tensor holds; use a " +
+                         "smaller --batch (at most " + std::to_string(kLimit / (long long)widest) + ")");
+  }
+}
+
 }  // namespace
 
 GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputFold fold)
     : ctx_(ctx), net_(net), max_batch_(max_batch) {
+  check_tensor_sizes(net, max_batch);
   Arena& a = arena ? *arena : own_arena_;
   const bool half = ctx.bf16();
   const size_t params = flat_param_count(net);
