@@ -21,7 +21,7 @@ std::string tmp_dir(const std::string& name) {
 }
 
 // One 3x3 convolution of 16,384 filters at the stored size: 822 M values an image for its output
-// alone, 3.3 GB in fp32.
+// alone, 3.3 GB in fp32; from 3 images on, more values than a cuDNN tensor holds (2^31 - 1).
 const char* kWideConv = R"(
 [train]
 lr = 0.01
@@ -41,32 +41,154 @@ units = "classes"
 type = "softmax_xent"
 )";
 
-}  // namespace
+// Twelve 3x3 convolutions of 512 filters at 224 px, each with its ReLU: 25.7 M values an image per
+// output (1.6 G at a batch of 64, within cuDNN's limit), 6.6 GB per output in fp32 at that batch, so
+// outputs and gradients alone take over 150 GB.
+const char* kDeepConv = R"(
+[train]
+lr = 0.01
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv"
+filters = 512
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "global_avg_pool"
+[[layer]]
+type = "fc"
+units = "classes"
+[[layer]]
+type = "softmax_xent"
+)";
 
-// A convolution whose output takes 3.3 GB an image, at a batch of 64 (the whole dataset, so that the
-// batch is refused for the GPU's memory, not for the data's size): hundreds of GB, beyond any GPU.
-TEST(GpuFaults, BatchBeyondGpuMemoryIsRefusedBeforeTraining) {
-  const std::string dir = tmp_dir("oom");
+// A run of `config` (a file of `dir`) at a batch of 64 (the whole dataset, so that the batch is
+// refused for the GPU, not for the data's size): it must fail before its first step, in one line.
+std::string refused_line(const std::string& dir, const std::string& config) {
+  const std::string ckpt = dir + "/run.ckpt";
+  std::remove(ckpt.c_str());
+  const Outcome o = train_run(dir, "oom",
+                              "--config " + dir + "/" + config + " --data " + dir +
+                                  "/data --batch 64 --epochs 1 --device cuda --threads 1 --log-every 1 --checkpoint " +
+                                  ckpt);
+  EXPECT_NE(o.rc, 0) << o.err;
+  EXPECT_EQ(o.err.find("epoch 1"), std::string::npos) << o.err;
+  EXPECT_FALSE(file_exists(ckpt));
+  const std::vector<std::string> errors = lines_containing(o.err, "error");
+  EXPECT_EQ(errors.size(), 1u) << o.err;
+  return errors.empty() ? std::string() : errors[0];
+}
+
+void prepare_oom(const std::string& dir) {
   ASSERT_TRUE(file_exists(kTrain)) << kTrain;
   if (!file_exists(dir + "/data/dataset.json"))
     ASSERT_EQ(
         run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 32 --size 224 --channels 3 --classes 10"), 0);
   write_file_atomic(dir + "/wide_conv.toml", kWideConv);
-  const std::string ckpt = dir + "/run.ckpt";
-  std::remove(ckpt.c_str());
-  const Outcome o = train_run(dir, "oom",
-                              "--config " + dir + "/wide_conv.toml --data " + dir +
-                                  "/data --batch 64 --epochs 1 --device cuda --threads 1 --log-every 1 --checkpoint " +
-                                  ckpt);
-  EXPECT_NE(o.rc, 0) << o.err;
-  const std::vector<std::string> errors = lines_containing(o.err, "error");
-  ASSERT_EQ(errors.size(), 1u) << o.err;
-  EXPECT_NE(errors[0].find("cuda:"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("MiB"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("are free"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("--batch"), std::string::npos) << errors[0];
-  EXPECT_EQ(o.err.find("epoch 1"), std::string::npos) << o.err;
-  EXPECT_FALSE(file_exists(ckpt));
+  write_file_atomic(dir + "/deep_conv.toml", kDeepConv);
+}
+
+}  // namespace
+
+// Hundreds of GB at a batch of 64: refused naming the device, the memory needed and free.
+TEST(GpuFaults, BatchBeyondGpuMemoryIsRefusedBeforeTraining) {
+  const std::string dir = tmp_dir("oom");
+  ASSERT_NO_FATAL_FAILURE(prepare_oom(dir));
+  const std::string line = refused_line(dir, "deep_conv.toml");
+  EXPECT_NE(line.find("cuda:"), std::string::npos) << line;
+  EXPECT_NE(line.find("MiB"), std::string::npos) << line;
+  EXPECT_NE(line.find("are free"), std::string::npos) << line;
+  EXPECT_NE(line.find("--batch"), std::string::npos) << line;
+}
+
+// An output of 52.6 G values at a batch of 64: refused naming the layer and the largest batch
+// cuDNN can describe. (cuDNN's own descriptor check counts in 32 bits: 64 x 16,384 x 224 x 224
+// wraps to 2^30 and passed it, leaving the memory check to refuse the run by luck.)
+TEST(GpuFaults, BatchBeyondCudnnTensorLimitIsRefusedBeforeTraining) {
+  const std::string dir = tmp_dir("oom");
+  ASSERT_NO_FATAL_FAILURE(prepare_oom(dir));
+  const std::string line = refused_line(dir, "wide_conv.toml");
+  EXPECT_NE(line.find("2^31 - 1"), std::string::npos) << line;
+  EXPECT_NE(line.find("at most 2)"), std::string::npos) << line;
+  EXPECT_NE(line.find("--batch"), std::string::npos) << line;
 }
 
 TEST(GpuFaults, NonFiniteLossStopsOrIsSkippedFp32) {
