@@ -12,6 +12,7 @@
 
 #include "input/loader_options.h"
 #include "shared/atomic_file.h"
+#include "shared/crc32c.h"
 #include "shared/error.h"
 #include "shared/mpi_context.h"
 #include "train/checkpoint.h"
@@ -168,6 +169,15 @@ TEST(Ema, EvaluationUsesTheAverage) {
   const EvalResult trained = evaluate_checkpoint(ckpt, data, false, false);
   EXPECT_NE(avg.loss, trained.loss);
   EXPECT_NEAR(last_test_loss(o.metrics), avg.loss, 1e-12);
+  // The average never feeds back into training: without it the same run trains the same weights,
+  // and its evaluation scores them.
+  TrainOptions plain = fresh(write_config("eval_plain", ""), data, kTmp + "/eval_plain.ckpt");
+  plain.metrics = kTmp + "/eval_plain.jsonl";
+  std::remove(plain.metrics.c_str());
+  ASSERT_EQ(run_training(plain, 0, 1), 0);
+  const Checkpoint p = read_checkpoint(plain.checkpoint);
+  EXPECT_TRUE(p.weights == c.weights && p.state == c.state) << "the average changed the trained weights";
+  EXPECT_NEAR(last_test_loss(plain.metrics), trained.loss, 1e-12);
   EvalOptions e;
   e.checkpoint = ckpt;
   e.data = data;
@@ -211,6 +221,43 @@ TEST(Ema, ResumedRunEqualsUninterrupted) {
     EXPECT_TRUE(a.weights == b.weights && a.state == b.state) << "trained weights differ";
     EXPECT_TRUE(a.m == b.m) << "optimiser state differs";
     EXPECT_TRUE(a.avg_weights == b.avg_weights && a.avg_state == b.avg_state) << "the average differs";
+  }
+}
+
+// A checkpoint with an average (version 2): what it holds comes back; a damaged one, one whose six
+// sizes do not add up (an average of 2^62 floats) and one of an unknown version are refused.
+TEST(Ema, CheckpointWithAnAverage) {
+  Checkpoint c;
+  c.info = {{"step", 3}};
+  c.weights = {1, 2};
+  c.state = {3};
+  c.m = {4, 5};
+  c.avg_weights = {6, 7};
+  c.avg_state = {8};
+  const std::string path = kTmp + "/v2.ckpt";
+  write_checkpoint(path, c);
+  const std::string good = read_whole_file(path);
+  EXPECT_EQ(good.substr(0, 8), "CVYCKPT2");
+  const Checkpoint back = parse_checkpoint(good, "v2.ckpt");
+  EXPECT_TRUE(back.weights == c.weights && back.state == c.state && back.m == c.m && back.v.empty());
+  EXPECT_TRUE(back.avg_weights == c.avg_weights && back.avg_state == c.avg_state);
+  std::string bad = good;
+  bad[good.size() / 2] ^= 0x10;
+  EXPECT_THROW(parse_checkpoint(bad, "v2.ckpt"), Error);
+  const uint64_t sizes[7] = {2, 0, 0, 0, 0, uint64_t(1) << 62, 0};
+  for (const char* magic : {"CVYCKPT2", "CVYCKPT3"}) {
+    std::string bytes = magic;
+    bytes.append(reinterpret_cast<const char*>(sizes), sizeof sizes);
+    bytes += "{}";
+    const uint32_t crc = crc32c(bytes.data(), bytes.size());
+    bytes.append(reinterpret_cast<const char*>(&crc), 4);
+    try {
+      parse_checkpoint(bytes, "wrap.ckpt");
+      ADD_FAILURE() << magic << " with sizes that do not add up was accepted";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(), magic[7] == '2' ? "wrap.ckpt: checkpoint sizes do not add up to the file size"
+                                             : "wrap.ckpt: not a convoy checkpoint (bad magic or too short)");
+    }
   }
 }
 
