@@ -13,8 +13,11 @@
 
 #include "rel_l2.h"
 #include "step_batches.h"
+#include "train/cpu_step.h"
+#include "train/evaluation.h"
 #include "train/gpu_step.h"
 #include "train/optimizer.h"
+#include "train/weight_average.h"
 
 using namespace convoy;
 using convoy::test::Batches;
@@ -158,9 +161,87 @@ void recipe_keys_follow_the_cpu_trainer() {
   EXPECT_LT(test::rel_l2(masked(net.weights(), mask), masked(cpu.weights, mask)), 1e-3);
 }
 
+// The CUDA step's evaluation pass as a Forward, as the backend's factory wraps it.
+class GpuForward final : public Forward {
+ public:
+  explicit GpuForward(gpu::GpuStep& step) : step_(step) {}
+  void evaluate(const HostBatch& b) override { step_.evaluate(b); }
+  const float* losses() const override { return step_.losses(); }
+  const float* probs() const override { return step_.probs(); }
+
+ private:
+  gpu::GpuStep& step_;
+};
+
+// A raw batch as the CPU backend takes it: normalised floats, mirrored where flips says.
+HostBatch floats_of(const Batches& s, const HostBatch& b) {
+  HostBatch f;
+  f.n = b.n;
+  f.labels = b.labels;
+  f.keys = b.keys;
+  const size_t per = s.aug.out_bytes();
+  f.x.resize(size_t(b.n) * per);
+  for (int i = 0; i < b.n; ++i) s.aug.normalize(b.pixels.data() + i * per, b.flips[i], f.x.data() + i * per);
+  return f;
+}
+
+// [train] ema and eval_flip on both backends: ResNet-18 trained a few steps from the same weights
+// with a moving average of decay 0.6; the average's weights and running statistics (far from the
+// trained ones, so that a GPU that evaluated or saved the trained weights fails), then the
+// evaluation of the average with the test-time flip (far from the unflipped one), follow the CPU.
+void average_and_flip_follow_the_cpu_trainer() {
+  Batches s(8, 4, "resnet18.toml", {32, 32, 3});
+  NetConfig cfg = s.cfg;
+  cfg.train.ema = 0.6;
+  const double lr = 0.01;
+  Net cpu = net_of(s, cfg);
+  cpu.reserve(8);
+  Optimizer cpu_opt(cfg.train, cpu);
+  WeightAverage cpu_avg(cfg.train.ema, cpu);
+  CpuStep cpu_step(cpu, cpu_opt, 1, false, &cpu_avg);
+  for (size_t k = 0; k < s.batches.size(); ++k) {
+    EpochSums sums;
+    cpu_step.train(floats_of(s, s.batches[k]), 500 + k, lr, sums);
+  }
+  ASSERT_GT(test::rel_l2(cpu_avg.weights, cpu.weights()), 1e-2);
+  ASSERT_GT(test::rel_l2(cpu_avg.state, cpu.state()), 1e-2);
+
+  Net net = net_of(s, cfg);
+  Optimizer opt(cfg.train, net);
+  WeightAverage avg(cfg.train.ema, net);
+  gpu::GpuStepOptions o;
+  o.math = gpu::MathMode::fp32;
+  gpu::GpuStep step(0, net, opt, s.aug.format(), 8, 0, 1, o, &avg);
+  for (size_t k = 0; k < s.batches.size(); ++k) step.train(s.batches[k], 500 + k, lr);
+  step.sync_to(net, opt, &avg);
+  EXPECT_LT(test::rel_l2(net.weights(), cpu.weights()), 1e-3);
+  EXPECT_LT(test::rel_l2(avg.weights, cpu_avg.weights), 1e-3);
+  EXPECT_LT(test::rel_l2(avg.state, cpu_avg.state), 1e-3);
+
+  cpu_step.swap_average();
+  step.swap_average();
+  const int width = s.aug.format().width;
+  const HostBatch& b = s.batches[0];
+  GpuForward gpu_forward(step);
+  const FlippedScores on_gpu = flipped_scores(gpu_forward, b, cpu.classes(), width);
+  const FlippedScores on_cpu = flipped_scores(cpu_step, floats_of(s, b), cpu.classes(), width);
+  cpu_step.evaluate(floats_of(s, b));
+  const std::vector<float> unflipped(cpu.probs(), cpu.probs() + on_cpu.probs.size());
+  ASSERT_GT(test::rel_l2(on_cpu.probs, unflipped), 1e-3);
+  EXPECT_LT(test::rel_l2(on_gpu.probs, on_cpu.probs), 1e-4);
+  EXPECT_LT(test::rel_l2(on_gpu.losses, on_cpu.losses), 1e-4);
+  // Swapped back, the GPU evaluates its trained weights again.
+  step.swap_average();
+  cpu_step.swap_average();
+  const FlippedScores trained = flipped_scores(gpu_forward, b, cpu.classes(), width);
+  EXPECT_LT(test::rel_l2(trained.probs, flipped_scores(cpu_step, floats_of(s, b), cpu.classes(), width).probs), 1e-4);
+}
+
 }  // namespace
 
 TEST(GpuStep, RecipeKeysFollowTheCpuTrainer) { recipe_keys_follow_the_cpu_trainer(); }
+
+TEST(GpuStep, AverageAndEvalFlipFollowTheCpuTrainer) { average_and_flip_follow_the_cpu_trainer(); }
 
 TEST(GpuStep, GraphReplaysTheOpByOpStep) { graph_replays(gpu::MathMode::fp32, 64); }
 

@@ -12,6 +12,8 @@ namespace convoy {
 struct Checkpoint {
   nlohmann::json info;  // what the run was made from (run_spec.h's run_record), epoch, step, optimiser step, sums
   std::vector<float> weights, state, m, v;
+  // [train] ema: the moving average of weights and state (empty without one).
+  std::vector<float> avg_weights, avg_state;
 };
 
 void write_checkpoint(const std::string& path, const Checkpoint& c);

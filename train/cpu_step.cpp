@@ -12,8 +12,8 @@ namespace convoy {
 
 void CpuForward::evaluate(const HostBatch& b) { net_.forward(b.n, b.x.data(), b.labels.data(), false); }
 
-CpuStep::CpuStep(Net& net, Optimizer& opt, int ranks, bool skip_nonfinite)
-    : net_(net), opt_(opt), forward_(net), ranks_(ranks), skip_nonfinite_(skip_nonfinite) {}
+CpuStep::CpuStep(Net& net, Optimizer& opt, int ranks, bool skip_nonfinite, WeightAverage* average)
+    : net_(net), opt_(opt), forward_(net), ranks_(ranks), skip_nonfinite_(skip_nonfinite), average_(average) {}
 
 void CpuStep::train(const HostBatch& b, uint64_t key, double lr, EpochSums& sums) {
   lap_.reset();
@@ -38,6 +38,7 @@ void CpuStep::update(const HostBatch& b, double loss, double lr, EpochSums& sums
   times_.comm_exposed += lap_.lap();  // nothing hides it on the CPU
   times_.comm_bytes += ring_allreduce_bytes(double(net_.grads().size()) * sizeof(float), ranks_);
   opt_.step(net_.weights(), net_.grads(), lr);
+  if (average_) average_->update(net_);
   times_.update += lap_.lap();
   double top1 = 0, top5 = 0;
   count_correct(b.n, net_.classes(), net_.probs(), b.labels.data(), top1, top5);
@@ -52,6 +53,10 @@ void CpuStep::skip(EpochSums& sums) {
   ++sums.skipped;
 }
 
+void CpuStep::swap_average() {
+  if (average_) average_->swap_with(net_);
+}
+
 PhaseTimes CpuStep::take_times() {
   const PhaseTimes t = times_;
   times_ = PhaseTimes{};
@@ -59,7 +64,7 @@ PhaseTimes CpuStep::take_times() {
 }
 
 std::unique_ptr<Step> make_cpu_step(const StepSetup& s) {
-  return std::make_unique<CpuStep>(s.net, s.opt, s.ranks, s.skip_nonfinite);
+  return std::make_unique<CpuStep>(s.net, s.opt, s.ranks, s.skip_nonfinite, s.average);
 }
 
 }  // namespace convoy

@@ -1,6 +1,6 @@
 // The CPU backend's step: the reference net's forward and backward on this rank's batch, the MPI
-// average of the gradients, and the optimiser's update, with the same non-finite-loss rules as the
-// GPU's; and its forward pass in evaluation mode.
+// average of the gradients, the optimiser's update and the weights' moving average, with the same
+// non-finite-loss rules as the GPU's; and its forward pass in evaluation mode.
 #pragma once
 #include <memory>
 #include <vector>
@@ -24,12 +24,13 @@ class CpuForward final : public Forward {
 class CpuStep final : public Step {
  public:
   // Trains net and opt in place.
-  CpuStep(Net& net, Optimizer& opt, int ranks, bool skip_nonfinite);
+  CpuStep(Net& net, Optimizer& opt, int ranks, bool skip_nonfinite, WeightAverage* average = nullptr);
   void train(const HostBatch& b, uint64_t key, double lr, EpochSums& sums) override;
   double fold(EpochSums&) override { return last_loss_; }  // train() added this step's figures already
   NonFiniteLoss first_nonfinite() const override { return nonfinite_; }
   PhaseTimes take_times() override;
   void sync_to(Net&, Optimizer&) override {}
+  void swap_average() override;
   void add_profile_to(Net&) override {}
   std::optional<double> setup_seconds() const override { return std::nullopt; }
   void evaluate(const HostBatch& b) override { forward_.evaluate(b); }
@@ -45,6 +46,7 @@ class CpuStep final : public Step {
   CpuForward forward_;
   int ranks_;
   bool skip_nonfinite_;
+  WeightAverage* average_;           // null: no moving average
   std::vector<float> state_before_;  // skip_nonfinite: batch norm's running statistics before the step
   long long steps_ = 0;
   double last_loss_ = 0;

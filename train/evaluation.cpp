@@ -2,6 +2,8 @@
 // per-rank sums of loss, top-1, top-5 and samples, added up over the ranks once at the end.
 #include "train/evaluation.h"
 
+#include <algorithm>
+
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 #include "train/data_parallel.h"
@@ -66,16 +68,44 @@ void count_correct(int n, int classes, const float* probs, const int32_t* labels
   }
 }
 
-EvalResult evaluate(Forward& forward, Loader& loader, int classes) {
+void mirror_batch(HostBatch& b, int width) {
+  if (!b.pixels.empty()) {
+    for (uint8_t& f : b.flips) f ^= 1;
+    return;
+  }
+  for (size_t row = 0; row + size_t(width) <= b.x.size(); row += size_t(width))
+    std::reverse(b.x.begin() + long(row), b.x.begin() + long(row + size_t(width)));
+}
+
+FlippedScores flipped_scores(Forward& forward, const HostBatch& b, int classes, int width) {
+  forward.evaluate(b);
+  FlippedScores f{{forward.probs(), forward.probs() + size_t(b.n) * classes},
+                  {forward.losses(), forward.losses() + b.n}};
+  HostBatch m = b;
+  mirror_batch(m, width);
+  forward.evaluate(m);
+  for (size_t i = 0; i < f.probs.size(); ++i) f.probs[i] = 0.5f * (f.probs[i] + forward.probs()[i]);
+  for (size_t i = 0; i < f.losses.size(); ++i) f.losses[i] = 0.5f * (f.losses[i] + forward.losses()[i]);
+  return f;
+}
+
+EvalResult evaluate(Forward& forward, Loader& loader, int classes, bool flip) {
   loader.start_epoch(0);
+  const int width = loader.sample_format().width;
   HostBatch b;
   EvalSums s;
   while (loader.next(b)) {
+    s.samples += b.n;
+    if (flip) {
+      const FlippedScores f = flipped_scores(forward, b, classes, width);
+      for (float l : f.losses) s.loss += l;
+      count_correct(b.n, classes, f.probs.data(), b.labels.data(), s.top1, s.top5);
+      continue;
+    }
     forward.evaluate(b);
     const float* losses = forward.losses();
     for (int i = 0; i < b.n; ++i) s.loss += losses[i];
     count_correct(b.n, classes, forward.probs(), b.labels.data(), s.top1, s.top5);
-    s.samples += b.n;
   }
   return over_ranks(s);
 }

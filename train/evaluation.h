@@ -1,9 +1,11 @@
 // Evaluation over a whole dataset: what it asks of a backend (a forward pass in evaluation
-// mode), the top-1/top-5 count that training shares, and the loss and accuracies over all ranks.
+// mode), the top-1/top-5 count that training shares, the loss and accuracies over all ranks, and
+// the test-time flip.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "input/loader.h"
 #include "train/data_identity.h"
@@ -38,6 +40,19 @@ std::unique_ptr<Loader> make_eval_loader(const LoaderOptions& lo, const DataIden
 void count_correct(int n, int classes, const float* probs, const int32_t* labels, double& top1, double& top5);
 
 // One pass over the loader's evaluation order (epoch 0); the figures are over every rank's share.
-EvalResult evaluate(Forward& forward, Loader& loader, int classes);
+// flip ([train] eval_flip): each image is scored by the mean of its and its mirror image's softmax
+// outputs, and its loss is the mean of the two losses.
+EvalResult evaluate(Forward& forward, Loader& loader, int classes, bool flip = false);
+
+// With eval_flip, one batch: the means of b's and of its mirror images' softmax outputs ([n, classes])
+// and losses ([n]), from `forward`; width: the samples' (Loader::sample_format).
+struct FlippedScores {
+  std::vector<float> probs, losses;
+};
+FlippedScores flipped_scores(Forward& forward, const HostBatch& b, int classes, int width);
+
+// The batch's mirror images: a raw batch's samples marked to be mirrored (the CUDA backend mirrors
+// them as it normalises them), a float batch's [n, C, H, W] rows of `width` reversed.
+void mirror_batch(HostBatch& b, int width);
 
 }  // namespace convoy

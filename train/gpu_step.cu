@@ -82,7 +82,7 @@ struct GpuStep::StepEvents {
 };
 
 GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleFormat& sample, int max_batch, int rank,
-                 int ranks, const GpuStepOptions& o)
+                 int ranks, const GpuStepOptions& o, const WeightAverage* average)
     : ctx_(device, o.workspace_bytes, o.math), net_(ctx_, net, max_batch, &arena_, o.input_fold), host_opt_(opt),
       max_batch_(max_batch), ranks_(ranks), o_(o) {
   ctx_.set_algo_search(o.algos);
@@ -108,6 +108,11 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>(arena_, sample.bytes(), max_batch));
   const size_t input_bytes = x_bytes + (arena_.bytes() - before_slots);
   if (o.skip_nonfinite && !cpu.state().empty()) arena_.request(state_before_, cpu.state().size());
+  if (average) {
+    decay_ = average->decay;
+    arena_.request(avg_w_, average->weights.size());
+    if (!average->state.empty()) arena_.request(avg_s_, average->state.size());
+  }
   if (ranks > 1) sync_ = std::make_unique<GradientSync>(arena_, net, ranks, o.sync);
   check_fits(ctx_, name_, max_batch, arena_.bytes(), input_bytes, opt_bytes, ranks);
   arena_.commit();
@@ -124,6 +129,8 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   m_.upload(opt.m.data(), opt.m.size());
   if (!opt.v.empty()) v_.upload(opt.v.data(), opt.v.size());
   if (!opt.no_decay.empty()) no_decay_.upload(opt.no_decay.data(), opt.no_decay.size());
+  if (average) avg_w_.upload(average->weights.data(), average->weights.size());
+  if (avg_s_.size()) avg_s_.upload(average->state.data(), average->state.size());
   CONVOY_CUDA_CHECK(cudaMemset(acc_.get(), 0, 4 * sizeof(double)));
   if (sync_) sync_->start(rank, net_.grads());
   for (int i = 0; i < 4; ++i) events_.push_back(std::make_unique<StepEvents>());
@@ -167,6 +174,9 @@ void GpuStep::queue_compute(int slot, int n) {
   queue_backward_and_update(sl, scalars);
   if (state_before_.size())
     restore_if_nonfinite(ctx_, state_before_.size(), net_.state(), state_before_.get(), scalars);
+  // The moving average follows the update (a skipped step's leaves it as it was).
+  average_into(s, avg_w_.size(), avg_w_.get(), net_.weights(), decay_, scalars);
+  average_into(s, avg_s_.size(), avg_s_.get(), net_.state(), decay_, scalars);
   // The step's loss and verdict, for the host to read once it has waited for this step.
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(checks_host_.data() + slot * sizeof(StepScalars), scalars, sizeof(StepScalars),
                                     cudaMemcpyDeviceToHost, s));
@@ -323,12 +333,25 @@ void GpuStep::evaluate(const HostBatch& b) {
   ctx_.synchronize();
 }
 
-void GpuStep::sync_to(Net& net, Optimizer& opt) {
+void GpuStep::sync_to(Net& net, Optimizer& opt, WeightAverage* average) {
   drain();
   net_.download(net.weights(), net.state());
   m_.download(opt.m.data(), opt.m.size());
   if (!opt.v.empty()) v_.download(opt.v.data(), opt.v.size());
   opt.t = host_opt_.t;
+  if (average && avg_w_.size()) avg_w_.download(average->weights.data(), average->weights.size());
+  if (average && avg_s_.size()) avg_s_.download(average->state.data(), average->state.size());
+}
+
+// Between steps (the queued ones done), so that no captured step sees the exchange half made; a
+// bf16 net's weight copy follows the weights it now holds.
+void GpuStep::swap_average() {
+  if (!avg_w_.size()) return;
+  drain();
+  swap_arrays(ctx_.stream(), avg_w_.size(), avg_w_.get(), net_.weights());
+  swap_arrays(ctx_.stream(), avg_s_.size(), avg_s_.get(), net_.state());
+  net_.refresh_weight_copy();
+  ctx_.synchronize();
 }
 
 }  // namespace convoy::gpu

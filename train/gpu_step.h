@@ -18,6 +18,7 @@
 #include "train/gpu_net.h"
 #include "train/gradient_sync.h"
 #include "train/optimizer.h"
+#include "train/weight_average.h"
 
 namespace convoy::gpu {
 
@@ -61,9 +62,10 @@ struct GpuStepOptions {
 class GpuStep {
  public:
   // net: topology and the starting weights/state; opt: the optimiser state to continue from;
-  // sample: the shape and normalisation of the loader's raw batches' samples (Loader::sample_format).
+  // sample: the shape and normalisation of the loader's raw batches' samples (Loader::sample_format);
+  // average ([train] ema; null: none): the weights' moving average to continue, kept on the device.
   GpuStep(int device, const Net& net, const Optimizer& opt, const SampleFormat& sample, int max_batch, int rank,
-          int ranks, const GpuStepOptions& o);
+          int ranks, const GpuStepOptions& o, const WeightAverage* average = nullptr);
   ~GpuStep();
   GpuStep(const GpuStep&) = delete;
   GpuStep& operator=(const GpuStep&) = delete;
@@ -81,8 +83,11 @@ class GpuStep {
   void evaluate(const HostBatch& b);
   const float* losses() const { return reinterpret_cast<const float*>(losses_host_.data()); }
   const float* probs() const { return reinterpret_cast<const float*>(probs_host_.data()); }
-  // Copies weights, running statistics and optimiser state back (checkpoints, the end of training).
-  void sync_to(Net& net, Optimizer& opt);
+  // Copies weights, running statistics and optimiser state back (checkpoints, the end of training),
+  // and the moving average into `average` where the step keeps one.
+  void sync_to(Net& net, Optimizer& opt, WeightAverage* average = nullptr);
+  // With an average: exchanges it with the weights and running statistics the net computes with.
+  void swap_average();
   // Waits for the queued steps; their phase times since the last take.
   StepTimes take_times();
   // With GpuStepOptions::profile: adds the per-node times of the steps so far to net's profile.
@@ -117,9 +122,11 @@ class GpuStep {
   CudaStream copy_stream_;
   DeviceBuffer<unsigned char> x_;  // the augmented batch, in the net's storage (GpuNet::stores_bf16())
   DeviceBuffer<float> m_, v_, scale_shift_;
-  DeviceBuffer<uint32_t> no_decay_;   // Optimizer::no_decay (empty: every parameter decays)
-  DeviceBuffer<double> acc_;          // StepMetrics, accumulated on the device
-  DeviceBuffer<float> state_before_;  // skip_nonfinite: the running statistics before the step
+  DeviceBuffer<uint32_t> no_decay_;    // Optimizer::no_decay (empty: every parameter decays)
+  DeviceBuffer<double> acc_;           // StepMetrics, accumulated on the device
+  DeviceBuffer<float> state_before_;   // skip_nonfinite: the running statistics before the step
+  DeviceBuffer<float> avg_w_, avg_s_;  // [train] ema: the moving average (empty: none)
+  double decay_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four steps
   CudaGraphExec graph_[2];

@@ -147,7 +147,7 @@ void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
                                 "nesterov",    "weight_decay",  "beta1",     "beta2",      "adam_eps",
                                 "schedule",    "warmup_epochs", "pct_start", "div_factor", "final_div_factor",
                                 "step_epochs", "gamma",         "min_lr"};
-  keys.insert({"weight_decay_norm", "weight_decay_bias", "label_smoothing"});  // the references' recipes
+  keys.insert({"weight_decay_norm", "weight_decay_bias", "label_smoothing", "ema", "eval_flip"});  // the references'
   r.only_keys(t, keys, "[train]");
   tr.epochs = r.get_int(t, "epochs", tr.epochs, 1, kMaxEpochs);
   tr.batch = r.get_int(t, "batch", tr.batch, 1, kMaxBatch);
@@ -163,6 +163,10 @@ void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
   tr.label_smoothing = r.get_num(t, "label_smoothing", tr.label_smoothing, 0, 1);
   // A target of eps / classes everywhere (eps = 1) says nothing about the label.
   if (tr.label_smoothing >= 1) r.fail_at(*t.get("label_smoothing"), "'label_smoothing' must be below 1 (0 <= eps < 1)");
+  tr.ema = r.get_num(t, "ema", tr.ema, 0, 1);
+  // A decay of 1 would keep the starting weights for ever.
+  if (tr.ema >= 1) r.fail_at(*t.get("ema"), "'ema' must be below 1 (0 <= decay < 1; 0: no average)");
+  tr.eval_flip = r.get_bool(t, "eval_flip", tr.eval_flip);
   tr.beta1 = r.get_num(t, "beta1", tr.beta1, 0, 1);
   tr.beta2 = r.get_num(t, "beta2", tr.beta2, 0, 1);
   tr.adam_eps = r.get_num(t, "adam_eps", tr.adam_eps, 0, 1);

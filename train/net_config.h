@@ -38,6 +38,10 @@ struct TrainRecipe {
   // --bias-weight-decay 0.
   bool weight_decay_norm = true, weight_decay_bias = true;
   double label_smoothing = 0;  // the loss's target: (1 - eps) * onehot + eps / classes (0 <= eps < 1)
+  // The decay of the weights' moving average (weight_average.h), which evaluation uses; 0: none.
+  double ema = 0;
+  // Evaluation scores the mean of the softmax outputs of each image and of its mirror image.
+  bool eval_flip = false;
   bool nesterov = true;
   double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;
   ScheduleKind schedule = ScheduleKind::onecycle;

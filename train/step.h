@@ -12,6 +12,7 @@
 #include "train/net.h"
 #include "train/optimizer.h"
 #include "train/train_options.h"
+#include "train/weight_average.h"
 
 namespace convoy {
 
@@ -52,8 +53,12 @@ class Step : public Forward {
   // after fold(). A step with a non-finite loss never updates the weights or the optimiser state.
   virtual NonFiniteLoss first_nonfinite() const = 0;
   virtual PhaseTimes take_times() = 0;
-  // Weights, running statistics and optimiser state back into net and opt (for a checkpoint).
+  // Weights, running statistics and optimiser state back into net and opt (for a checkpoint), and
+  // the moving average into StepSetup::average where there is one.
   virtual void sync_to(Net& net, Optimizer& opt) = 0;
+  // With StepSetup::average: exchanges the weights and running statistics the step trains with
+  // their average, so that evaluate() between two calls uses the average; without one, nothing.
+  virtual void swap_average() = 0;
   // With profiling: the per-node times the backend measured itself join net's profile.
   virtual void add_profile_to(Net& net) = 0;
   // The seconds the set-up took, where it is worth a metrics line (the GPU's).
@@ -78,6 +83,9 @@ struct StepSetup {
   int rank = 0, ranks = 1, local_rank = 0;
   BackendOptions backend;
   bool skip_nonfinite = false, profile = false;
+  // [train] ema: the weights' moving average to start from, updated after every optimiser step
+  // (the CPU step's in place, the GPU's on the device and into it at sync_to); null: none.
+  WeightAverage* average = nullptr;
 };
 
 std::unique_ptr<Step> make_step(Backend backend, const StepSetup& s);

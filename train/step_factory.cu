@@ -73,7 +73,8 @@ std::string sync_note(const StepSetup& s, const gpu::GpuStep& step) {
 // for) only at fold() and take_times().
 class GpuBackendStep final : public Step {
  public:
-  GpuBackendStep(std::unique_ptr<gpu::GpuStep> step, double setup_s) : step_(std::move(step)), setup_s_(setup_s) {}
+  GpuBackendStep(std::unique_ptr<gpu::GpuStep> step, double setup_s, WeightAverage* average)
+      : step_(std::move(step)), setup_s_(setup_s), average_(average) {}
   void train(const HostBatch& b, uint64_t key, double lr, EpochSums&) override { step_->train(b, key, lr); }
   double fold(EpochSums& sums) override {
     const gpu::StepMetrics m = step_->take_metrics();
@@ -94,7 +95,8 @@ class GpuBackendStep final : public Step {
     return {g.h2d,  g.fwd, g.bwd, g.update, g.comm_exposed, g.idle, double(g.steps) * step_->comm_bytes_per_step(),
             g.steps};
   }
-  void sync_to(Net& net, Optimizer& opt) override { step_->sync_to(net, opt); }
+  void sync_to(Net& net, Optimizer& opt) override { step_->sync_to(net, opt, average_); }
+  void swap_average() override { step_->swap_average(); }
   void add_profile_to(Net& net) override { step_->add_profile_to(net); }
   std::optional<double> setup_seconds() const override { return setup_s_; }
   std::optional<double> device_bytes() const override { return double(step_->device_bytes()); }
@@ -105,13 +107,14 @@ class GpuBackendStep final : public Step {
  private:
   std::unique_ptr<gpu::GpuStep> step_;
   double setup_s_;
+  WeightAverage* average_;  // the host's copy of the moving average (null: none)
 };
 
 std::unique_ptr<Step> make_gpu_step(const StepSetup& s) {
   const int device = s.local_rank % gpu_count();
   Stopwatch setup_clock;  // context, handles, arena, weights up
   auto step = std::make_unique<gpu::GpuStep>(device, s.net, s.opt, s.sample, s.max_batch, s.rank, s.ranks,
-                                             gpu_options(s));
+                                             gpu_options(s), s.average);
   const double setup_s = setup_clock.seconds();
   log_info(
       "CUDA backend on %s (rank 0, set up in %.2f s), %.0f MiB of tensors in one arena, %s math, %s convolution "
@@ -120,7 +123,7 @@ std::unique_ptr<Step> make_gpu_step(const StepSetup& s) {
       name_of(precision_names(), s.backend.precision).c_str(),
       name_of(conv_algos_names(), s.backend.conv_algos).c_str(), input_fold_note(step->input_fold()),
       s.backend.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op", sync_note(s, *step).c_str());
-  return std::make_unique<GpuBackendStep>(std::move(step), setup_s);
+  return std::make_unique<GpuBackendStep>(std::move(step), setup_s, s.average);
 }
 
 }  // namespace

@@ -87,6 +87,7 @@ TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
   // The readers start on the first epoch's files now, while the GPU (if any) sets itself up.
   if (start_epoch_ < rec_.epochs) start_first_epoch();
   if (ranks_ > 1) same_state_on_every_rank();
+  start_average();
   make_the_step();
   schedule_.emplace(rec_, per_epoch_ * rec_.epochs, per_epoch_);
   log_info(
@@ -152,9 +153,27 @@ void TrainRun::same_state_on_every_rank() {
   broadcast_floats(opt_.v);
 }
 
+// [train] ema: a fresh run's average starts at its starting weights, a resumed one's where the
+// checkpoint left it; every rank's is rank 0's.
+void TrainRun::start_average() {
+  if (rec_.ema <= 0) return;
+  average_.emplace(rec_.ema, net_);
+  if (spec_.resume) {
+    const Checkpoint& c = *spec_.resume;
+    if (c.avg_weights.size() != net_.weights().size() || c.avg_state.size() != net_.state().size())
+      fail_file(o_.resume, "checkpoint holds no moving average of the net's weights, which its [train] ema asks for");
+    average_->weights = c.avg_weights;
+    average_->state = c.avg_state;
+  }
+  if (ranks_ == 1) return;
+  broadcast_floats(average_->weights);
+  broadcast_floats(average_->state);
+}
+
 void TrainRun::make_the_step() {
   step_ = make_step(backend_, StepSetup{net_, opt_, train_loader_->sample_format(), std::max(local_batch_, 1), rank_,
-                                        ranks_, o_.local_rank, o_.backend, o_.skip_nonfinite, o_.profile});
+                                        ranks_, o_.local_rank, o_.backend, o_.skip_nonfinite, o_.profile,
+                                        average_ ? &*average_ : nullptr});
   step_base_ = global_step_;
 }
 
@@ -270,7 +289,7 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
   r.times = step_->take_times();
   r.t_io = clock.t_io;
   r.train_seconds = clock.whole.seconds();
-  if (val_loader_) last_eval_ = evaluate(*step_, *val_loader_, net_.classes());
+  if (val_loader_) last_eval_ = evaluate_epoch();
   r.eval = last_eval_;
   r.seconds = clock.whole.seconds();
   log_epoch(r);
@@ -281,6 +300,14 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
                                             profiled_backward_cost(net_.nodes()));
   log_breakdown(r);
   if (metrics_) metrics_->write(epoch_record(r));
+}
+
+// With [train] ema, the average's weights are evaluated, and the trained ones put back after.
+std::optional<EvalResult> TrainRun::evaluate_epoch() {
+  step_->swap_average();
+  const EvalResult r = evaluate(*step_, *val_loader_, net_.classes(), rec_.eval_flip);
+  step_->swap_average();
+  return r;
 }
 
 // The backend's figures join the epoch's sums when the sums are read: log lines, checkpoints,
@@ -318,6 +345,10 @@ void TrainRun::save(int epoch, long long step, const EpochSums& sums) {
   c.state = net_.state();
   c.m = opt_.m;
   c.v = opt_.v;
+  if (average_) {
+    c.avg_weights = average_->weights;
+    c.avg_state = average_->state;
+  }
   write_checkpoint(spec_.checkpoint, c);
   log_info("checkpoint %s at step %lld", spec_.checkpoint.c_str(), global_step_);
 }

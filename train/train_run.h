@@ -36,6 +36,8 @@ class TrainRun {
   void restore();
   void start_first_epoch();
   void same_state_on_every_rank();
+  void start_average();
+  std::optional<EvalResult> evaluate_epoch();
   void make_the_step();
   void open_metrics();
   std::optional<int> train_epoch(int epoch, long long first, EpochSums& sums, EpochClock& clock);
@@ -58,6 +60,7 @@ class TrainRun {
   std::unique_ptr<Loader> train_loader_, val_loader_;
   Net net_;
   Optimizer opt_;
+  std::optional<WeightAverage> average_;  // [train] ema
   int start_epoch_ = 0;
   long long start_step_ = 0, global_step_ = 0;
   EpochSums carried_;   // resumed mid-epoch: that epoch's sums so far (this rank's share)

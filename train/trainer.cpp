@@ -87,8 +87,12 @@ EvalSetup eval_setup(const EvalOptions& o) {
   Net net = net_for_data(cfg, trained.shape, trained.classes.size(), trained.dir);
   if (c.weights.size() != net.weights().size() || c.state.size() != net.state().size())
     fail_file(o.checkpoint, "checkpoint arrays do not match the net built from its config");
-  net.weights() = c.weights;
-  net.state() = c.state;
+  // With [train] ema the moving average is the net that training evaluated.
+  const bool average = cfg.train.ema > 0;
+  if (average && (c.avg_weights.size() != c.weights.size() || c.avg_state.size() != c.state.size()))
+    fail_file(o.checkpoint, "checkpoint holds no moving average of the net's weights, which its [train] ema asks for");
+  net.weights() = average ? c.avg_weights : c.weights;
+  net.state() = average ? c.avg_state : c.state;
   return {std::move(cfg), std::move(trained), std::move(net)};
 }
 
@@ -156,7 +160,7 @@ int run_eval(const EvalOptions& o, int rank, int ranks) {
   const std::unique_ptr<Loader> loader = make_eval_loader(eval_loader_options(o, s.cfg, rank, ranks), s.trained);
   Stopwatch clock;
   CpuForward forward(s.net);
-  const EvalResult r = evaluate(forward, *loader, s.net.classes());
+  const EvalResult r = evaluate(forward, *loader, s.net.classes(), s.cfg.train.eval_flip);
   log_info("%s on %s: %lld samples, loss %.4f top-1 %.4f top-5 %.4f (%.1f s)", o.checkpoint.c_str(), o.data.c_str(),
            r.samples, r.loss, r.top1, r.top5, clock.seconds());
   if (rank == 0) {
