@@ -44,101 +44,13 @@ type = "softmax_xent"
 // Twelve 3x3 convolutions of 512 filters at 224 px, each with its ReLU: 25.7 M values an image per
 // output (1.6 G at a batch of 64, within cuDNN's limit), 6.6 GB per output in fp32 at that batch, so
 // outputs and gradients alone take over 150 GB.
-const char* kDeepConv = R"(
-[train]
-lr = 0.01
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv"
-filters = 512
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "global_avg_pool"
-[[layer]]
-type = "fc"
-units = "classes"
-[[layer]]
-type = "softmax_xent"
-)";
+std::string deep_conv() {
+  std::string toml = "[train]\nlr = 0.01\n";
+  for (int i = 0; i < 12; ++i)
+    toml += "[[layer]]\ntype = \"conv\"\nfilters = 512\nkernel = 3\npad = 1\n[[layer]]\ntype = \"relu\"\n";
+  return toml + "[[layer]]\ntype = \"global_avg_pool\"\n[[layer]]\ntype = \"fc\"\nunits = \"classes\"\n" +
+         "[[layer]]\ntype = \"softmax_xent\"\n";
+}
 
 // A run of `config` (a file of `dir`) at a batch of 64 (the whole dataset, so that the batch is
 // refused for the GPU, not for the data's size): it must fail before its first step, in one line.
@@ -163,7 +75,7 @@ void prepare_oom(const std::string& dir) {
     ASSERT_EQ(
         run(kTrain + " synth --out " + dir + "/data --files 2 --per-file 32 --size 224 --channels 3 --classes 10"), 0);
   write_file_atomic(dir + "/wide_conv.toml", kWideConv);
-  write_file_atomic(dir + "/deep_conv.toml", kDeepConv);
+  write_file_atomic(dir + "/deep_conv.toml", deep_conv());
 }
 
 }  // namespace
