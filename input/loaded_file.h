@@ -51,6 +51,10 @@ class LoadedFile {
   size_t sample_bytes_ = 0;
 };
 
+// The loader reads datasets of one image shape (batch-file format v1); a dataset of whole images
+// at their own sizes (v2, datagen --resize short:S) is refused in one line naming dir's dataset.json.
+void require_one_shape(const DatasetMeta& meta, const std::string& dir);
+
 // Reads the batch file at `path` into `buf` and verifies it (verify_batch's checks), refusing a
 // file that is not a regular one or not `want` before reading past its header.
 BatchView read_verified(const std::string& path, const BatchFileEntry& want, ByteBuffer& buf);

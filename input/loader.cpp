@@ -20,6 +20,7 @@
 namespace convoy {
 
 DecodedFile load_batch_file(const std::string& dir, const DatasetMeta& meta, size_t file) {
+  require_one_shape(meta, dir);
   const std::string path = join_path(dir, meta.files[file].name);
   const ImageShape& shape = meta.shape;
   LoadedFile f;
@@ -58,10 +59,16 @@ const LoaderOptions& checked(const LoaderOptions& o) {
   return o;
 }
 
+// The stored shape the augmenter works from, once the dataset is one the loader reads.
+const ImageShape& stored_shape(const DatasetMeta& meta, const std::string& dir) {
+  require_one_shape(meta, dir);
+  return meta.shape;
+}
+
 }  // namespace
 
 Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
-    : opt_(checked(o)), meta_(meta), aug_(meta.shape, o.augment, o.train, meta.mean, meta.std) {
+    : opt_(checked(o)), meta_(meta), aug_(stored_shape(meta, o.dir), o.augment, o.train, meta.mean, meta.std) {
   if (meta_.files.empty()) fail_file(join_path(o.dir, kDatasetJson), "lists no batch files");
   opt_.readers = std::max(1, opt_.readers);
   format_ = aug_.format();
