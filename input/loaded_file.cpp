@@ -54,16 +54,13 @@ void check_listed(const std::string& path, const BatchHeader& h, const BatchFile
 
 }  // namespace
 
-namespace {
-
-const char* const kNotYet =
-    "holds whole images at their own sizes (batch-file format v2, datagen --resize short:S), which the loader "
-    "does not read yet; make the dataset with --resize crop or squash";
-
-}  // namespace
+namespace {}  // namespace
 
 void require_one_shape(const DatasetMeta& meta, const std::string& dir) {
-  if (meta.resize.varied) fail_file(join_path(dir, kDatasetJson), kNotYet);
+  if (meta.resize.varied)
+    fail_file(join_path(dir, kDatasetJson),
+              "holds whole images at their own sizes (batch-file format v2, datagen --resize short:S), which this "
+              "reader needs at one shape; train and the Python module read them through their crop");
 }
 
 uint8_t* ByteBuffer::reserve(size_t n) {
@@ -123,7 +120,6 @@ void LoadedFile::load(const std::string& path, const BatchFileEntry& want, const
   labels_.clear();
   ids_.clear();
   view_ = read_verified(path, want, bytes_);
-  if (view_.varied()) fail_file(path, kNotYet);
   if (!(view_.shape() == shape))
     fail_file(path, "image shape " + std::to_string(view_.header.height) + "x" + std::to_string(view_.header.width) +
                         "x" + std::to_string(view_.header.channels) + " differs from dataset.json");

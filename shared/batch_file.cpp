@@ -259,6 +259,8 @@ size_t BatchView::sample_bytes(size_t i) const {
 
 namespace {
 
+constexpr uint32_t kMaxSide = uint32_t(1) << 24;
+
 // The offset index spans the images in order; a v2 file's samples have sizes of at least one
 // pixel, and a raw one's bytes are its height x width x channels.
 void check_index(const std::string& path, const BatchView& v) {
@@ -271,6 +273,10 @@ void check_index(const std::string& path, const BatchView& v) {
     if (!v.varied()) continue;
     const ImageShape s = v.sample_shape(i);
     if (s.height == 0 || s.width == 0) fail_file(path, "sample " + str(i) + " has a zero height or width");
+    // Within 2^24 a side, height x width x channels cannot wrap around 64 bits.
+    if (s.height > kMaxSide || s.width > kMaxSide)
+      fail_file(path, "sample " + str(i) + " is " + str(s.height) + "x" + str(s.width) + ", beyond " +
+                          str(kMaxSide) + " pixels a side");
     if (raw && v.offset(i + 1) - v.offset(i) != s.bytes())
       fail_file(path, "sample " + str(i) + "'s bytes do not match its " + str(s.height) + "x" + str(s.width) + "x" +
                           str(s.channels) + " size");

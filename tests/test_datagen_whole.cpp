@@ -11,7 +11,6 @@
 #include "datagen/dataset_tools.h"
 #include "datagen/image_codec.h"
 #include "datagen/run.h"
-#include "input/loaded_file.h"
 #include "shared/batch_file.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
@@ -202,20 +201,5 @@ TEST(DatagenWhole, ThreadsAndResumeGiveTheSameBytes) {
     EXPECT_EQ(c["timings"]["kept_files"], names.size() - 1);
     c.erase("timings");
     EXPECT_EQ(a, c);
-  }
-}
-
-TEST(DatagenWhole, LoaderRefusesWholeImagesInOneLine) {
-  const std::string dir = scratch("whole_loader");
-  write_tar(dir + "/x.tar", sources());
-  ASSERT_EQ(run_datagen(options(dir + "/x.tar", dir + "/out"), mpi()), 0);
-  const DatasetMeta m = read_dataset_meta(dir + "/out");
-  try {
-    require_one_shape(m, dir + "/out");
-    FAIL() << "accepted";
-  } catch (const Error& e) {
-    const std::string why = e.what();
-    EXPECT_NE(why.find("out/dataset.json: holds whole images"), std::string::npos) << why;
-    EXPECT_EQ(why.find('\n'), std::string::npos) << why;
   }
 }
