@@ -275,8 +275,8 @@ void check_index(const std::string& path, const BatchView& v) {
     if (s.height == 0 || s.width == 0) fail_file(path, "sample " + str(i) + " has a zero height or width");
     // Within 2^24 a side, height x width x channels cannot wrap around 64 bits.
     if (s.height > kMaxSide || s.width > kMaxSide)
-      fail_file(path, "sample " + str(i) + " is " + str(s.height) + "x" + str(s.width) + ", beyond " +
-                          str(kMaxSide) + " pixels a side");
+      fail_file(path, "sample " + str(i) + " is " + str(s.height) + "x" + str(s.width) + ", beyond " + str(kMaxSide) +
+                          " pixels a side");
     if (raw && v.offset(i + 1) - v.offset(i) != s.bytes())
       fail_file(path, "sample " + str(i) + "'s bytes do not match its " + str(s.height) + "x" + str(s.width) + "x" +
                           str(s.channels) + " size");
