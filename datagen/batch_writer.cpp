@@ -110,12 +110,15 @@ void BatchWriter::submit(MadeFile file) {
 void BatchWriter::submit(uint64_t b, const Batch& batch) {
   MadeFile f;
   f.b = b;
-  f.header = batch_layout(batch.shape, batch.encoding, batch.batch_index, batch.count(), batch.images.size());
+  const bool v2 = batch.version == kBatchVersion2;
+  f.header = batch_layout(batch.shape, batch.encoding, batch.batch_index, batch.count(), batch.images.size(),
+                          batch.version);
   f.bytes.reserve(f.header.file_bytes);
   if (!batch.images.empty())
     std::memcpy(f.bytes.data() + f.header.images_offset, batch.images.data(), batch.images.size());
   seal_batch_in_place(f.bytes.data(), f.header, batch.labels.data(), batch.ids.data(),
-                      batch.encoding == Encoding::jpeg ? batch.offsets.data() : nullptr, nullptr);
+                      batch.encoding == Encoding::jpeg || v2 ? batch.offsets.data() : nullptr, nullptr,
+                      v2 ? batch.dims.data() : nullptr);
   submit(std::move(f));
 }
 

@@ -42,6 +42,21 @@ inline CLI::Validator finite_number(double min, bool inclusive) {
       "NUMBER");
 }
 
+// --resize: crop, squash, or short:S with S a whole number from 1 to 16384 (plain "short" takes
+// --size's S).
+inline CLI::Validator resize_choice() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s == "crop" || s == "squash" || s == "short") return "";
+        const std::string side = s.rfind("short:", 0) == 0 ? s.substr(6) : "";
+        const bool digits = !side.empty() && side.size() < 6 &&
+                            side.find_first_not_of("0123456789") == std::string::npos;
+        if (digits && std::stoi(side) >= 1 && std::stoi(side) <= 16384) return "";
+        return "must be crop, squash or short:S (S a whole number from 1 to 16384), not '" + s + "'";
+      },
+      "POLICY");
+}
+
 // A file to be written at the end of the run: its folder must exist now, not after the work.
 inline CLI::Validator writable_place() {
   return CLI::Validator(

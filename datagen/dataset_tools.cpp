@@ -17,6 +17,28 @@
 #include "shared/error.h"
 
 namespace convoy::datagen {
+namespace {
+
+// Each sample of a file whose sizes vary as dataset.json says they were made: the short side S,
+// unless the long side was capped at max_side, and never beyond either.
+template <class Bad>
+void check_sizes(const Batch& b, const StoredSize& rule, const Bad& bad) {
+  for (size_t i = 0; i < b.count(); ++i) {
+    const ImageShape s = b.sample_shape(i);
+    const uint32_t small = std::min(s.height, s.width), large = std::max(s.height, s.width);
+    const bool capped = rule.max_side > 0 && large == rule.max_side && small <= rule.short_side;
+    const bool within = rule.max_side == 0 || large <= rule.max_side;
+    if (!capped && !(small == rule.short_side && within)) {
+      bad("sample " + std::to_string(i) + " is " + std::to_string(s.height) + "x" + std::to_string(s.width) +
+          ", not of short side " + std::to_string(rule.short_side) +
+          (rule.max_side ? " within long side " + std::to_string(rule.max_side) : std::string()) +
+          " as dataset.json says");
+      return;
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<std::string> verify_dataset(const std::string& dir) {
   const DatasetMeta meta = read_dataset_meta(dir);
@@ -42,6 +64,10 @@ std::vector<std::string> verify_dataset(const std::string& dir) {
     if (h.file_bytes != e.bytes) bad("size differs from dataset.json");
     if (!(b.shape == meta.shape)) bad("image shape differs from dataset.json");
     if (b.encoding != meta.encoding) bad("encoding differs from dataset.json");
+    if ((b.version == kBatchVersion2) != meta.resize.varied)
+      bad("batch-file version " + std::to_string(b.version) + " does not match dataset.json's format_version");
+    else if (meta.resize.varied)
+      check_sizes(b, meta.resize, bad);
     for (size_t i = 0; i < b.count(); ++i) {
       if (b.labels[i] < 0 || size_t(b.labels[i]) >= meta.classes.size()) {
         bad("sample " + std::to_string(i) + " has label " + std::to_string(b.labels[i]) + ", outside 0.." +
@@ -61,6 +87,18 @@ std::vector<std::string> verify_dataset(const std::string& dir) {
   return problems;
 }
 
+namespace {
+
+std::string image_text(const DatasetMeta& m) {
+  const std::string c = std::to_string(m.shape.channels);
+  if (!m.resize.varied) return std::to_string(m.shape.height) + "x" + std::to_string(m.shape.width) + "x" + c;
+  return "whole images, short side " + std::to_string(m.resize.short_side) +
+         (m.resize.max_side ? ", long side at most " + std::to_string(m.resize.max_side) : std::string()) +
+         ", aspect kept, x" + c + " (batch-file format v2)";
+}
+
+}  // namespace
+
 std::string inspect_dataset(const std::string& dir) {
   const DatasetMeta m = read_dataset_meta(dir);
   std::ostringstream out;
@@ -69,8 +107,7 @@ std::string inspect_dataset(const std::string& dir) {
   out << "dataset     " << dir << "\n"
       << "samples     " << m.num_samples << " in " << m.files.size() << " batch files (" << m.per_file << " per file), "
       << bytes / (1024.0 * 1024.0) << " MiB\n"
-      << "image       " << m.shape.height << "x" << m.shape.width << "x" << m.shape.channels << ", "
-      << encoding_name(m.encoding) << "\n"
+      << "image       " << image_text(m) << ", " << encoding_name(m.encoding) << "\n"
       << "mean / std ";
   for (size_t c = 0; c < m.mean.size(); ++c) out << " " << m.mean[c] << "/" << m.std[c];
   out << "\nrejected    " << m.rejected << ", skipped (not images) " << m.skipped << "\n"
@@ -87,7 +124,7 @@ size_t preview_dataset(const std::string& dir, const std::string& out_png, size_
   const DatasetMeta m = read_dataset_meta(dir);
   if (m.num_samples == 0) fail_file(dir, "holds no samples to preview");
   count = std::min<uint64_t>(std::max<size_t>(count, 1), m.num_samples);
-  const int side = int(m.shape.width), tile = std::max(64, side), label_h = 14,
+  const int side = int(m.resize.varied ? m.resize.short_side : m.shape.width), tile = std::max(64, side), label_h = 14,
             cols = int(std::ceil(std::sqrt(double(count))));
   const int rows = int((count + size_t(cols) - 1) / size_t(cols));
   cv::Mat sheet(rows * (tile + label_h), cols * tile, CV_8UC3, cv::Scalar(255, 255, 255));
@@ -112,9 +149,8 @@ size_t preview_dataset(const std::string& dir, const std::string& out_png, size_
     const size_t i = size_t(want - file_start);
     cv::Mat img;
     if (b.encoding == Encoding::raw) {
-      img = cv::Mat(int(b.shape.height), int(b.shape.width), CV_8UC(b.shape.channels),
-                    const_cast<uint8_t*>(b.raw_image(i)))
-                .clone();
+      const ImageShape s = b.sample_shape(i);
+      img = cv::Mat(int(s.height), int(s.width), CV_8UC(s.channels), const_cast<uint8_t*>(b.raw_image(i))).clone();
     } else {
       DecodeLimits none;
       img = codec.decode(b.images.data() + b.offsets[i], size_t(b.offsets[i + 1] - b.offsets[i]), int(b.shape.channels),

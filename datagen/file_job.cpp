@@ -24,8 +24,9 @@ FileJob::FileJob(uint64_t b, std::vector<uint64_t> ids, FileBuffer buffer, const
       bytes_(std::move(buffer)), left_(ids_.size()) {
   const size_t n = ids_.size();
   reason_.resize(n);
-  if (encoding_ == Encoding::jpeg) {
+  if (encoding_ == Encoding::jpeg || shape_.height == 0) {
     encoded_.resize(n);
+    if (shape_.height == 0) dims_.resize(2 * n);
     return;
   }
   planned_ = batch_layout(shape_, Encoding::raw, uint32_t(b_), n, n * shape_.bytes());
@@ -41,6 +42,7 @@ FileJob::FileJob(uint64_t b, std::vector<uint64_t> ids, FileBuffer buffer, const
 }
 
 SlotOut FileJob::slot(size_t i) {
+  if (!dims_.empty()) return {nullptr, nullptr, &encoded_[i], &dims_[2 * i], nullptr};
   if (encoding_ == Encoding::jpeg) return {nullptr, nullptr, &encoded_[i]};
   return {bytes_.data() + planned_.images_offset + i * shape_.bytes(), &crc_[i], nullptr};
 }
@@ -78,7 +80,7 @@ MadeFile FileJob::assemble(const InputIndex& index, std::vector<std::pair<uint64
     labels.push_back(index.entries[ids_[i]].label);
     ids.push_back(int64_t(ids_[i]));
   }
-  return encoding_ == Encoding::jpeg ? assemble_jpeg(labels, ids) : assemble_raw(labels, ids);
+  return encoding_ == Encoding::jpeg || !dims_.empty() ? assemble_indexed(labels, ids) : assemble_raw(labels, ids);
 }
 
 // Without rejects the samples already lie where the file wants them; with some, each later one
@@ -104,13 +106,19 @@ MadeFile FileJob::assemble_raw(std::vector<int32_t>& labels, std::vector<int64_t
   return f;
 }
 
-MadeFile FileJob::assemble_jpeg(std::vector<int32_t>& labels, std::vector<int64_t>& ids) {
+MadeFile FileJob::assemble_indexed(std::vector<int32_t>& labels, std::vector<int64_t>& ids) {
+  const bool varied = !dims_.empty();
   std::vector<uint64_t> offsets{0};
-  for (size_t i = 0; i < ids_.size(); ++i)
-    if (reason_[i].empty()) offsets.push_back(offsets.back() + encoded_[i].size());
+  std::vector<uint32_t> dims;
+  for (size_t i = 0; i < ids_.size(); ++i) {
+    if (!reason_[i].empty()) continue;
+    offsets.push_back(offsets.back() + encoded_[i].size());
+    if (varied) dims.insert(dims.end(), {dims_[2 * i], dims_[2 * i + 1]});
+  }
   MadeFile f;
   f.b = b_;
-  f.header = batch_layout(shape_, Encoding::jpeg, uint32_t(b_), labels.size(), offsets.back());
+  f.header = batch_layout(shape_, encoding_, uint32_t(b_), labels.size(), offsets.back(),
+                          varied ? kBatchVersion2 : kBatchVersion);
   bytes_.reserve(f.header.file_bytes);
   uint8_t* at = bytes_.data() + f.header.images_offset;
   for (size_t i = 0; i < ids_.size(); ++i) {
@@ -118,7 +126,8 @@ MadeFile FileJob::assemble_jpeg(std::vector<int32_t>& labels, std::vector<int64_
     if (!encoded_[i].empty()) std::memcpy(at, encoded_[i].data(), encoded_[i].size());
     at += encoded_[i].size();
   }
-  seal_batch_in_place(bytes_.data(), f.header, labels.data(), ids.data(), offsets.data(), nullptr);
+  seal_batch_in_place(bytes_.data(), f.header, labels.data(), ids.data(), offsets.data(), nullptr,
+                      varied ? dims.data() : nullptr);
   f.bytes = std::move(bytes_);
   return f;
 }

@@ -19,14 +19,19 @@
 
 namespace convoy::datagen {
 
-// Where one slot's sample goes: its raw pixels and their checksum, or (JPEG output) its encoded bytes.
+// Where one slot's sample goes: its raw pixels and their checksum, or (JPEG output) its encoded
+// bytes; where sizes vary (--resize short), its bytes, raw or JPEG, and its height and width.
 struct SlotOut {
   // Where the resized pixels go: raw output's place in the file; for JPEG output (nullptr from
   // FileJob) the making thread's own buffer, which they are encoded from and counted in the
   // statistics from.
   uint8_t* raw = nullptr;
-  uint32_t* crc = nullptr;  // raw: crc32c of the pixels, taken by whoever made them
-  std::vector<uint8_t>* encoded = nullptr;
+  uint32_t* crc = nullptr;                  // raw: crc32c of the pixels, taken by whoever made them
+  std::vector<uint8_t>* encoded = nullptr;  // JPEG, and every sample where sizes vary
+  // Sizes vary: the sample's height and width go to dims[0], dims[1], and its resized pixels to
+  // the making thread's own buffer `pixels` (grown to fit), which the statistics are taken from.
+  uint32_t* dims = nullptr;
+  std::vector<uint8_t>* pixels = nullptr;
 };
 
 class FileJob {
@@ -56,7 +61,8 @@ class FileJob {
   // Block k of slots is done: the file's bytes up to the first block not yet done go to the writer.
   void block_done(size_t k);
   MadeFile assemble_raw(std::vector<int32_t>& labels, std::vector<int64_t>& ids);
-  MadeFile assemble_jpeg(std::vector<int32_t>& labels, std::vector<int64_t>& ids);
+  // JPEG, and every file where sizes vary: the slots' bytes back to back behind an offset index.
+  MadeFile assemble_indexed(std::vector<int32_t>& labels, std::vector<int64_t>& ids);
 
   const uint64_t b_;
   const std::vector<uint64_t> ids_;
@@ -67,7 +73,8 @@ class FileJob {
   FileBuffer bytes_;                           // raw: the file as planned, slot i's pixels in place
   BatchHeader planned_{};                      // raw: the layout if no sample is rejected
   std::vector<uint32_t> crc_;                  // raw: slot i's checksum
-  std::vector<std::vector<uint8_t>> encoded_;  // JPEG: slot i's bytes
+  std::vector<std::vector<uint8_t>> encoded_;  // JPEG or varied sizes: slot i's bytes
+  std::vector<uint32_t> dims_;                 // varied sizes: slot i's height and width at 2i
   std::vector<std::string> reason_;            // "" or why slot i's sample is rejected
   std::atomic<size_t> left_;                   // samples not yet done
   // Parts (raw): blocks of slots; a block's counter reaches 0 when its samples are all made.

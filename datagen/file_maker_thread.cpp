@@ -22,7 +22,7 @@ void FileMaker::Round::fail(const std::exception& e) {
 
 FileMaker::Thread::Thread(FileMaker& maker, Round& round, int tid, Phases& t)
     : maker_(maker), round_(round), tid_(tid), t_(t),
-      pixels_(maker.opt_.encoding == Encoding::jpeg ? maker.shape_.bytes() : 0),
+      pixels_(maker.opt_.encoding == Encoding::jpeg && !maker.opt_.varied() ? maker.shape_.bytes() : 0),
       deliver_([this](size_t tag, const uint8_t* pixels) { deliver(tag, pixels); }), flush_([this] { flush_lane(); }) {}
 
 void FileMaker::Thread::run() {
@@ -73,14 +73,20 @@ void FileMaker::Thread::make_sample(size_t file, size_t slot) {
   if (!lane_ && maker_.lanes_ && (lane_ = maker_.lanes_->get(tid_))) lane_before_ = lane_->times();
   FileJob& f = *round_.jobs[file];
   SlotOut out = f.slot(slot);
-  if (out.encoded) out.raw = pixels_.data();
+  if (out.dims)
+    out.pixels = &pixels_;
+  else if (out.encoded)
+    out.raw = pixels_.data();
   std::string reason;
   if (!lane_) {
     reason = maker_.samples_.make(f.id(slot), out, t_);
   } else if (maker_.samples_.route(f.id(slot), out, (uint64_t(file) << 32) | slot, *lane_, deliver_, reason, t_)) {
     return;  // on the GPU: done when delivered
   }
-  if (reason.empty()) {
+  if (reason.empty() && out.dims) {
+    add_to_stats(f.id(slot), pixels_.data(), nullptr, t_.cpu_images,
+                 size_t(out.dims[0]) * out.dims[1] * maker_.opt_.channels);
+  } else if (reason.empty()) {
     add_to_stats(f.id(slot), out.raw, out.crc, t_.cpu_images);
   } else {
     f.reject(slot, std::move(reason));
@@ -119,14 +125,15 @@ void FileMaker::Thread::flush_lane() {
   lane_->drain(deliver_);
 }
 
-void FileMaker::Thread::add_to_stats(uint64_t id, const uint8_t* pixels, uint32_t* crc, double& path) {
+void FileMaker::Thread::add_to_stats(uint64_t id, const uint8_t* pixels, uint32_t* crc, double& path, size_t bytes) {
   path += 1;
   Laps lap;
+  if (bytes == 0) bytes = maker_.shape_.bytes();
   if (crc) {
-    *crc = crc32c(pixels, maker_.shape_.bytes());
+    *crc = crc32c(pixels, bytes);
     t_.assemble += lap(Span::assemble);
   }
-  maker_.stats_.add(id, pixels);
+  maker_.stats_.add(id, pixels, bytes);
   t_.stats += lap(Span::stats);
 }
 

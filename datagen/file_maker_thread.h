@@ -73,7 +73,8 @@ class FileMaker::Thread {
   void flush_lane();
   // Sample `id`'s resized pixels (before any JPEG encoding) checksummed (raw output: into `crc`)
   // and added to the statistics, while in cache; `path` counts where it was resized.
-  void add_to_stats(uint64_t id, const uint8_t* pixels, uint32_t* crc, double& path);
+  // `bytes`: the sample's, where sizes vary; 0: the shape's.
+  void add_to_stats(uint64_t id, const uint8_t* pixels, uint32_t* crc, double& path, size_t bytes = 0);
   void judge_gpu(bool finished_a_file);
   void add_lane_times();
 
@@ -83,7 +84,9 @@ class FileMaker::Thread {
   Phases& t_;
   GpuLane* lane_ = nullptr;  // this thread's, once the lanes are ready
   GpuResizeTimes lane_before_;
-  std::vector<uint8_t> pixels_;        // JPEG output: a sample resized on the CPU, before encoding
+  // JPEG output: a sample resized on the CPU, before encoding; where sizes vary, every sample
+  // (grown to the largest).
+  std::vector<uint8_t> pixels_;
   const GpuLane::Deliver deliver_;     // deliver(), for the lane
   const std::function<void()> flush_;  // flush_lane(), for whatever this thread may block in
 };

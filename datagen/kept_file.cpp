@@ -27,7 +27,9 @@ std::optional<KeptFile> FileKeeper::check(uint64_t b, const std::vector<uint64_t
   } catch (const Error& e) {
     return redo(e.what());
   }
-  if (batch.batch_index != b || !(batch.shape == opt_.shape()) || batch.encoding != opt_.encoding)
+  const uint32_t version = opt_.varied() ? kBatchVersion2 : kBatchVersion;
+  if (batch.batch_index != b || !(batch.shape == opt_.shape()) || batch.encoding != opt_.encoding ||
+      batch.version != version)
     return redo("made with other options");
   size_t at = 0;
   for (uint64_t id : ids) {
@@ -41,7 +43,9 @@ std::optional<KeptFile> FileKeeper::check(uint64_t b, const std::vector<uint64_t
   if (at != batch.count()) return redo("samples differ from the plan");
   Phases untimed;
   std::vector<uint8_t> scratch(opt_.shape().bytes()), enc;
-  const SlotOut out{scratch.data(), nullptr, opt_.encoding == Encoding::jpeg ? &enc : nullptr};
+  uint32_t dims[2];
+  SlotOut out{scratch.data(), nullptr, opt_.encoding == Encoding::jpeg ? &enc : nullptr};
+  if (opt_.varied()) out = SlotOut{nullptr, nullptr, nullptr, dims, &scratch};
   for (auto& m : kept.missing) {
     m.second = samples_.make(m.first, out, untimed);
     if (m.second.empty()) return redo("a sample missing from it can be made now");
@@ -55,15 +59,23 @@ std::string FileKeeper::sum_samples(KeptFile& kept, Phases& t) const {
   const Batch& batch = kept.batch;
   SampleSums sums(index_.classes.size(), opt_.shape());
   std::vector<uint8_t> made(batch.encoding == Encoding::raw ? 0 : opt_.shape().bytes());
-  const SlotOut out{made.data(), nullptr, nullptr};
+  uint32_t dims[2];
+  SlotOut out{made.data(), nullptr, nullptr};
+  if (opt_.varied()) out = SlotOut{nullptr, nullptr, nullptr, dims, &made};
   for (size_t i = 0; i < batch.count(); ++i) {
     const uint8_t* pixels = batch.encoding == Encoding::raw ? batch.raw_image(i) : made.data();
+    size_t bytes = batch.sample_shape(i).bytes();
     if (batch.encoding != Encoding::raw) {
       const std::string reason = samples_.make(uint64_t(batch.ids[i]), out, t);
       if (!reason.empty()) return "a sample in it cannot be made now: " + reason;
+      pixels = made.data();  // it may have grown
+      if (opt_.varied()) bytes = size_t(dims[0]) * dims[1] * opt_.channels;
     }
     Laps lap;
-    sums.add(pixels, batch.labels[i]);
+    if (opt_.varied())
+      sums.add_varied(pixels, bytes, batch.labels[i]);
+    else
+      sums.add(pixels, batch.labels[i]);
     t.stats += lap(Span::stats);
   }
   kept.sums = sums.totals();

@@ -27,11 +27,13 @@ struct MakeDataset {
   std::string resize = "crop", encoding = "raw", gpu_route = "auto";
   CLI::Option* quality = nullptr;
   CLI::Option* min_saving = nullptr;
+  CLI::Option* max_side = nullptr;
+  CLI::Option* size = nullptr;
 
   explicit MakeDataset(CLI::App& app) {
     app.add_option("--input", run.inputs, "tar, .tar.gz/.bz2/.zst, tar of tars, or folder (repeatable)");
     app.add_option("--output", run.output, "dataset folder to write");
-    app.add_option("--size", run.size, "output images are size x size")->check(CLI::Range(1, 16384));
+    size = app.add_option("--size", run.size, "output images are size x size")->check(CLI::Range(1, 16384));
     app.add_option("--channels", run.channels, "1 (gray) or 3 (RGB)")->check(CLI::IsMember({1, 3}))->default_val(3);
     app.add_option("--classes", run.classes_file, "class names, one per line: fixes the class list and order");
     app.add_option("--labels", run.labels_file, "label file: 'name label' per line");
@@ -50,9 +52,13 @@ struct MakeDataset {
                    "and the file size; at least 2)")
         ->check(CLI::Range(0, 4096))
         ->default_val(0);
-    app.add_option("--resize", resize, "crop (short side to size, centre crop) or squash")
-        ->check(CLI::IsMember({"crop", "squash", "short"}))
+    app.add_option("--resize", resize,
+                   "crop (short side to size, centre crop), squash, or short:S (short side to S, aspect kept: "
+                   "batch-file format v2, each image at its own size)")
+        ->check(resize_choice())
         ->default_val("crop");
+    max_side = app.add_option("--max-side", run.max_side, "with --resize short:S: cap the long side at M, aspect kept")
+                   ->check(CLI::Range(1, 65536));
     app.add_option("--encoding", encoding, "raw or jpeg")->check(CLI::IsMember({"raw", "jpeg"}))->default_val("raw");
     quality = app.add_option("--quality", run.quality, "JPEG quality for --encoding jpeg")
                   ->check(CLI::Range(1, 100))
@@ -93,10 +99,18 @@ struct MakeDataset {
       throw CLI::ValidationError("--quality", "applies to --encoding jpeg only (raw samples are not encoded)");
     if (min_saving->count() > 0 && gpu_route == "always")
       throw CLI::ValidationError("--gpu-min-saving", "applies to --gpu-route auto only");
+    const bool short_side = resize.rfind("short", 0) == 0;
+    if (max_side->count() > 0 && !short_side)
+      throw CLI::ValidationError("--max-side", "applies to --resize short:S only");
+    if (short_side && size->count() > 0 && resize != "short" && std::to_string(run.size) != resize.substr(6))
+      throw CLI::ValidationError("--size", "differs from the short side of --resize " + resize + " (give one)");
+    if (resize == "short" && size->count() == 0)
+      throw CLI::ValidationError("--resize", "short needs its side: --resize short:S");
   }
 
   int operator()(int argc, char** argv) {
-    run.resize = parse_resize_policy(resize);
+    run.resize = parse_resize_policy(resize.substr(0, resize.find(':')));
+    if (resize.rfind("short:", 0) == 0) run.size = std::stoi(resize.substr(6));
     run.encoding = parse_encoding(encoding);
     run.gpu_always = gpu_route == "always";
     if (!run.timeline.empty()) Timeline::enable();

@@ -120,12 +120,12 @@ struct JoinedThread {
 
 size_t files_in_memory(const RunOptions& opt, int threads) {
   if (opt.files_in_memory > 0) return std::max<size_t>(2, size_t(opt.files_in_memory));
-  return batch_files_in_memory(double(opt.per_file) * double(opt.shape().bytes()), threads);
+  return batch_files_in_memory(double(opt.per_file) * double(opt.typical_sample_bytes()), threads);
 }
 
-// Raw output: the memory of the rank's first files, faulted in while it starts up.
+// Raw output of one shape: the memory of the rank's first files, faulted in while it starts up.
 std::unique_ptr<PrefaultedBuffers> prefault(const RunOptions& opt, int threads) {
-  if (opt.encoding != Encoding::raw) return nullptr;
+  if (opt.encoding != Encoding::raw || opt.varied()) return nullptr;
   const uint64_t n = opt.per_file;
   const size_t bytes = batch_layout(opt.shape(), Encoding::raw, 0, n, n * opt.shape().bytes()).file_bytes;
   return std::make_unique<PrefaultedBuffers>(files_in_memory(opt, threads), bytes);

@@ -52,6 +52,7 @@ json made_by(const RunOptions& opt) {
             {"max_pixels", opt.limits.max_pixels},
             {"max_aspect", opt.limits.max_aspect}};
   if (opt.encoding == Encoding::jpeg) o["quality"] = opt.quality;
+  if (opt.max_side > 0) o["max_side"] = opt.max_side;
   return {{"tool", "datagen"}, {"version", "0.1.0"}, {"inputs", opt.inputs}, {"options", o}};
 }
 

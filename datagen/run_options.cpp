@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "datagen/gpu_resize.h"
@@ -37,6 +39,18 @@ void refuse_overlapping_inputs(const std::vector<std::string>& inputs) {
 
 }  // namespace
 
+size_t RunOptions::max_sample_bytes() const {
+  if (!varied()) return shape().bytes();
+  const double longest = max_side > 0 ? double(max_side) : std::ceil(double(size) * limits.max_aspect) + 1;
+  return size_t(size) * size_t(longest) * size_t(channels);
+}
+
+size_t RunOptions::typical_sample_bytes() const {
+  if (!varied()) return shape().bytes();
+  const size_t longest = max_side > 0 ? std::min<size_t>(size_t(max_side), size_t(size) * 4 / 3) : size_t(size) * 4 / 3;
+  return size_t(size) * longest * size_t(channels);
+}
+
 void validate_run_options(const RunOptions& opt) {
   if (opt.inputs.empty()) fail("--input is required (a tar, a compressed tar or a folder; may be given several times)");
   if (opt.output.empty()) fail("--output is required (the dataset folder to write)");
@@ -44,7 +58,7 @@ void validate_run_options(const RunOptions& opt) {
   if (opt.channels != 1 && opt.channels != 3) fail("--channels must be 1 or 3, not " + std::to_string(opt.channels));
   if (opt.per_file < 1) fail("--per-file must be at least 1");
   // A rank holds at least two batch files in memory (one being written, one being made).
-  const double batch_gib = double(opt.per_file) * opt.size * opt.size * opt.channels / double(1ull << 30);
+  const double batch_gib = double(opt.per_file) * double(opt.typical_sample_bytes()) / double(1ull << 30);
   if (batch_gib > 4.0)
     fail("--per-file " + std::to_string(opt.per_file) + " at --size " + std::to_string(opt.size) +
          " makes batch files of " + std::to_string(int(batch_gib)) +
@@ -52,10 +66,12 @@ void validate_run_options(const RunOptions& opt) {
   if (opt.threads < 0) fail("--threads must be 0 (automatic) or more");
   if (opt.writers < 0) fail("--writers must be 0 (automatic) or more");
   if (opt.files_in_memory < 0) fail("--files-in-memory must be 0 (automatic) or more");
-  if (opt.resize == ResizePolicy::short_side)
-    fail(
-        "--resize short keeps the aspect ratio and so gives images of different sizes, which batch files "
-        "(one image shape each) cannot hold; use --resize crop or squash");
+  if (opt.max_side != 0 && !opt.varied()) fail("--max-side applies to --resize short:S only");
+  if (opt.max_side != 0 && (opt.max_side < opt.size || opt.max_side > 65536))
+    fail("--max-side must be between the short side " + std::to_string(opt.size) + " and 65536, not " +
+         std::to_string(opt.max_side));
+  if (opt.varied() && opt.gpu_resize)
+    fail("--gpu-resize makes square samples only; --resize short:S resizes on the CPU (leave out --gpu-resize)");
   if (opt.encoding == Encoding::jpeg && (opt.quality < 1 || opt.quality > 100))
     fail("--quality must be between 1 and 100, not " + std::to_string(opt.quality));
   if (opt.limits.max_pixels < 1) fail("--max-pixels must be at least 1");

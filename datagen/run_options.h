@@ -25,6 +25,8 @@ struct RunOptions {
   int writers = 0;
   int files_in_memory = 0;
   ResizePolicy resize = ResizePolicy::crop;
+  // --resize short: the long side capped at this many pixels, aspect kept (0: no cap).
+  int max_side = 0;
   Encoding encoding = Encoding::raw;
   int quality = 90;
   DecodeLimits limits;
@@ -43,8 +45,18 @@ struct RunOptions {
   // dataset's identity.
   std::string timeline;
 
-  // The shape of every sample: size x size x channels.
-  ImageShape shape() const { return {uint32_t(size), uint32_t(size), uint32_t(channels)}; }
+  // --resize short: each sample its own size (batch-file format v2).
+  bool varied() const { return resize == ResizePolicy::short_side; }
+  // The shape of every sample: size x size x channels; 0 x 0 x channels where they vary.
+  ImageShape shape() const {
+    return varied() ? ImageShape{0, 0, uint32_t(channels)}
+                    : ImageShape{uint32_t(size), uint32_t(size), uint32_t(channels)};
+  }
+  // The most bytes one sample can take: the short side `size`, the long one within --max-side
+  // or --max-aspect times it.
+  size_t max_sample_bytes() const;
+  // What a sample takes as a rule, for sizing memory: a 4:3 image where sizes vary.
+  size_t typical_sample_bytes() const;
 };
 
 // Checks flags and inputs before any work; throws convoy::Error naming the flag or file.

@@ -53,7 +53,9 @@ DatasetMeta dataset_meta(const RunOptions& opt, const InputIndex& index, const R
   meta.std = end.sums.stddev();
   meta.skipped = index.skipped;
   meta.made_by = made_by(opt);
-  meta.mean_image = kMeanImageFile;
+  // A mean image needs one shape; where sizes vary there is none.
+  if (!opt.varied()) meta.mean_image = kMeanImageFile;
+  if (opt.varied()) meta.resize = {true, uint32_t(opt.size), uint32_t(opt.max_side)};
   for (const auto& f : end.all.files) meta.files.push_back(f.second);
   meta.rejected = index.rejects.size() + end.all.rejects.size();
   return meta;
@@ -101,8 +103,9 @@ DatasetMeta finish_dataset(const RunOptions& opt, const InputIndex& index, const
   Stopwatch w;
   DatasetMeta meta = dataset_meta(opt, index, end);
   write_rejects(opt, index, end.all);
-  write_file_atomic(join_path(opt.output, kMeanImageFile),
-                    png_encode(end.sums.mean_image().data(), opt.size, opt.size, opt.channels));
+  if (!opt.varied())
+    write_file_atomic(join_path(opt.output, kMeanImageFile),
+                      png_encode(end.sums.mean_image().data(), opt.size, opt.size, opt.channels));
   meta.timings = {{"ranks", end.ranks},
                   {"threads", end.threads},
                   {"seconds", end.steps.total() + w.seconds()},

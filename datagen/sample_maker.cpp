@@ -109,7 +109,27 @@ void SampleMaker::place_resized(const uint8_t* pixels, const SlotOut& out, Phase
   }
 }
 
+double SampleMaker::resize_varied(const cv::Mat& img, const SlotOut& out, Phases& t, Laps& lap) const {
+  const SideSize s = short_side_size(img.cols, img.rows, opt_.size, opt_.max_side);
+  const size_t bytes = size_t(s.width) * size_t(s.height) * size_t(opt_.channels);
+  if (out.pixels->size() < bytes) out.pixels->resize(bytes);
+  resize_whole(img, s.width, s.height, out.pixels->data());
+  out.dims[0] = uint32_t(s.height), out.dims[1] = uint32_t(s.width);
+  const double resize_s = lap(Span::resize);
+  t.resize += resize_s;
+  if (!out.encoded) return resize_s;
+  if (opt_.encoding == Encoding::jpeg) {
+    thread_codec().encode_jpeg(out.pixels->data(), s.width, s.height, opt_.channels, opt_.quality, *out.encoded);
+    t.encode += lap(Span::encode);
+  } else {
+    out.encoded->assign(out.pixels->data(), out.pixels->data() + bytes);
+    t.assemble += lap(Span::assemble);
+  }
+  return resize_s;
+}
+
 double SampleMaker::resize_on_cpu(const cv::Mat& img, const SlotOut& out, Phases& t, Laps& lap) const {
+  if (opt_.varied()) return resize_varied(img, out, t, lap);
   resize_to_square(img, opt_.size, opt_.resize, out.raw);
   const double resize_s = lap(Span::resize);
   t.resize += resize_s;

@@ -21,8 +21,9 @@ class SampleMaker {
  public:
   SampleMaker(const RunOptions& opt, const SampleSource& source) : opt_(opt), source_(source) {}
 
-  // Sample `id` made into `out` by this thread (out.raw set, also for JPEG output); returns "" or
-  // the reason it is rejected. Throws convoy::Error when its bytes cannot be read.
+  // Sample `id` made into `out` by this thread (out.raw set, also for JPEG output; where sizes
+  // vary out.dims and out.pixels instead, and out.encoded, if set, gets the raw or JPEG bytes);
+  // returns "" or the reason it is rejected. Throws convoy::Error when its bytes cannot be read.
   std::string make(uint64_t id, const SlotOut& out, Phases& t) const;
 
   // --gpu-resize: sample `id` read, decoded and, where the lane's router says the GPU is
@@ -39,6 +40,8 @@ class SampleMaker {
   // A decoded image resized by this thread into out.raw (and, for JPEG output, encoded from there
   // into its slot), timed by the thread's laps; returns the resize's seconds.
   double resize_on_cpu(const cv::Mat& img, const SlotOut& out, Phases& t, Laps& lap) const;
+  // The same where sizes vary: the short side to --resize short:S, the long one within --max-side.
+  double resize_varied(const cv::Mat& img, const SlotOut& out, Phases& t, Laps& lap) const;
 
   const RunOptions& opt_;
   const SampleSource& source_;

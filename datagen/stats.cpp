@@ -49,6 +49,7 @@ void DatasetSums::merge(const DatasetSums& o) {
   for (size_t k = 0; k < channel_sum.size(); ++k) channel_sum[k] += o.channel_sum[k], channel_sq[k] += o.channel_sq[k];
   for (size_t k = 0; k < pixel_sum.size(); ++k) pixel_sum[k] += o.pixel_sum[k];
   samples += o.samples;
+  pixels += o.pixels;
 }
 
 void DatasetSums::reduce_to_root(const MpiContext& mpi) {
@@ -58,21 +59,31 @@ void DatasetSums::reduce_to_root(const MpiContext& mpi) {
     CONVOY_MPI_CHECK(MPI_Reduce(v->data(), total.data(), int(v->size()), MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
     if (mpi.rank() == 0) *v = std::move(total);
   }
-  uint64_t total = 0;
-  CONVOY_MPI_CHECK(MPI_Reduce(&samples, &total, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
-  if (mpi.rank() == 0) samples = total;
+  uint64_t mine[2] = {samples, pixels}, total[2] = {0, 0};
+  CONVOY_MPI_CHECK(MPI_Reduce(mine, total, 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
+  if (mpi.rank() == 0) samples = total[0], pixels = total[1];
 }
+
+namespace {
+
+// The pixels the channel sums count: every sample's (one shape) or their own sizes added up.
+uint64_t counted_pixels(const DatasetSums& s) {
+  if (s.pixel_sum.empty()) return s.pixels;
+  return s.samples * (s.pixel_sum.size() / std::max<size_t>(1, s.channel_sum.size()));
+}
+
+}  // namespace
 
 std::vector<double> DatasetSums::mean() const {
   std::vector<double> m(channel_sum.size(), 0.0);
-  const uint64_t n = samples * (pixel_sum.size() / std::max<size_t>(1, channel_sum.size()));
+  const uint64_t n = counted_pixels(*this);
   for (size_t c = 0; c < m.size() && n > 0; ++c) m[c] = double(channel_sum[c]) / double(n);
   return m;
 }
 
 std::vector<double> DatasetSums::stddev() const {
   std::vector<double> s(channel_sum.size(), 0.0);
-  const uint64_t n = samples * (pixel_sum.size() / std::max<size_t>(1, channel_sum.size()));
+  const uint64_t n = counted_pixels(*this);
   for (size_t c = 0; c < s.size() && n > 0; ++c) {
     // n * sum(x^2) - (sum x)^2, exactly, in 128-bit integers.
     const unsigned __int128 a = (unsigned __int128)n * channel_sq[c];
@@ -96,6 +107,24 @@ void SampleSums::add(const uint8_t* px, int32_t label) {
     default: fail("internal: statistics for 1 or 3 channels only");
   }
   if (++unfolded_ == kFoldEvery) fold();
+}
+
+// Exact 64-bit sums per sample: a sample of 2^24 pixels of 255^2 stays far below 2^64.
+void SampleSums::add_varied(const uint8_t* px, size_t bytes, int32_t label) {
+  if (label < 0 || size_t(label) >= totals_.class_counts.size()) fail("internal: label out of range in statistics");
+  const size_t c = totals_.channel_sum.size();
+  if (c == 0 || bytes % c != 0) fail("internal: a sample's bytes are not whole pixels");
+  ++totals_.class_counts[size_t(label)];
+  ++totals_.samples;
+  totals_.pixels += bytes / c;
+  uint64_t sum[4] = {}, sq[4] = {};
+  for (size_t k = 0; k < bytes; k += c)
+    for (size_t ch = 0; ch < c; ++ch) {
+      const uint32_t v = px[k + ch];
+      sum[ch] += v;
+      sq[ch] += v * v;
+    }
+  for (size_t ch = 0; ch < c; ++ch) totals_.channel_sum[ch] += sum[ch], totals_.channel_sq[ch] += sq[ch];
 }
 
 void SampleSums::fold() {

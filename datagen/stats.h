@@ -15,6 +15,7 @@ struct DatasetSums {
   std::vector<uint64_t> channel_sum, channel_sq;  // per channel
   std::vector<uint64_t> pixel_sum;                // per pixel and channel (HWC): the mean image
   uint64_t samples = 0;
+  uint64_t pixels = 0;  // samples of varied sizes (no pixel_sum): their pixels, all added up
 
   DatasetSums(size_t classes, const ImageShape& shape);
   // Adds another set of sums (a thread's); integers, so the order of merging never matters.
@@ -34,6 +35,8 @@ class SampleSums {
   SampleSums(size_t classes, const ImageShape& shape);
   // One sample of the shape (HWC), of class `label`.
   void add(const uint8_t* px, int32_t label);
+  // One sample of its own size (HWC, `bytes` of them), where the shape's height and width are 0.
+  void add_varied(const uint8_t* px, size_t bytes, int32_t label);
   // Totals taken elsewhere (a kept file's samples).
   void add(const DatasetSums& sums) { totals_.merge(sums); }
   // Everything added so far, as exact totals.

@@ -15,7 +15,12 @@ SampleSums& ThreadStats::mine() {
   return *s;
 }
 
-void ThreadStats::add(uint64_t id, const uint8_t* pixels) { mine().add(pixels, index_.entries[id].label); }
+void ThreadStats::add(uint64_t id, const uint8_t* pixels, size_t bytes) {
+  if (shape_.height == 0)
+    mine().add_varied(pixels, bytes, index_.entries[id].label);
+  else
+    mine().add(pixels, index_.entries[id].label);
+}
 
 void ThreadStats::add(const DatasetSums& sums) { mine().add(sums); }
 

@@ -16,8 +16,9 @@ class ThreadStats {
  public:
   ThreadStats(const InputIndex& index, const ImageShape& shape, int threads);
 
-  // Sample `id`'s resized pixels (the shape's bytes, HWC) into the calling OpenMP thread's sums.
-  void add(uint64_t id, const uint8_t* pixels);
+  // Sample `id`'s resized pixels (HWC: the shape's bytes, or `bytes` of them where sizes vary)
+  // into the calling OpenMP thread's sums.
+  void add(uint64_t id, const uint8_t* pixels, size_t bytes);
   // The sums of a batch file's samples (one kept from an earlier run).
   void add(const DatasetSums& sums);
   // Every thread's sums added to `total`.

@@ -13,12 +13,20 @@
 
 namespace convoy {
 
+void require_crop_for(const ImageShape& stored, const AugmentSpec& a) {
+  if (stored.height == 0 && a.crop == 0)
+    fail(
+        "crop: the dataset holds whole images at their own sizes (batch-file format v2), so the output size "
+        "must be set (crop = 224, say); there is no one stored size to default to");
+}
+
 Augmenter::Augmenter(ImageShape s, const AugmentSpec& a, bool train_, const std::vector<double>& mean,
                      const std::vector<double>& std)
     : stored(s), spec(a), train(train_), out_h(a.crop ? a.crop : int(s.height)), out_w(a.crop ? a.crop : int(s.width)) {
   if (!train) spec.pad = 0, spec.flip = false, spec.random_resized_crop = false;
+  require_crop_for(s, a);
   const bool window = !(train ? spec.random_resized_crop : spec.eval_resize > 0);
-  if (window && (out_h > int(s.height) + 2 * spec.pad || out_w > int(s.width) + 2 * spec.pad))
+  if (!varied() && window && (out_h > int(s.height) + 2 * spec.pad || out_w > int(s.width) + 2 * spec.pad))
     fail("crop " + std::to_string(a.crop) + " does not fit the stored " + std::to_string(s.height) + "x" +
          std::to_string(s.width) + " images");
   if (mean.size() != s.channels || std.size() != s.channels)
@@ -30,21 +38,16 @@ Augmenter::Augmenter(ImageShape s, const AugmentSpec& a, bool train_, const std:
   }
 }
 
-namespace {
-
-// torchvision's RandomResizedCrop.get_params: ten tries at a region of a random area fraction and
-// log-uniform aspect ratio that fits, else the whole image cut to the nearest allowed ratio.
-SampleCrop random_resized(const AugmentSpec& a, int H, int W, uint64_t key, int64_t id) {
+SampleCrop random_resized_region(const AugmentSpec& a, int H, int W, const std::function<double(int)>& u) {
   const double area = double(H) * double(W), lr0 = std::log(a.ratio[0]), lr1 = std::log(a.ratio[1]);
-  auto u = [&](uint64_t counter) { return double(counter_uniform(key, uint64_t(id), counter)); };
-  for (uint64_t t = 0; t < 10; ++t) {
-    const double target = area * (a.scale[0] + u(16 + 4 * t) * (a.scale[1] - a.scale[0]));
-    const double ratio = std::exp(lr0 + u(17 + 4 * t) * (lr1 - lr0));
+  for (int t = 0; t < 10; ++t) {
+    const double target = area * (a.scale[0] + u(4 * t) * (a.scale[1] - a.scale[0]));
+    const double ratio = std::exp(lr0 + u(4 * t + 1) * (lr1 - lr0));
     const int w = int(std::lround(std::sqrt(target * ratio))), h = int(std::lround(std::sqrt(target / ratio)));
     if (w > 0 && w <= W && h > 0 && h <= H) {
       SampleCrop c{0, 0, h, w, false};
-      c.top = std::min(H - h, int(u(18 + 4 * t) * double(H - h + 1)));
-      c.left = std::min(W - w, int(u(19 + 4 * t) * double(W - w + 1)));
+      c.top = std::min(H - h, int(u(4 * t + 2) * double(H - h + 1)));
+      c.left = std::min(W - w, int(u(4 * t + 3) * double(W - w + 1)));
       return c;
     }
   }
@@ -57,10 +60,17 @@ SampleCrop random_resized(const AugmentSpec& a, int H, int W, uint64_t key, int6
   return SampleCrop{(H - h) / 2, (W - w) / 2, h, w, false};
 }
 
+namespace {
+
+// Draws come from counters 16 to 55 of the sample's stream (choose's others use 1 to 3).
+SampleCrop random_resized(const AugmentSpec& a, int H, int W, uint64_t key, int64_t id) {
+  return random_resized_region(a, H, W, [&](int k) { return double(counter_uniform(key, uint64_t(id), 16 + k)); });
+}
+
 }  // namespace
 
-SampleCrop Augmenter::choose(uint64_t key, int64_t id) const {
-  const int H = int(stored.height), W = int(stored.width);
+SampleCrop Augmenter::choose(uint64_t key, int64_t id, ImageSize image) const {
+  const int H = image.height, W = image.width;
   if (!train) {
     if (spec.eval_resize == 0) return SampleCrop{(H - out_h) / 2, (W - out_w) / 2, out_h, out_w, false};
     // The short side to eval_resize, then the centred crop: that crop's footprint on the image.
@@ -72,9 +82,12 @@ SampleCrop Augmenter::choose(uint64_t key, int64_t id) const {
   if (spec.random_resized_crop) {
     c = random_resized(spec, H, W, key, id);
   } else {
+    // An image smaller than the window (only where sizes vary) sits centred in it.
     const int pad = spec.pad, room_h = H + 2 * pad - out_h, room_w = W + 2 * pad - out_w;
-    c.top = std::min(room_h, int(counter_uniform(key, uint64_t(id), 1) * float(room_h + 1))) - pad;
-    c.left = std::min(room_w, int(counter_uniform(key, uint64_t(id), 2) * float(room_w + 1))) - pad;
+    c.top = room_h < 0 ? (H - out_h) / 2
+                       : std::min(room_h, int(counter_uniform(key, uint64_t(id), 1) * float(room_h + 1))) - pad;
+    c.left = room_w < 0 ? (W - out_w) / 2
+                        : std::min(room_w, int(counter_uniform(key, uint64_t(id), 2) * float(room_w + 1))) - pad;
     c.height = out_h, c.width = out_w;
   }
   c.flip = spec.flip && counter_uniform(key, uint64_t(id), 3) < 0.5f;
@@ -88,8 +101,8 @@ int Augmenter::dct_scale(const SampleCrop& c) const {
   return 1;
 }
 
-PixelRect Augmenter::source_rect(const SampleCrop& c, int s) const {
-  const int H = int(stored.height), W = int(stored.width);
+PixelRect Augmenter::source_rect(const SampleCrop& c, int s, ImageSize image) const {
+  const int H = image.height, W = image.width;
   const int x0 = std::max(0, c.left), y0 = std::max(0, c.top);
   const int x1 = std::min(W, c.left + c.width), y1 = std::min(H, c.top + c.height);
   if (x1 <= x0 || y1 <= y0) return PixelRect{};
@@ -98,10 +111,10 @@ PixelRect Augmenter::source_rect(const SampleCrop& c, int s) const {
   return PixelRect{sx0, sy0, sx1 - sx0, sy1 - sy0};
 }
 
-void Augmenter::render(const PixelView& v, const SampleCrop& c, int s, uint8_t* out) const {
+void Augmenter::render(const PixelView& v, const SampleCrop& c, int s, ImageSize image, uint8_t* out) const {
   const int C = int(stored.channels);
   const size_t row = size_t(out_w) * size_t(C);
-  const PixelRect r = source_rect(c, s);
+  const PixelRect r = source_rect(c, s, image);
   auto at = [&](int y, int x) { return v.data + size_t(y - v.rect.y) * v.stride + size_t(x - v.rect.x) * size_t(C); };
   if (resizes(c)) {
     resize_to_square(PixelsIn{at(r.y, r.x), r.w, r.h, C, v.stride}, out_w, ResizePolicy::squash, out);

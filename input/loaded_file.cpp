@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "shared/atomic_file.h"
 #include "shared/crc32c.h"
 #include "shared/error.h"
 #include "shared/regular_file.h"
@@ -53,6 +54,15 @@ void check_listed(const std::string& path, const BatchHeader& h, const BatchFile
 
 }  // namespace
 
+namespace {}  // namespace
+
+void require_one_shape(const DatasetMeta& meta, const std::string& dir) {
+  if (meta.resize.varied)
+    fail_file(join_path(dir, kDatasetJson),
+              "holds whole images at their own sizes (batch-file format v2, datagen --resize short:S), which this "
+              "reader needs at one shape; train and the Python module read them through their crop");
+}
+
 uint8_t* ByteBuffer::reserve(size_t n) {
   if (n > capacity_) {
     p_.reset();  // the old bytes are not needed: free them before the new allocation
@@ -91,8 +101,8 @@ BatchView read_verified(const std::string& path, const BatchFileEntry& want, Byt
   read_range(a, e);
   const BatchHeader h = check_batch_header(path, p, size);
   check_listed(path, h, want);
-  const std::array<BatchSection, 4> sections = batch_sections(h);
-  uint32_t crcs[4] = {0, 0, 0, 0};
+  const std::array<BatchSection, 5> sections = batch_sections(h);
+  uint32_t crcs[5] = {0, 0, 0, 0, 0};
   for (;;) {
     for (size_t i = 0; i < sections.size(); ++i) {
       const size_t lo = std::max(a, size_t(sections[i].begin)), hi = std::min(e, size_t(sections[i].end));

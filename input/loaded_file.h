@@ -35,7 +35,12 @@ class LoadedFile {
 
   size_t count() const { return labels_.size(); }
   bool jpeg() const { return encoding_ == Encoding::jpeg; }
-  const uint8_t* pixels(size_t i) const { return view_.images() + i * sample_bytes_; }  // raw files: HWC
+  bool varied() const { return view_.varied(); }  // each sample its own size (format v2)
+  ImageShape shape(size_t i) const { return view_.sample_shape(i); }
+  // Raw files: sample i's HWC pixels.
+  const uint8_t* pixels(size_t i) const {
+    return view_.varied() ? view_.sample(i) : view_.images() + i * sample_bytes_;
+  }
   // JPEG files: sample i's bytes.
   const uint8_t* jpeg_data(size_t i) const { return view_.images() + view_.offset(i); }
   size_t jpeg_size(size_t i) const { return size_t(view_.offset(i + 1) - view_.offset(i)); }
@@ -50,6 +55,11 @@ class LoadedFile {
   std::vector<int64_t> ids_;
   size_t sample_bytes_ = 0;
 };
+
+// For readers that need every sample at one shape (whole files decoded into one array,
+// bench-loader's plain decode): a dataset of whole images at their own sizes (batch-file format
+// v2, datagen --resize short:S) is refused in one line naming dir's dataset.json.
+void require_one_shape(const DatasetMeta& meta, const std::string& dir);
 
 // Reads the batch file at `path` into `buf` and verifies it (verify_batch's checks), refusing a
 // file that is not a regular one or not `want` before reading past its header.

@@ -20,6 +20,7 @@
 namespace convoy {
 
 DecodedFile load_batch_file(const std::string& dir, const DatasetMeta& meta, size_t file) {
+  require_one_shape(meta, dir);
   const std::string path = join_path(dir, meta.files[file].name);
   const ImageShape& shape = meta.shape;
   LoadedFile f;
@@ -118,7 +119,14 @@ size_t Loader::memory_bound() const {
   for (const BatchFileEntry& f : meta_.files) largest = std::max(largest, f.bytes);
   const size_t out = size_t(opt_.local_batch) * (opt_.raw() ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes());
   return size_t(max_files_) * size_t(largest) + size_t(opt_.prefetch + 2) * out +
-         size_t(opt_.readers) * (meta_.shape.bytes() + sizeof(float) * aug_.out_bytes());
+         size_t(opt_.readers) * (stored_bytes() + sizeof(float) * aug_.out_bytes());
+}
+
+// Where sizes vary, a 2:1 image at the short side (or the long-side cap), a reader's decode of one.
+size_t Loader::stored_bytes() const {
+  if (!meta_.resize.varied) return meta_.shape.bytes();
+  const size_t s = meta_.resize.short_side, longest = meta_.resize.max_side ? meta_.resize.max_side : 2 * s;
+  return s * longest * meta_.shape.channels;
 }
 
 Loader::~Loader() { stop(); }
@@ -294,7 +302,7 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
   const size_t lo = first + size_t(part) * part_samples_;
   const size_t hi = std::min({stream_.size(), first + b, lo + size_t(part_samples_)});
   const size_t out_bytes = aug_.out_bytes();
-  const int W = int(meta_.shape.width), H = int(meta_.shape.height), C = int(meta_.shape.channels);
+  const int C = int(meta_.shape.channels);
   if (!opt_.raw()) scratch.resize(out_bytes);
   const uint64_t key = augment_epoch_key(opt_.share.seed, epoch_);
   for (size_t i = lo; i < hi; ++i) {
@@ -302,11 +310,14 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
     const SampleRef r = stream_[i];
     const LoadedFile& f = *files_[r.file].data;
     const int64_t id = f.id(r.index);
-    const SampleCrop c = aug_.choose(key, id);
+    const ImageShape shape = f.shape(r.index);
+    const int W = int(shape.width), H = int(shape.height);
+    const ImageSize image{H, W};
+    const SampleCrop c = aug_.choose(key, id, image);
     uint8_t* out = opt_.raw() ? hb.pixels.data() + j * out_bytes : scratch.data();
     if (f.jpeg()) {
       const int s = aug_.dct_scale(c);
-      const PixelRect need = aug_.source_rect(c, s);
+      const PixelRect need = aug_.source_rect(c, s, image);
       PixelView v;
       if (need.w > 0) try {
           v = decoder.decode(f.jpeg_data(r.index), f.jpeg_size(r.index), W, H, C, s, need);
@@ -314,9 +325,9 @@ void Loader::build_part(long long k, int part, HostBatch& hb) const {
           fail_file(join_path(opt_.dir, meta_.files[r.file].name),
                     "sample " + std::to_string(r.index) + ": " + e.what());
         }
-      aug_.render(v, c, s, out);
+      aug_.render(v, c, s, image, out);
     } else {
-      aug_.render(PixelView{f.pixels(r.index), size_t(W) * C, C, PixelRect{0, 0, W, H}}, c, 1, out);
+      aug_.render(PixelView{f.pixels(r.index), size_t(W) * C, C, PixelRect{0, 0, W, H}}, c, 1, image, out);
     }
     if (opt_.output == SampleOutput::mirrored && c.flip)
       aug_.mirror(out), hb.flips[j] = 0;

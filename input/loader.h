@@ -100,6 +100,7 @@ class Loader {
   // This rank's share of `epoch` (epoch_plan.h), following `plan_ranks` ranks' plan (0: its own).
   PlanOptions plan(int epoch, int plan_ranks = 0) const;
   int held_files(int plan_ranks) const;  // max_files_ for an epoch of that plan
+  size_t stored_bytes() const;           // one stored sample's bytes, for memory_bound
   void stop();
   void worker();
   // The reader's three kinds of work, each called and returning with mu_ held (released while it

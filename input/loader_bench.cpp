@@ -135,6 +135,7 @@ PlainDecodeRates plain_decode_rates(const std::string& dir, const DatasetMeta& m
 
 int run_loader_bench(const LoaderBenchOptions& o) {
   const DatasetMeta meta = read_dataset_meta(o.data);
+  require_one_shape(meta, o.data);
   const double sample_mb = double(meta.shape.bytes()) / 1e6;
   std::vector<bool> modes;
   if (o.mode == "raw" || o.mode == "both") modes.push_back(true);

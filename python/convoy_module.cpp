@@ -437,9 +437,11 @@ epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C 
           "stored_shape",
           [](const PyLoader& l) {
             const convoy::ImageShape& s = l.meta().shape;
+            if (l.meta().resize.varied) return py::make_tuple(py::none(), py::none(), s.channels);
             return py::make_tuple(s.height, s.width, s.channels);
           },
-          "(h, w, c) of the images in the batch files")
+          "(h, w, c) of the images in the batch files; (None, None, c) for whole images at their own sizes "
+          "(batch-file format v2)")
       .def_property_readonly(
           "num_samples", [](const PyLoader& l) { return l.meta().num_samples; }, "samples in the dataset (all ranks)")
       .def_property_readonly("batch_size", [](const PyLoader& l) { return l.options().local_batch; })

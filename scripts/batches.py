@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reads a convoy dataset folder (dataset.json + batch files, format v1) with numpy alone.
+"""Reads a convoy dataset folder (dataset.json + batch files, formats v1 and v2) with numpy alone.
 
 For users who load convoy's batch files into NumPy or PyTorch without compiled code:
 
@@ -12,6 +12,9 @@ For users who load convoy's batch files into NumPy or PyTorch without compiled c
 Checksums: the header's CRC32C is always checked; with verify=True (the default) every section's
 CRC32C is too, using the crc32c module when installed (Debian: python3-crc32c) and a table otherwise.
 JPEG-encoded datasets give each sample's encoded bytes (bf.jpeg(i)); decode them with PIL.
+Whole-image datasets (format v2, datagen --resize short:S) hold each sample at its own size:
+bf.dims is (n, 2) height, width; bf.image(i) gives raw sample i as (h, w, C) and arrays() refuses
+them (no one array holds images of several sizes).
 """
 import json
 import os
@@ -20,7 +23,7 @@ import sys
 
 import numpy as np
 
-HEADER = struct.Struct("<8sIIIIIIII6Q4I20sI")
+HEADER = struct.Struct("<8sIIIIIIII6Q4IQI8sI")
 assert HEADER.size == 128
 MAGIC = b"CVYBATCH"
 ALIGN = 64
@@ -77,29 +80,40 @@ class BatchFile:
         f = HEADER.unpack(raw)
         (magic, version, header_bytes, self.count, self.height, self.width, self.channels,
          encoding, self.batch_index, labels_off, ids_off, index_off, images_off, images_bytes,
-         file_bytes, labels_crc, ids_crc, index_crc, images_crc, _reserved, header_crc) = f
+         file_bytes, labels_crc, ids_crc, index_crc, images_crc, dims_off, dims_crc, reserved, header_crc) = f
         if magic != MAGIC:
             raise BatchFileError(f"{path}: not a convoy batch file (bad magic)")
         if crc32c(raw[:124]) != header_crc:
             raise BatchFileError(f"{path}: header checksum mismatch (file is corrupt)")
-        if version != 1:
-            raise BatchFileError(f"{path}: batch-file version {version} is not supported (this reader reads 1)")
+        if version not in (1, 2):
+            raise BatchFileError(f"{path}: batch-file version {version} is not supported (this reader reads 1 and 2)")
         if encoding not in (0, 1):
             raise BatchFileError(f"{path}: unknown encoding {encoding}")
+        v2 = version == 2
+        if any(reserved) or (not v2 and (dims_off or dims_crc)):
+            raise BatchFileError(f"{path}: non-zero reserved header bytes (file is corrupt or of a newer version)")
+        self.version = version
         self.encoding = "jpeg" if encoding == 1 else "raw"
         n = self.count
-        expect_images = _align(index_off + (n + 1) * 8) if encoding == 1 else index_off
+        expect_dims = _align(ids_off + 8 * n) if v2 else 0
+        expect_index = _align(dims_off + 8 * n) if v2 else _align(ids_off + 8 * n)
+        indexed = v2 or encoding == 1
+        expect_images = _align(index_off + (n + 1) * 8) if indexed else index_off
         if (header_bytes != 128 or labels_off != _align(128) or ids_off != _align(labels_off + 4 * n)
-                or index_off != _align(ids_off + 8 * n) or images_off != expect_images
-                or file_bytes != images_off + images_bytes):
+                or dims_off != expect_dims or index_off != expect_index or images_off != expect_images
+                or file_bytes != images_off + images_bytes
+                or (v2 and (self.height, self.width) != (0, 0))
+                or (not indexed and images_bytes != n * self.height * self.width * self.channels)):
             raise BatchFileError(f"{path}: inconsistent section layout in header")
         if size != file_bytes:
             raise BatchFileError(f"{path}: truncated: {size} bytes, header says {file_bytes}"
                                  if size < file_bytes else
                                  f"{path}: trailing bytes: {size} bytes, header says {file_bytes}")
+        ids_end = dims_off if v2 else index_off
         if verify:
             for name, begin, end, crc in (("labels", labels_off, ids_off, labels_crc),
-                                          ("ids", ids_off, index_off, ids_crc),
+                                          ("ids", ids_off, ids_end, ids_crc),
+                                          ("dims", ids_end, index_off if v2 else ids_end, dims_crc),
                                           ("index", index_off, images_off, index_crc),
                                           ("images", images_off, file_bytes, images_crc)):
                 if crc32c(self._map[begin:end]) != crc:
@@ -108,16 +122,41 @@ class BatchFile:
         self.labels = self._map[labels_off: labels_off + 4 * n].view("<i4")
         self.ids = self._map[ids_off: ids_off + 8 * n].view("<i8")
         self._images = self._map[images_off: file_bytes]
-        if self.encoding == "jpeg":
-            self.offsets = self._map[index_off: index_off + 8 * (n + 1)].view("<u8")
-        else:
-            self.offsets = None
+        self.offsets = self._map[index_off: index_off + 8 * (n + 1)].view("<u8") if indexed else None
+        self.dims = self._map[dims_off: dims_off + 8 * n].view("<u4").reshape(n, 2) if v2 else None
+        if indexed:
+            self._check_index(images_bytes)
+
+    def _check_index(self, images_bytes):
+        o = self.offsets.astype(np.int64)
+        if o[0] != 0 or o[-1] != images_bytes:
+            raise BatchFileError(f"{self.path}: offset index does not span the images section")
+        if np.any(np.diff(o) < 0):
+            raise BatchFileError(f"{self.path}: offset index is not increasing")
+        if self.dims is not None:
+            if np.any(self.dims == 0):
+                raise BatchFileError(f"{self.path}: a sample has a zero height or width")
+            want = self.dims[:, 0].astype(np.int64) * self.dims[:, 1] * self.channels
+            if self.encoding == "raw" and np.any(np.diff(o) != want):
+                i = int(np.argmax(np.diff(o) != want))
+                raise BatchFileError(f"{self.path}: sample {i}'s bytes do not match its size {tuple(self.dims[i])}")
+
+    def image(self, i):
+        """Raw sample i as uint8 (h, w, C): the file's shape (v1) or the sample's own (v2)."""
+        if self.encoding != "raw":
+            raise BatchFileError(f"{self.path}: JPEG-encoded; use jpeg(i) for each sample's bytes")
+        if self.dims is None:
+            return self.images[i]
+        h, w = (int(v) for v in self.dims[i])
+        return self._images[int(self.offsets[i]): int(self.offsets[i + 1])].reshape(h, w, self.channels)
 
     @property
     def images(self):
-        """uint8 array (n, H, W, C) for raw files; JPEG files have no fixed-size array."""
+        """uint8 array (n, H, W, C) for raw files of one shape; JPEG and v2 files have no such array."""
         if self.encoding != "raw":
             raise BatchFileError(f"{self.path}: JPEG-encoded; use jpeg(i) for each sample's bytes")
+        if self.dims is not None:
+            raise BatchFileError(f"{self.path}: images of varied sizes (format v2); use image(i) for each sample")
         return self._images.reshape(self.count, self.height, self.width, self.channels)
 
     def jpeg(self, i):
@@ -145,7 +184,9 @@ class Dataset:
         self.mean = np.array(self.meta["mean"], dtype=np.float64)
         self.std = np.array(self.meta["std"], dtype=np.float64)
         img = self.meta["image"]
-        self.shape = (img["height"], img["width"], img["channels"])
+        self.varied = self.meta.get("format_version") == 2
+        # Whole images at their own sizes: no height or width for the dataset (None).
+        self.shape = (None, None, img["channels"]) if self.varied else (img["height"], img["width"], img["channels"])
 
     def __len__(self):
         return self.meta["num_samples"]
@@ -159,6 +200,9 @@ class Dataset:
 
     def arrays(self):
         """(images uint8 (N, H, W, C), labels int32 (N,), ids int64 (N,)) in dataset order."""
+        if self.varied:
+            raise BatchFileError(f"{self.folder}: images of varied sizes (format v2) fill no one array; "
+                                 "use files() and each file's image(i)")
         parts = list(self.files())
         if not parts:
             h, w, c = self.shape

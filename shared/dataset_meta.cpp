@@ -18,11 +18,16 @@ json to_json(const DatasetMeta& m) {
     files.push_back({{"name", f.name}, {"count", f.count}, {"bytes", f.bytes}, {"crc32c", f.crc32c}});
   json j{
       {"format", "convoy-dataset"},
-      {"format_version", 1},
+      {"format_version", m.resize.varied ? 2 : 1},
       {"classes", m.classes},
       {"class_counts", m.class_counts},
       {"num_samples", m.num_samples},
-      {"image", {{"height", m.shape.height}, {"width", m.shape.width}, {"channels", m.shape.channels}}},
+      {"image", m.resize.varied
+                    ? json{{"resize", "short"},
+                           {"short", m.resize.short_side},
+                           {"max_side", m.resize.max_side},
+                           {"channels", m.shape.channels}}
+                    : json{{"height", m.shape.height}, {"width", m.shape.width}, {"channels", m.shape.channels}}},
       {"encoding", encoding_name(m.encoding)},
       {"per_file", m.per_file},
       {"mean", m.mean},
@@ -45,12 +50,21 @@ DatasetMeta dataset_from_json(const json& j, const std::string& where) {
   };
   try {
     if (field("format").get<std::string>() != "convoy-dataset") fail_file(where, "not a convoy dataset.json");
-    if (field("format_version").get<int>() != 1) fail_file(where, "unsupported format_version");
+    const int version = field("format_version").get<int>();
+    if (version != 1 && version != 2) fail_file(where, "unsupported format_version " + std::to_string(version));
+    m.resize.varied = version == 2;
     m.classes = field("classes").get<std::vector<std::string>>();
     m.class_counts = field("class_counts").get<std::vector<uint64_t>>();
     m.num_samples = field("num_samples").get<uint64_t>();
     const json& img = field("image");
-    m.shape = {img.at("height").get<uint32_t>(), img.at("width").get<uint32_t>(), img.at("channels").get<uint32_t>()};
+    if (m.resize.varied) {
+      if (img.at("resize").get<std::string>() != "short") fail_file(where, "image.resize must be \"short\"");
+      m.resize.short_side = img.at("short").get<uint32_t>();
+      m.resize.max_side = img.at("max_side").get<uint32_t>();
+      m.shape = {0, 0, img.at("channels").get<uint32_t>()};
+    } else {
+      m.shape = {img.at("height").get<uint32_t>(), img.at("width").get<uint32_t>(), img.at("channels").get<uint32_t>()};
+    }
     m.encoding = parse_encoding(field("encoding").get<std::string>());
     m.per_file = field("per_file").get<uint32_t>();
     m.mean = field("mean").get<std::vector<double>>();
@@ -66,7 +80,8 @@ DatasetMeta dataset_from_json(const json& j, const std::string& where) {
   } catch (const json::exception& e) {
     fail_file(where, std::string("malformed: ") + e.what());
   }
-  if (m.shape.bytes() == 0) fail_file(where, "image shape has a zero dimension");
+  if (m.resize.varied ? m.shape.channels == 0 || m.resize.short_side == 0 : m.shape.bytes() == 0)
+    fail_file(where, "image shape has a zero dimension");
   if (m.mean.size() != m.shape.channels || m.std.size() != m.shape.channels)
     fail_file(where, "mean/std must have one value per channel");
   if (!m.mean_image.empty() && (m.mean_image.find('/') != std::string::npos || m.mean_image[0] == '.'))

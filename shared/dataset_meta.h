@@ -19,11 +19,19 @@ struct BatchFileEntry {
   uint32_t crc32c = 0;  // the file's header CRC (it covers every section's CRC)
 };
 
+// How the stored images are sized: all of `shape` (batch-file format v1), or each its own, the
+// short side to short_side and the long side capped at max_side (0: no cap), aspect kept (v2).
+struct StoredSize {
+  bool varied = false;
+  uint32_t short_side = 0, max_side = 0;
+};
+
 struct DatasetMeta {
   std::vector<std::string> classes;
   std::vector<uint64_t> class_counts;
   uint64_t num_samples = 0;
-  ImageShape shape;
+  ImageShape shape;   // varied sizes: 0 x 0 x channels
+  StoredSize resize;  // varied: dataset.json's format_version 2
   Encoding encoding = Encoding::raw;
   uint32_t per_file = 0;          // samples per batch file (the last may hold fewer)
   std::vector<double> mean, std;  // per channel, in pixel units (0..255)

@@ -73,7 +73,7 @@ AxisPlan axis_plan(int src, int dst) {
 }  // namespace
 
 ResizeJob plan_resize_job(int width, int height, int channels, size_t row_stride, int size, ResizePolicy policy) {
-  if (policy == ResizePolicy::short_side) fail("--resize short gives variable sizes and cannot fill a raw batch file");
+  if (policy == ResizePolicy::short_side) fail("internal: --resize short has no square output (resize_whole)");
   if (size <= 0) fail("resize: the sample size must be positive, not " + std::to_string(size));
   if (width <= 0 || height <= 0) fail("resize: empty image");
   if (channels < 1 || channels > 4) fail("resize: " + std::to_string(channels) + " channels");
@@ -541,12 +541,14 @@ SeparableFn separable_for_cpu() {
 
 }  // namespace
 
-void resize_to_square(const PixelsIn& src, int size, ResizePolicy policy, uint8_t* dst) {
-  const ResizeJob j = plan_resize_job(src.width, src.height, src.channels, src.stride, size, policy);
+namespace {
+
+void run_job(const ResizeJob& j, const PixelsIn& src, uint8_t* dst) {
   const uint8_t* region = src.data + j.src_offset;
   if (j.method == ResizeMethod::copy) {
-    const size_t row = static_cast<size_t>(size) * j.channels;
-    for (int y = 0; y < size; ++y) std::memcpy(dst + y * row, region + static_cast<size_t>(y) * j.src_stride, row);
+    const size_t row = static_cast<size_t>(j.x.dst_len) * j.channels;
+    for (int y = 0; y < j.y.dst_len; ++y)
+      std::memcpy(dst + y * row, region + static_cast<size_t>(y) * j.src_stride, row);
     return;
   }
   thread_local Scratch s;
@@ -554,6 +556,35 @@ void resize_to_square(const PixelsIn& src, int size, ResizePolicy policy, uint8_
   const AxisTable& ty = s.tables.get(j.y);
   s.mid.assign(2 * (static_cast<size_t>(j.src_w) * j.channels + kMidPadding), 0);
   separable_for_cpu()(j, tx, ty, region, s.mid.data(), dst);
+}
+
+}  // namespace
+
+void resize_to_square(const PixelsIn& src, int size, ResizePolicy policy, uint8_t* dst) {
+  run_job(plan_resize_job(src.width, src.height, src.channels, src.stride, size, policy), src, dst);
+}
+
+void resize_whole(const PixelsIn& src, int out_w, int out_h, uint8_t* dst) {
+  if (out_w <= 0 || out_h <= 0) fail("resize: the output size must be positive");
+  // squash's job for a square of one side, then each axis given its own output length.
+  ResizeJob j = plan_resize_job(src.width, src.height, src.channels, src.stride, 1, ResizePolicy::squash);
+  j.x = axis_plan(j.src_w, out_w);
+  j.y = axis_plan(j.src_h, out_h);
+  j.method = j.src_w == out_w && j.src_h == out_h ? ResizeMethod::copy : ResizeMethod::separable;
+  run_job(j, src, dst);
+}
+
+SideSize short_side_size(int width, int height, int short_side, int max_side) {
+  if (width <= 0 || height <= 0 || short_side <= 0) fail("resize: empty image or side");
+  const bool wide = width >= height;
+  const uint64_t small = uint64_t(wide ? height : width), large = uint64_t(wide ? width : height);
+  uint64_t new_short = uint64_t(short_side), new_long = new_short * large / small;
+  if (max_side > 0 && new_long > uint64_t(max_side)) {
+    new_short = std::max<uint64_t>(1, uint64_t(max_side) * new_short / new_long);
+    new_long = uint64_t(max_side);
+  }
+  if (new_long > uint64_t(1) << 30) fail("resize: the long side would be " + std::to_string(new_long) + " pixels");
+  return wide ? SideSize{int(new_long), int(new_short)} : SideSize{int(new_short), int(new_long)};
 }
 
 const char* resize_instruction_set() {

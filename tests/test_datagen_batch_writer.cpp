@@ -183,3 +183,26 @@ TEST(BatchWriter, StopEndsTheRun) {
   EXPECT_THROW(waiter.get(), std::exception);
   EXPECT_THROW(w.finish(), std::exception);
 }
+
+// A batch of whole images at their own sizes (format v2) goes to disk as v2, dims and index with it.
+TEST(BatchWriter, WholeImageBatchIsWrittenAsVersion2) {
+  const std::string dir = scratch("whole"), ref = scratch("whole_ref");
+  Batch b;
+  b.version = kBatchVersion2;
+  b.shape = {0, 0, 3};
+  b.offsets = {0};
+  for (uint32_t i = 0; i < 3; ++i) {
+    b.labels.push_back(int32_t(i)), b.ids.push_back(int64_t(i));
+    b.dims.insert(b.dims.end(), {2 + i, 5 - i});
+    b.images.insert(b.images.end(), size_t(2 + i) * (5 - i) * 3, uint8_t(i));
+    b.offsets.push_back(b.images.size());
+  }
+  BatchWriter w(dir, 2, 1);
+  w.begin_file();
+  w.submit(7, b);
+  w.finish();
+  const std::string name = batch_file_name(7);
+  write_batch_file(join_path(ref, name), b);
+  EXPECT_EQ(read_whole_file(join_path(dir, name)), read_whole_file(join_path(ref, name)));
+  EXPECT_EQ(read_batch_file(join_path(dir, name)).dims, b.dims);
+}

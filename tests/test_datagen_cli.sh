@@ -26,8 +26,8 @@ ok=(--input "$work/t10k.tar" "${common[@]}" --size 28 --channels 1 --classes "$w
 in=(--input "$work/t10k.tar" "${common[@]}")
 refused "--channels: 2 not in {1,3}" "${in[@]}" --size 28 --channels 2
 refused "--size: Value 0 not in range" "${in[@]}" --size 0
-refused "--resize short" "${in[@]}" --size 28 --resize short
-refused "--resize: stretch not in" "${in[@]}" --size 28 --resize stretch
+refused "--gpu-resize makes square samples only" "${in[@]}" --size 28 --resize short --gpu-resize
+refused "--resize: must be crop, squash or short:S" "${in[@]}" --size 28 --resize stretch
 refused "--encoding: png not in" "${in[@]}" --size 28 --encoding png
 refused "--quality" "${in[@]}" --size 28 --encoding jpeg --quality 101
 refused "missing.tar: input cannot be read" --input "$work/missing.tar" "${common[@]}" --size 28

@@ -54,6 +54,14 @@ refused --timeline "${run[@]}" --timeline "$work/no/such/folder/t.json"
 refused --input "${run[@]}" --input "$work/t10k.tar"  # the same input twice
 refused --input "${run[@]}" --input "$work/./t10k.tar"
 refused --bogus "${run[@]}" --bogus
+refused --resize "${run[@]}" --resize short:0
+refused --resize "${run[@]}" --resize short:x
+refused --resize --input "$work/t10k.tar" --output "$work/out" --resize short  # no side: neither :S nor --size
+refused --size "${run[@]}" --resize short:16  # two different short sides
+refused --max-side "${run[@]}" --max-side 64  # without --resize short:S
+refused --max-side "${run[@]}" --resize short:8 --max-side 4  # below the short side
+refused --max-side "${run[@]}" --resize short:8 --max-side 0
+refused --gpu-resize "${run[@]}" --resize short:8 --gpu-resize  # the GPU makes squares only
 
 refused --count preview "$work/ds" --out "$work/p.png" --count 0
 refused --count preview "$work/ds" --out "$work/p.png" --count -3

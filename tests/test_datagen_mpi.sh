@@ -42,6 +42,19 @@ PY
   done
 done
 
+# Whole images (--resize short:S, batch-file format v2), raw and JPEG: ranks and threads give the
+# same bytes too.
+for enc in raw jpeg; do
+  v2=(--input "$work/t10k.tar" --size 20 --resize short --max-side 24 --channels 1 --classes "$work/classes.txt"
+      --per-file 2500 --seed 7 --encoding "$enc")
+  "$bin/datagen" "${v2[@]}" --output "$work/v2_ref_$enc" --threads 1 2> /dev/null
+  "${mpi[@]}" -np 3 "$bin/datagen" "${v2[@]}" --output "$work/v2_np3_$enc" --threads 2 2> /dev/null
+  for f in "$work/v2_ref_$enc"/batch_*.cvb; do
+    cmp "$f" "$work/v2_np3_$enc/$(basename "$f")" || { echo "v2 $enc np 3: $(basename "$f") differs"; exit 1; }
+  done
+  "$bin/datagen" verify "$work/v2_np3_$enc" > /dev/null || { echo "v2 $enc np 3 does not verify"; exit 1; }
+done
+
 # Fewer batch files than ranks: one line says how many ranks idle and which --per-file deals evenly.
 "${mpi[@]}" -np 3 "$bin/datagen" --input "$work/t10k.tar" --output "$work/few" --size 8 --channels 1 \
   --classes "$work/classes.txt" --per-file 5000 --threads 1 2> "$work/few.log"

@@ -324,8 +324,12 @@ TEST(DatagenRun, BadFlagsAreRefusedBeforeAnyWork) {
   refused(t, "--size");
   t = o, t.channels = 4;
   refused(t, "--channels");
-  t = o, t.resize = ResizePolicy::short_side;
-  refused(t, "--resize short");
+  t = o, t.resize = ResizePolicy::short_side, t.gpu_resize = true;
+  refused(t, "--gpu-resize");
+  t = o, t.max_side = 64;
+  refused(t, "--max-side applies to --resize short:S only");
+  t = o, t.resize = ResizePolicy::short_side, t.max_side = 8;
+  refused(t, "--max-side must be between the short side 16");
   t = o, t.encoding = Encoding::jpeg, t.quality = 0;
   refused(t, "--quality");
   t = o, t.inputs = {dir + "/missing.tar"};

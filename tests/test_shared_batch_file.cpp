@@ -1,5 +1,6 @@
-// Batch-file format v1: round trip (raw and JPEG layouts), every flipped byte and every truncation
-// refused with a message naming the file, and dataset.json validation.
+// Batch-file formats v1 and v2: round trip (raw and JPEG layouts; v2 with each sample's own size),
+// every flipped byte and every truncation refused with a message naming the file, and
+// dataset.json validation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,7 +57,30 @@ Batch random_jpeg_batch(size_t n, uint32_t seed) {
   return b;
 }
 
+// Format v2: each sample its own height and width (portrait, landscape, square), raw or JPEG.
+Batch random_whole_batch(size_t n, Encoding encoding, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batch b;
+  b.version = kBatchVersion2;
+  b.shape = {0, 0, 3};
+  b.encoding = encoding;
+  b.batch_index = seed;
+  b.offsets.push_back(0);
+  for (size_t i = 0; i < n; ++i) {
+    b.labels.push_back(static_cast<int32_t>(rng() % 10));
+    b.ids.push_back(static_cast<int64_t>(rng() % 100000));
+    const uint32_t h = 1 + rng() % 9, w = 1 + rng() % 9;
+    b.dims.insert(b.dims.end(), {h, w});
+    const size_t len = encoding == Encoding::raw ? size_t(h) * w * 3 : 1 + rng() % 50;
+    for (size_t k = 0; k < len; ++k) b.images.push_back(static_cast<uint8_t>(rng()));
+    b.offsets.push_back(b.images.size());
+  }
+  return b;
+}
+
 void expect_equal(const Batch& a, const Batch& b) {
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.dims, b.dims);
   EXPECT_EQ(a.shape, b.shape);
   EXPECT_EQ(a.encoding, b.encoding);
   EXPECT_EQ(a.batch_index, b.batch_index);
@@ -128,14 +152,16 @@ TEST(Crc32c, AppendJoinsPiecesChecksums) {
 // encode_batch makes of the same batch, raw and JPEG, with the images' CRC given or computed.
 TEST(BatchFile, SealedInPlaceIsTheEncodedBytes) {
   for (const Batch& b :
-       {random_raw_batch(37, {5, 7, 3}, 4), random_jpeg_batch(23, 5), random_raw_batch(0, {2, 2, 1}, 6)}) {
-    BatchHeader h = batch_layout(b.shape, b.encoding, b.batch_index, b.count(), b.images.size());
+       {random_raw_batch(37, {5, 7, 3}, 4), random_jpeg_batch(23, 5), random_raw_batch(0, {2, 2, 1}, 6),
+        random_whole_batch(11, Encoding::raw, 3), random_whole_batch(7, Encoding::jpeg, 4)}) {
+    BatchHeader h = batch_layout(b.shape, b.encoding, b.batch_index, b.count(), b.images.size(), b.version);
     for (bool given : {false, true}) {
       std::vector<uint8_t> file(h.file_bytes, 0xab);  // what the padding held before must not matter
       if (!b.images.empty()) std::memcpy(file.data() + h.images_offset, b.images.data(), b.images.size());
       const uint32_t crc = crc32c(b.images.data(), b.images.size());
-      seal_batch_in_place(file.data(), h, b.labels.data(), b.ids.data(),
-                          b.encoding == Encoding::jpeg ? b.offsets.data() : nullptr, given ? &crc : nullptr);
+      const bool indexed = b.encoding == Encoding::jpeg || b.version == kBatchVersion2;
+      seal_batch_in_place(file.data(), h, b.labels.data(), b.ids.data(), indexed ? b.offsets.data() : nullptr,
+                          given ? &crc : nullptr, b.version == kBatchVersion2 ? b.dims.data() : nullptr);
       EXPECT_EQ(file, encode_batch(b)) << b.count() << " samples, CRC given: " << given;
     }
   }
@@ -163,6 +189,46 @@ TEST(BatchFile, JpegLayoutRoundTrip) {
   expect_equal(b, read_batch_file(path));
 }
 
+TEST(BatchFile, WholeImagesRoundTripRawAndJpeg) {
+  const std::string dir = scratch("whole");
+  for (const Encoding e : {Encoding::raw, Encoding::jpeg}) {
+    const Batch b = random_whole_batch(13, e, 8);
+    const std::string path = join_path(dir, "batch_00002.cvb");
+    write_batch_file(path, b);
+    const Batch r = read_batch_file(path);
+    expect_equal(b, r);
+    const std::string bytes = read_whole_file(path);
+    const BatchView v = verify_batch(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    EXPECT_TRUE(v.varied());
+    for (size_t i = 0; i < b.count(); ++i) {
+      EXPECT_EQ(v.sample_shape(i), (ImageShape{b.dims[2 * i], b.dims[2 * i + 1], 3}));
+      EXPECT_EQ(v.sample_bytes(i), b.offsets[i + 1] - b.offsets[i]);
+      EXPECT_EQ(v.sample(i), v.images() + b.offsets[i]);
+    }
+    if (e == Encoding::raw) EXPECT_EQ(r.raw_image(5), r.images.data() + b.offsets[5]);
+  }
+}
+
+// The dims section is under its own CRC: a changed height is caught and named, and one whose CRCs
+// were made to agree still fails the raw sample's byte count.
+TEST(BatchFile, DamagedWholeImageDimsAreDetected) {
+  const Batch b = random_whole_batch(6, Encoding::raw, 9);
+  std::vector<uint8_t> bytes = encode_batch(b);
+  BatchHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  EXPECT_EQ(h.version, kBatchVersion2);
+  EXPECT_EQ(h.dims_offset % kBatchAlign, 0u);
+  bytes[h.dims_offset + 8] ^= 0x04;  // sample 1's height
+  EXPECT_EQ(error_of("w.cvb", bytes), "w.cvb: checksum mismatch in the dims section (file is corrupt)");
+  const uint64_t dims_end = h.index_offset;
+  h.dims_crc = crc32c(bytes.data() + h.dims_offset, dims_end - h.dims_offset);
+  h.header_crc = crc32c(&h, offsetof(BatchHeader, header_crc));
+  std::memcpy(bytes.data(), &h, sizeof h);
+  const std::string why = error_of("w.cvb", bytes);
+  EXPECT_EQ(why.rfind("w.cvb: sample 1's bytes do not match its ", 0), 0u) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos);
+}
+
 TEST(BatchFile, WrittenFileIsTheEncodedBytes) {
   // write_batch_file streams the sections from the batch's buffers; the file must be exactly
   // what encode_batch lays out, padding and CRCs included.
@@ -170,7 +236,8 @@ TEST(BatchFile, WrittenFileIsTheEncodedBytes) {
   Batch empty;
   empty.shape = {4, 4, 1};
   for (const Batch& b :
-       {random_raw_batch(17, {5, 7, 3}, 42), random_raw_batch(1, {1, 1, 1}, 3), random_jpeg_batch(9, 7), empty}) {
+       {random_raw_batch(17, {5, 7, 3}, 42), random_raw_batch(1, {1, 1, 1}, 3), random_jpeg_batch(9, 7), empty,
+        random_whole_batch(5, Encoding::raw, 2), random_whole_batch(0, Encoding::jpeg, 1)}) {
     const std::string path = join_path(dir, "b.cvb");
     write_batch_file(path, b);
     const std::vector<uint8_t> want = encode_batch(b);
@@ -197,7 +264,8 @@ TEST(BatchFile, SectionsAreAligned) {
 }
 
 TEST(BatchFile, EveryFlippedByteIsDetected) {
-  for (Batch b : {random_raw_batch(3, {3, 3, 3}, 5), random_jpeg_batch(4, 9)}) {
+  for (Batch b : {random_raw_batch(3, {3, 3, 3}, 5), random_jpeg_batch(4, 9), random_whole_batch(3, Encoding::raw, 6),
+                  random_whole_batch(3, Encoding::jpeg, 7)}) {
     const std::vector<uint8_t> good = encode_batch(b);
     ASSERT_EQ(error_of("f.cvb", good), "");
     for (size_t i = 0; i < good.size(); ++i) {
@@ -226,12 +294,14 @@ TEST(BatchFile, NonZeroReservedHeaderBytesAreRefused) {
 }
 
 TEST(BatchFile, EveryTruncationIsRefused) {
-  const std::vector<uint8_t> good = encode_batch(random_raw_batch(4, {4, 4, 3}, 3));
-  for (size_t len = 0; len < good.size(); ++len) {
-    std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(len));
-    std::string why = error_of("t.cvb", cut);
-    ASSERT_FALSE(why.empty()) << "truncation at " << len;
-    if (len >= sizeof(BatchHeader)) EXPECT_NE(why.find("truncated"), std::string::npos) << why;
+  for (const Batch& b : {random_raw_batch(4, {4, 4, 3}, 3), random_whole_batch(4, Encoding::raw, 3)}) {
+    const std::vector<uint8_t> good = encode_batch(b);
+    for (size_t len = 0; len < good.size(); ++len) {
+      std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(len));
+      std::string why = error_of("t.cvb", cut);
+      ASSERT_FALSE(why.empty()) << "truncation at " << len;
+      if (len >= sizeof(BatchHeader)) EXPECT_NE(why.find("truncated"), std::string::npos) << why;
+    }
   }
 }
 
@@ -303,4 +373,32 @@ TEST(DatasetMeta, RoundTripAndValidation) {
     EXPECT_NE(std::string(e.what()).find("d/dataset.json: missing field 'classes'"), std::string::npos);
   }
   EXPECT_THROW(read_dataset_meta(scratch("nometa")), Error);
+}
+
+TEST(DatasetMeta, WholeImagesRecordTheirResizeNotAShape) {
+  DatasetMeta m;
+  m.classes = {"a"};
+  m.class_counts = {1};
+  m.num_samples = 1;
+  m.shape = {0, 0, 3};
+  m.resize = {true, 256, 512};
+  m.per_file = 2;
+  m.mean = {1, 2, 3};
+  m.std = {4, 5, 6};
+  m.files = {{"batch_00000.cvb", 1, 100, 7}};
+  const auto j = to_json(m);
+  EXPECT_EQ(j["format_version"], 2);
+  EXPECT_EQ(j["image"], (nlohmann::json{{"resize", "short"}, {"short", 256}, {"max_side", 512}, {"channels", 3}}));
+  const DatasetMeta r = dataset_from_json(j, "x");
+  EXPECT_TRUE(r.resize.varied);
+  EXPECT_EQ(r.resize.short_side, 256u);
+  EXPECT_EQ(r.resize.max_side, 512u);
+  EXPECT_EQ(r.shape, (ImageShape{0, 0, 3}));
+  EXPECT_EQ(to_json(r), j);
+  auto bad = j;
+  bad["image"]["short"] = 0;
+  EXPECT_THROW(dataset_from_json(bad, "x"), Error);
+  bad = j;
+  bad["format_version"] = 3;
+  EXPECT_THROW(dataset_from_json(bad, "x"), Error);
 }

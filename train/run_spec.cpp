@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "input/augment.h"
 #include "shared/atomic_file.h"
 #include "shared/error.h"
 #include "train/evaluation.h"
@@ -236,6 +237,7 @@ nlohmann::json run_record(const RunSpec& s, int ranks) {
 }
 
 Dims input_dims(const ImageShape& shape, const AugmentSpec& a) {
+  require_crop_for(shape, a);
   return {int(shape.channels), a.crop ? a.crop : int(shape.height), a.crop ? a.crop : int(shape.width)};
 }
 

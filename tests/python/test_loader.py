@@ -303,3 +303,30 @@ def test_wrong_file_names_its_path(how, raw_data, copy_of, tmp_path):
                 pass
         msg = str(e.value)
         assert any(msg.startswith(v + ": ") for v in victims) and "dataset.json" in msg and "\n" not in msg, msg
+
+
+def test_whole_images_through_the_loader(tmp_path):
+    """A dataset of whole images at their own sizes (datagen --resize short:S, batch-file format v2):
+    the module yields crop x crop batches from each image, and refuses it without crop, naming it."""
+    fm = "/usr/share/datasets/fashion-mnist"
+    datagen = os.path.join(os.path.dirname(TRAIN), "datagen")
+    run_tool(datagen, "idx2tar", "--images", f"{fm}/t10k-images-idx3-ubyte.gz",
+             "--labels", f"{fm}/t10k-labels-idx1-ubyte.gz", "--out", tmp_path / "t.tar")
+    data = str(tmp_path / "whole")
+    run_tool(datagen, "--input", tmp_path / "t.tar", "--output", data, "--resize", "short:20", "--max-side", "24",
+             "--channels", "1", "--per-file", "2000", "--threads", "2")
+    ds = batches.Dataset(data)
+    assert ds.varied and ds.shape == (None, None, 1)
+    bf = next(ds.files())
+    assert bf.dims.tolist()[0] == [20, 20] and bf.image(0).shape == (20, 20, 1)
+    loader = convoy.Loader(data, 500, crop=16, random_resized_crop=True, flip=True, with_ids=True)
+    assert loader.stored_shape == (None, None, 1) and loader.image_shape == (16, 16, 1)
+    n = 0
+    for x, y, ids in loader:
+        assert x.shape == (500, 16, 16, 1)
+        n += len(ids)
+    assert n == 10000
+    evaluation = convoy.Loader(data, 1000, train=False, drop_last=False, crop=16, eval_resize=18)
+    assert sum(len(y) for _, y in evaluation) == 10000
+    with pytest.raises(convoy.Error, match="^crop: the dataset holds whole images"):
+        convoy.Loader(data, 4)
