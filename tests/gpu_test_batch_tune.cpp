@@ -14,13 +14,6 @@ using namespace convoy::test;
 
 namespace {
 
-std::string tmp_dir(const std::string& name) {
-  const char* env = std::getenv("TMPDIR");
-  const std::string dir = std::string(env ? env : "/tmp") + "/convoy_gpu_batch_tune/" + name;
-  make_dirs(dir);
-  return dir;
-}
-
 // A 3x3 convolution of 2,048 filters at 224 px: 103 M values an image for its output, about 0.8 GB
 // an image in fp32 with its gradient, so 256 images need over 200 GB (128: over 100 GB); and from
 // 32 images on, its output is more values than a cuDNN tensor holds (2^31 - 1), which ends the
@@ -86,7 +79,7 @@ int chosen_batch(const std::string& text) {
 }  // namespace
 
 TEST(GpuBatchTune, SweepEndsAtTheFirstSizeThatDoesNotFitAndNeverChoosesIt) {
-  const std::string dir = tmp_dir("oom");
+  const std::string dir = scratch_dir("convoy_gpu_batch_tune", "oom");
   ASSERT_NO_FATAL_FAILURE(prepare(dir));
   const std::string out = dir + "/tune.out";
   const Outcome o = train_run(dir, "tune",
@@ -113,7 +106,7 @@ TEST(GpuBatchTune, SweepEndsAtTheFirstSizeThatDoesNotFitAndNeverChoosesIt) {
 }
 
 TEST(GpuBatchTune, BatchAutoTrainsAtTheChoice) {
-  const std::string dir = tmp_dir("oom");
+  const std::string dir = scratch_dir("convoy_gpu_batch_tune", "oom");
   ASSERT_NO_FATAL_FAILURE(prepare(dir));
   const Outcome o = train_run(
       dir, "auto",

@@ -13,13 +13,6 @@ using namespace convoy::test;
 
 namespace {
 
-std::string tmp_dir(const std::string& name) {
-  const char* env = std::getenv("TMPDIR");
-  const std::string dir = std::string(env ? env : "/tmp") + "/convoy_gpu_faults/" + name;
-  make_dirs(dir);
-  return dir;
-}
-
 // One 3x3 convolution of 16,384 filters at the stored size: 822 M values an image for its output
 // alone, 3.3 GB in fp32; from 3 images on, more values than a cuDNN tensor holds (2^31 - 1).
 const char* kWideConv = R"(
@@ -82,7 +75,7 @@ void prepare_oom(const std::string& dir) {
 
 // Hundreds of GB at a batch of 64: refused naming the device, the memory needed and free.
 TEST(GpuFaults, BatchBeyondGpuMemoryIsRefusedBeforeTraining) {
-  const std::string dir = tmp_dir("oom");
+  const std::string dir = scratch_dir("convoy_gpu_faults", "oom");
   ASSERT_NO_FATAL_FAILURE(prepare_oom(dir));
   const std::string line = refused_line(dir, "deep_conv.toml");
   EXPECT_NE(line.find("cuda:"), std::string::npos) << line;
@@ -95,7 +88,7 @@ TEST(GpuFaults, BatchBeyondGpuMemoryIsRefusedBeforeTraining) {
 // cuDNN can describe. (cuDNN's own descriptor check counts in 32 bits: 64 x 16,384 x 224 x 224
 // wraps to 2^30 and passed it, leaving the memory check to refuse the run by luck.)
 TEST(GpuFaults, BatchBeyondCudnnTensorLimitIsRefusedBeforeTraining) {
-  const std::string dir = tmp_dir("oom");
+  const std::string dir = scratch_dir("convoy_gpu_faults", "oom");
   ASSERT_NO_FATAL_FAILURE(prepare_oom(dir));
   const std::string line = refused_line(dir, "wide_conv.toml");
   EXPECT_NE(line.find("2^31 - 1"), std::string::npos) << line;
@@ -104,14 +97,14 @@ TEST(GpuFaults, BatchBeyondCudnnTensorLimitIsRefusedBeforeTraining) {
 }
 
 TEST(GpuFaults, NonFiniteLossStopsOrIsSkippedFp32) {
-  const std::string dir = tmp_dir("nonfinite");
+  const std::string dir = scratch_dir("convoy_gpu_faults", "nonfinite");
   ASSERT_NO_FATAL_FAILURE(prepare_overflow(dir));
   EXPECT_GE(check_nonfinite(dir, "bn", "--device cuda --precision fp32", "gpu-bn-fp32"), 2);
   EXPECT_GE(check_nonfinite(dir, "fc", "--device cuda --precision fp32", "gpu-fc-fp32"), 2);
 }
 
 TEST(GpuFaults, NonFiniteLossStopsOrIsSkippedBf16) {
-  const std::string dir = tmp_dir("nonfinite");
+  const std::string dir = scratch_dir("convoy_gpu_faults", "nonfinite");
   ASSERT_NO_FATAL_FAILURE(prepare_overflow(dir));
   EXPECT_GE(check_nonfinite(dir, "bn", "--device cuda --precision bf16", "gpu-bn-bf16"), 2);
 }
@@ -119,7 +112,7 @@ TEST(GpuFaults, NonFiniteLossStopsOrIsSkippedBf16) {
 // The overflow is far beyond float's range by the step it happens (the loss grows by more than
 // 10^15 a step), so the backends' different summation orders do not move it.
 TEST(GpuFaults, NonFiniteStepIsTheCpuBackendsStep) {
-  const std::string dir = tmp_dir("nonfinite");
+  const std::string dir = scratch_dir("convoy_gpu_faults", "nonfinite");
   ASSERT_NO_FATAL_FAILURE(prepare_overflow(dir));
   const std::string common = "--config " + dir + "/fc.toml --data " + dir +
                              "/data --epochs 2 --batch 8 --threads 1 --seed 3 --log-every 0";

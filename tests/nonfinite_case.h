@@ -19,6 +19,15 @@
 
 namespace convoy::test {
 
+// A GPU test's scratch folder, $TMPDIR (or /tmp)/<suite>/<name>, made: away from the build tree,
+// which a GPU host does not have.
+inline std::string scratch_dir(const std::string& suite, const std::string& name) {
+  const char* env = std::getenv("TMPDIR");
+  const std::string dir = std::string(env ? env : "/tmp") + "/" + suite + "/" + name;
+  make_dirs(dir);
+  return dir;
+}
+
 // Three fc layers: NaN (inf - inf in the softmax) at step 4 on the CPU backend.
 inline const char* kOverflowFc = R"(
 [train]
