@@ -15,6 +15,7 @@ namespace convoy::test {
 struct PlanVectors {
   const std::vector<int>& relu_of;
   const std::vector<bool>& fused;
+  const std::vector<bool>& clipped;
   const std::vector<bool>& deferred;
   const std::vector<std::array<int, kMaxInputs>>& affine_in;
   const std::vector<std::array<bool, kMaxInputs>>& skip_grad;
@@ -43,6 +44,7 @@ inline std::string plan_text(const Net& net, const PlanVectors& p) {
     t += nodes[i].spec.name + ":";
     if (p.relu_of[i] >= 0) t += " relu_of=" + name(p.relu_of[i]);
     if (p.fused[i]) t += " fused";
+    if (p.clipped[i]) t += " clipped";
     if (p.deferred[i]) t += " deferred";
     if (affine.find_first_not_of("-,") != std::string::npos) t += " affine_in=" + affine;
     if (!bits(p.skip_grad[i]).empty()) t += " skip_grad=" + bits(p.skip_grad[i]);

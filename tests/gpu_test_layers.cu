@@ -489,17 +489,20 @@ TEST_F(Gpu, BatchMetricsCountAsTheTrainer) {
 }
 
 TEST_F(GpuBf16, ConvForwardBackward) {
-  for (ConvShape s : {ConvShape{4, 3, 28, 28, 32, 3, 3, 1, 1, 1}, ConvShape{2, 16, 15, 13, 8, 3, 3, 2, 1, 1},
-                      ConvShape{3, 8, 9, 9, 8, 1, 1, 1, 0, 1}, ConvShape{2, 8, 10, 10, 8, 3, 3, 1, 1, 4},
-                      ConvShape{2, 3, 32, 32, 16, 7, 7, 2, 3, 1}, ConvShape{4, 1, 28, 28, 32, 3, 3, 1, 1, 1},
-                      ConvShape{2, 64, 8, 8, 64, 3, 3, 1, 1, 1}, ConvShape{3, 1, 15, 13, 8, 3, 3, 2, 1, 1},
-                      ConvShape{2, 3, 33, 30, 16, 7, 7, 2, 3, 1}, ConvShape{2, 4, 12, 12, 8, 4, 4, 2, 0, 1},
-                      ConvShape{2, 16, 15, 13, 24, 1, 1, 2, 0, 1}, ConvShape{3, 64, 8, 8, 32, 1, 1, 2, 0, 1},
+  for (ConvShape s : {ConvShape{4, 3, 28, 28, 32, 3, 3, 1, 1, 1},   ConvShape{2, 16, 15, 13, 8, 3, 3, 2, 1, 1},
+                      ConvShape{3, 8, 9, 9, 8, 1, 1, 1, 0, 1},      ConvShape{2, 8, 10, 10, 8, 3, 3, 1, 1, 4},
+                      ConvShape{2, 3, 32, 32, 16, 7, 7, 2, 3, 1},   ConvShape{4, 1, 28, 28, 32, 3, 3, 1, 1, 1},
+                      ConvShape{2, 64, 8, 8, 64, 3, 3, 1, 1, 1},    ConvShape{3, 1, 15, 13, 8, 3, 3, 2, 1, 1},
+                      ConvShape{2, 3, 33, 30, 16, 7, 7, 2, 3, 1},   ConvShape{2, 4, 12, 12, 8, 4, 4, 2, 0, 1},
+                      ConvShape{2, 16, 15, 13, 24, 1, 1, 2, 0, 1},  ConvShape{3, 64, 8, 8, 32, 1, 1, 2, 0, 1},
                       ConvShape{2, 32, 14, 14, 32, 3, 3, 1, 1, 32}, ConvShape{2, 96, 15, 15, 96, 3, 3, 2, 1, 96},
-                      ConvShape{2, 8, 9, 9, 16, 3, 3, 1, 1, 8}, ConvShape{3, 32, 8, 8, 16, 1, 1, 1, 0, 2}}) {
-    // (Then 1x1 of stride 2, whose forward pass packs the pixels it reads, odd sizes first; last,
+                      ConvShape{2, 8, 9, 9, 16, 3, 3, 1, 1, 8},     ConvShape{3, 32, 8, 8, 16, 1, 1, 1, 0, 2},
+                      ConvShape{2, 16, 11, 11, 16, 5, 5, 2, 2, 16}, ConvShape{2, 960, 7, 7, 960, 3, 3, 1, 1, 960},
+                      ConvShape{4, 24, 40, 40, 24, 3, 3, 1, 0, 24}, ConvShape{3, 40, 13, 9, 40, 5, 5, 1, 2, 40}}) {
+    // (Then 1x1 of stride 2, whose forward pass packs the pixels it reads, odd sizes first;
     // depthwise as MobileNetV2's at stride 1 and 2 and with two filters per channel, and a grouped
-    // 1x1, which takes cuDNN's kernels, not the product through cuBLAS.)
+    // 1x1, which takes cuDNN's kernels, not the product through cuBLAS; last, depthwise 5x5, 960
+    // channels (two lanes a block in the filter gradient's sums), unpadded over 200 blocks of sums.)
     const int c = s.c_in / s.groups, rs = s.kh * s.kw, hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
     auto x = round_bf16(randn(s.in_count(), 1)), dy = round_bf16(randn(s.out_count(), 4));
     auto w = randn(s.weight_count(), 2, 0.2f), b = randn(s.c_out, 3);
@@ -510,6 +513,8 @@ TEST_F(GpuBf16, ConvForwardBackward) {
 
     // The weight copy, as GpuNet keeps it: refreshed from the fp32 weights on the device.
     gpu::ConvPlan plan(ctx, s);
+    const bool depthwise = s.groups == s.c_in && s.c_out == s.c_in && s.c_in % 8 == 0 && (s.kh == 3 || s.kh == 5);
+    EXPECT_EQ(plan.depthwise_, depthwise) << "own depthwise kernels for c_in " << s.c_in << " groups " << s.groups;
     auto gw32 = up(w);
     std::vector<gpu::WeightSegment> seg;
     if (c > 1 && rs > 1) seg.push_back({0, w.size(), c, rs, 0, c});
@@ -530,6 +535,11 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     EXPECT_LT(rel_l2(to_nchw(down_bf16(ctx, gdx), s.n, s.c_in, hw_in), dx), kBf16);
     EXPECT_LT(rel_l2(down(ctx, gdw), dw), kBf16);
     EXPECT_LT(rel_l2(down(ctx, gdb), db), 1e-4);
+    if (depthwise) {  // the filter gradient's sums run in a fixed order
+      const auto first = down(ctx, gdw);
+      gpu::conv_backward(ctx, plan, gx.get(), gw.get(), gdy.get(), gdx.get(), gdw.get(), gdb.get(), gscratch.get());
+      EXPECT_EQ(down(ctx, gdw), first) << "depthwise filter gradient repeats bit for bit";
+    }
     // dx_add: the input gradient added to what dx holds (a second consumer's part), rounded once.
     {
       const auto held = round_bf16(randn(dx.size(), 5));

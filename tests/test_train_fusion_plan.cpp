@@ -46,8 +46,8 @@ std::map<std::string, std::string> pinned() {
 
 std::string plan_of(const Net& net, bool bf16) {
   const FusionPlan p = plan_fusions(net.nodes(), bf16);
-  return test::plan_text(net, {p.relu_of, p.fused, p.deferred, p.affine_in, p.skip_grad, p.grad_from, p.sums_taken,
-                               p.adds, p.split, p.split_reader, size_t(32) * p.part_values * 2});
+  return test::plan_text(net, {p.relu_of, p.fused, p.clipped, p.deferred, p.affine_in, p.skip_grad, p.grad_from,
+                               p.sums_taken, p.adds, p.split, p.split_reader, size_t(32) * p.part_values * 2});
 }
 
 // The first line where two plans differ, or "".
@@ -161,6 +161,56 @@ TEST(FusionPlan, ResNet18MeetsEachRule) {
   EXPECT_EQ(adds, int(blocks.size()));
   for (const std::string& k : blocks) EXPECT_TRUE(f.adds[at[k + ".conv1"]][0]) << k;
   EXPECT_EQ(f.part_values, 0u);
+}
+
+// A ReLU6 after batch norm runs in the batch norm's pass where its channels fill 16-byte packs of
+// bf16 (the clip's bits are kept), never with 4 channels; and, unlike a ReLU, it is never left
+// deferred to a max pooling, which would apply max(0, .) alone.
+TEST(FusionPlan, Relu6RunsInBatchNormOverWholePacksAndIsNeverDeferred) {
+  for (const char* act : {"relu", "relu6"})
+    for (int filters : {8, 4}) {
+      const std::string toml = std::string(R"([net]
+name = "bn_act_pool"
+input = [3, 8, 8]
+[[layer]]
+name = "conv"
+type = "conv"
+filters = )") + std::to_string(filters) +
+                               R"(
+kernel = 3
+pad = 1
+[[layer]]
+name = "bn"
+type = "batch_norm"
+[[layer]]
+name = "act"
+type = ")" + act + R"("
+[[layer]]
+name = "pool"
+type = "max_pool"
+kernel = 2
+[[layer]]
+name = "flat"
+type = "flatten"
+[[layer]]
+name = "fc"
+type = "fc"
+units = 3
+[[layer]]
+name = "loss"
+type = "softmax_xent"
+)";
+      const Net net(parse_net_config(toml, "bn_act_pool"), Dims{3, 8, 8}, 3);
+      const FusionPlan p = plan_fusions(net.nodes(), true);
+      const bool relu6 = std::string(act) == "relu6", fused = !relu6 || filters == 8;
+      SCOPED_TRACE(std::string(act) + " over " + std::to_string(filters) + " channels");
+      EXPECT_EQ(p.relu_of[1], fused ? 2 : -1);
+      EXPECT_EQ(p.fused[2], fused);
+      EXPECT_EQ(p.clipped[2], relu6 && fused);
+      const bool deferred = !relu6 && filters == 8;  // a ReLU's, as the pooling takes it over whole packs
+      EXPECT_EQ(p.deferred[1], deferred);
+      EXPECT_EQ(p.affine_in[3][0], deferred ? 1 : -1);
+    }
 }
 
 }  // namespace

@@ -29,17 +29,22 @@ void order_gradient_sums(const Nodes& nodes, FusionPlan& p) {
 }
 
 // bf16: an op that can (batch norm, residual add) runs the ReLU that is its only consumer in the
-// same pass; the ReLU node then does nothing.
+// same pass; the ReLU node then does nothing. Likewise a ReLU6, run by batch norm where the
+// output's channels fill 16-byte packs of bf16 (8), so that the clip's bits are kept.
 void fuse_relus(const Nodes& nodes, bool bf16, FusionPlan& p) {
   p.relu_of.assign(nodes.size(), -1);
   p.fused.assign(nodes.size(), false);
+  p.clipped.assign(nodes.size(), false);
   if (!bf16) return;
   for (size_t j = 0; j < nodes.size(); ++j) {
     const int i = nodes[j].in[0];
-    if (!nodes[j].op().is_relu() || i < 0 || nodes[i].consumers != 1) continue;
-    if (!fusion(nodes[i]).relu_bf16) continue;
+    const bool relu6 = nodes[j].op().is_relu6();
+    if (!(nodes[j].op().is_relu() || relu6) || i < 0 || nodes[i].consumers != 1) continue;
+    const OpFusion f = fusion(nodes[i]);
+    if (relu6 ? !f.relu6_bf16 || nodes[i].out.c % 8 != 0 : !f.relu_bf16) continue;
     p.relu_of[i] = int(j);
     p.fused[j] = true;
+    p.clipped[j] = relu6;
   }
 }
 
@@ -80,7 +85,7 @@ void defer_affines(const Nodes& nodes, bool bf16, FusionPlan& p) {
     const OpFusion f = fusion(nodes[j]);
     for (size_t k = 0; k < nodes[j].in.size(); ++k) {
       const int i = nodes[j].in[k];
-      if (i < 0 || nodes[i].consumers != 1) continue;
+      if (i < 0 || nodes[i].consumers != 1 || p.clipped[i]) continue;
       // The node that would leave its output: i itself, or the batch norm whose fused ReLU i is.
       const int m = p.fused[i] ? nodes[i].in[0] : i;
       const bool takes = p.fused[i] ? f.takes_channel_affine_relu : p.relu_of[i] < 0 && f.takes_channel_affine;

@@ -22,6 +22,9 @@ struct FusionPlan {
   // marks a ReLU run by its input.
   std::vector<int> relu_of;
   std::vector<bool> fused;
+  // bf16 nets: a fused ReLU that is a ReLU6 (OpFusion::relu6_bf16): its input clips at 6 as well,
+  // and is never deferred (the consumers that take a deferred ReLU apply max(0, .) only).
+  std::vector<bool> clipped;
   // bf16 nets: per node and input, whether its gradient part goes to a shared part buffer instead
   // of being added to the input's dy, for a ReLU run by an op that sums the two parts as it reads
   // them (OpFusion::sums_relu_gradient_parts); split_reader[j] marks that op. The buffer is shared:

@@ -217,6 +217,7 @@ GpuLayer GpuNet::layer(int i) {
   l.db = nd.b_count ? grads_.get() + nd.b_off : nullptr;
   l.state = state_.get() + nd.s_off;
   l.relu = plan_.relu_of[i] >= 0 ? &buf_[plan_.relu_of[i]] : nullptr;
+  l.relu6 = plan_.relu_of[i] >= 0 && plan_.clipped[plan_.relu_of[i]];
   l.relu_bits = buf_[i].relu_bits.get();
   l.relu_dy2 = plan_.split_reader[i] ? part_.get() : nullptr;
   l.dw16 = dw16_.get();

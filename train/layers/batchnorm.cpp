@@ -91,11 +91,12 @@ std::shared_ptr<const OpParams> BatchNormOp::parse(const LayerKeys& k) const {
   return p;
 }
 
-// bf16: it runs an only consumer's ReLU in its own pass, and can leave its output as per-channel
-// scale and shift to a consumer that takes it so.
+// bf16: it runs an only consumer's ReLU or ReLU6 in its own pass, and can leave its output as
+// per-channel scale and shift to a consumer that takes it so.
 OpFusion BatchNormOp::fusion(const Node&) const {
   OpFusion f;
   f.relu_bf16 = true;
+  f.relu6_bf16 = true;
   f.defers_channel_affine = true;
   return f;
 }

@@ -1,6 +1,7 @@
 // CUDA twin of batchnorm.cpp through cuDNN's spatial batch norm, which keeps the same saved
 // statistics (mean, 1/sqrt(var + eps)) and the same unbiased running-variance update. Then the
 // batch_norm op's passes, bf16 ones (batchnorm_nhwc.cu) with the ReLU after it where it runs that.
+#include <cmath>
 #include <type_traits>
 
 #include "train/cuda/gpu_context.h"
@@ -90,8 +91,9 @@ void bn_fwd(const GpuLayer& l) {
     else
       gpu::bn_scale_shift_eval(l.ctx, s, l.w32, l.b, run, run + s.c, scale_shift);
     if (l.defer) return;  // the consumer applies scale_shift as it reads x
+    if (l.relu6 && !l.relu_bits) fail("batch norm: a fused ReLU6 needs its clip's bits");
     gpu::bn_apply(l.ctx, s, l.xs<T>(), scale_shift, l.relu ? as<T>(l.relu->y) : as<T>(l.buf.y), l.relu != nullptr,
-                  l.relu ? l.relu_bits : nullptr);
+                  l.relu ? l.relu_bits : nullptr, l.relu6 ? 6.f : INFINITY);
   } else if (l.batch.train) {
     gpu::bn_forward_train(l.ctx, s, l.xs<T>(), l.w32, l.b, as<T>(l.buf.y), aux, aux + s.c, run, run + s.c);
   } else {

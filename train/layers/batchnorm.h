@@ -2,6 +2,7 @@
 // training and running statistics in evaluation: the CPU reference over NCHW (batchnorm.cpp) and
 // its CUDA twins, fp32 NCHW through cuDNN (batchnorm.cu) and bf16 NHWC with own kernels (batchnorm_nhwc.cu).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -91,8 +92,9 @@ void bn_scale_shift_train(Context& ctx, const BnShape& s, const bf16* x, const f
                           float2* scale_shift);
 void bn_scale_shift_eval(Context& ctx, const BnShape& s, const float* gamma, const float* beta,
                          const float* running_mean, const float* running_var, float2* scale_shift);
+// With relu, y = min(max(0, .), relu_max) (6 for a fused ReLU6), and relu_bits mark 0 < y < relu_max.
 void bn_apply(Context& ctx, const BnShape& s, const bf16* x, const float2* scale_shift, bf16* y, bool relu,
-              uint8_t* relu_bits = nullptr);
+              uint8_t* relu_bits = nullptr, float relu_max = INFINITY);
 
 }  // namespace convoy::gpu
 #endif

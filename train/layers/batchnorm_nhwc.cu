@@ -119,11 +119,11 @@ struct FinishGrad {
   }
 };
 
-// V channels per access (channels.cuh's with_pack); with `relu`, max(0, y), and its signs in bits
-// where given.
+// V channels per access (channels.cuh's with_pack); with `relu`, min(max(0, y), relu_max), and in
+// bits where given which outputs lie strictly between (where the gradient passes).
 template <int V, bool Relu>
 __global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const float2* __restrict__ scale_shift,
-                          bf16* __restrict__ y, uint8_t* __restrict__ bits) {
+                          bf16* __restrict__ y, uint8_t* __restrict__ bits, float relu_max) {
   using P = Pack<bf16, V>;
   float2 ab[V];
   channels::for_each_in_channel_pack(
@@ -138,10 +138,18 @@ __global__ void normalise(size_t packs, int c, const bf16* __restrict__ x, const
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const float v = apply_affine(load(in.v[j]), ab[j]);
-          out.v[j] = store<bf16>(Relu ? fmaxf(v, 0.f) : v);
+          out.v[j] = store<bf16>(Relu ? fminf(fmaxf(v, 0.f), relu_max) : v);
         }
         reinterpret_cast<P*>(y)[k] = out;
-        if (Relu && bits) bits[k] = uint8_t(positive_bits(out));
+        if (Relu && bits) {
+          unsigned b = 0;
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float o = load(out.v[j]);
+            b |= (o > 0.f && o < relu_max ? 1u : 0u) << j;
+          }
+          bits[k] = uint8_t(b);
+        }
       });
 }
 
@@ -181,7 +189,7 @@ __global__ void input_grad(size_t packs, int c, const bf16* __restrict__ x, cons
 }
 
 void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float2* scale_shift, bf16* y, bool relu,
-                   uint8_t* bits) {
+                   uint8_t* bits, float relu_max) {
   channels::with_pack<bf16>(
       c,
       [&](auto v) {
@@ -189,10 +197,10 @@ void normalise_all(Context& ctx, size_t total, int c, const bf16* x, const float
         if (bits && V == 1) fail("batch norm: a ReLU's signs as bits need whole 16-byte packs of channels");
         if (relu)
           normalise<V, true><<<channels::grid_for_rows<normalise<V, true>>(total / V, c / V), 256, 0, ctx.stream()>>>(
-              total / V, c, x, scale_shift, y, bits);
+              total / V, c, x, scale_shift, y, bits, relu_max);
         else
           normalise<V, false><<<channels::grid_for_rows<normalise<V, false>>(total / V, c / V), 256, 0, ctx.stream()>>>(
-              total / V, c, x, scale_shift, y, nullptr);
+              total / V, c, x, scale_shift, y, nullptr, relu_max);
       },
       x, y);
   CONVOY_CUDA_CHECK_LAUNCH();
@@ -232,8 +240,8 @@ void bn_scale_shift_eval(Context& ctx, const BnShape& s, const float* gamma, con
 }
 
 void bn_apply(Context& ctx, const BnShape& s, const bf16* x, const float2* scale_shift, bf16* y, bool relu,
-              uint8_t* relu_bits) {
-  normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y, relu, relu_bits);
+              uint8_t* relu_bits, float relu_max) {
+  normalise_all(ctx, size_t(s.n) * s.hw * s.c, s.c, x, scale_shift, y, relu, relu_bits, relu_max);
 }
 
 void bn_forward_train(Context& ctx, const BnShape& s, const bf16* x, const float* gamma, const float* beta, bf16* y,

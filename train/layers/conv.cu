@@ -15,6 +15,7 @@
 #include "train/cuda/input_layout.h"
 #include "train/cuda/weight_copy.cuh"
 #include "train/layers/conv.h"
+#include "train/layers/depthwise_conv.h"
 #include "train/layers/gpu_layer.h"
 
 namespace convoy::gpu {
@@ -59,12 +60,15 @@ void gemm(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n
 // The first deterministic algorithm within the workspace, from cuDNN's heuristic ranking or from
 // timing each candidate (with `any`, the fastest timed one, deterministic or not). Heuristics
 // sometimes rank no deterministic algorithm for a shape; timing reports every one, so it is the
-// fallback.
-template <typename Perf, typename Heuristic, typename Measure>
-Perf choose(AlgoSearch search, Heuristic heuristic, Measure timed, int total, size_t workspace, const ConvShape& s,
-            const char* what) {
+// fallback. An algorithm's size is the larger of its ranking's and `size(algo)`'s: cuDNN 9 ranks
+// some algorithms twice for grouped bf16 shapes, once with 0 bytes, and at run time asks for what
+// its size query says (1.7 GiB for a depthwise backward-filter pass of MobileNetV2 at batch 256).
+template <typename Perf, typename Heuristic, typename Measure, typename Size>
+Perf choose(AlgoSearch search, Heuristic heuristic, Measure timed, Size size, int total, size_t workspace,
+            const ConvShape& s, const char* what) {
   std::vector<Perf> found(total);
   const bool any = search == AlgoSearch::fastest;
+  const auto fits = [&](const Perf& f) { return std::max(f.memory, size(f.algo)) <= workspace; };
   for (int pass = search == AlgoSearch::heuristic ? 0 : 1; pass < 2; ++pass) {
     int got = 0;
     if (pass == 0)
@@ -73,13 +77,13 @@ Perf choose(AlgoSearch search, Heuristic heuristic, Measure timed, int total, si
       timed(total, &got, found.data());
     for (int i = 0; i < got; ++i)
       if (found[i].status == CUDNN_STATUS_SUCCESS && (any || found[i].determinism == CUDNN_DETERMINISTIC) &&
-          found[i].memory <= workspace)
+          fits(found[i]))
         return found[i];
     if (pass == 1) {
       // No deterministic algorithm at all (cuDNN 9 has none for some wide-kernel, few-channel
       // shapes): the fastest other one, said once, since the run is then not repeatable bit for bit.
       for (int i = 0; i < got; ++i)
-        if (found[i].status == CUDNN_STATUS_SUCCESS && found[i].memory <= workspace) {
+        if (found[i].status == CUDNN_STATUS_SUCCESS && fits(found[i])) {
           log_warn(
               "cuDNN has no deterministic %s algorithm for a %dx%d convolution of %dx%dx%d to %d channels; "
               "using a non-deterministic one (runs will differ in the last bits)",
@@ -147,6 +151,11 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
     gemm_ = sub_bytes_ > 0;  // else cuDNN's strided kernels: the packed pixels would not fit the workspace
   }
   if (gemm_ && s.stride == 1) return;
+  if (bf16_ && fold == InputFold::none) {
+    const DepthwisePlan dp = plan_depthwise(s, ctx.workspace_bytes());
+    depthwise_ = dp.on, depthwise_blocks_ = dp.filter_blocks;
+    if (depthwise_) return;
+  }
   const AlgoSearch search = ctx.algo_search();
   cudnnHandle_t hd = ctx.cudnn();
   const size_t ws = ctx.workspace_bytes();
@@ -158,6 +167,11 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
                },
                [&](int n, int* got, auto* out) {
                  CONVOY_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(hd, x_, w_, conv_, y_, n, got, out));
+               },
+               [&](cudnnConvolutionFwdAlgo_t a) {
+                 size_t b = 0;
+                 CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(hd, x_, w_, conv_, y_, a, &b));
+                 return b;
                },
                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, ws, s, "forward")
                .algo;
@@ -171,6 +185,11 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
                     [&](int n, int* got, auto* out) {
                       CONVOY_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(hd, w_, y_, conv_, x_, n, got, out));
                     },
+                    [&](cudnnConvolutionBwdDataAlgo_t a) {
+                      size_t b = 0;
+                      CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(hd, w_, y_, conv_, x_, a, &b));
+                      return b;
+                    },
                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, ws, s, "backward-data")
                     .algo;
   bwd_filter_ = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
@@ -182,6 +201,11 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
                     [&](int n, int* got, auto* out) {
                       CONVOY_CUDNN_CHECK(
                           cudnnFindConvolutionBackwardFilterAlgorithm(hd, x_, y_, conv_, w_, n, got, out));
+                    },
+                    [&](cudnnConvolutionBwdFilterAlgo_t a) {
+                      size_t b = 0;
+                      CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(hd, x_, y_, conv_, w_, a, &b));
+                      return b;
                     },
                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, ws, s, "backward-filter")
                     .algo;
@@ -252,6 +276,8 @@ void conv_forward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w,
     // y [pixels, c_out] = x [pixels, c_in] w^T, row-major: column-major y^T = w^T(as stored) x^T.
     gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, s.c_out, pixels_out(s), s.c_in, w, s.c_in, xs, s.c_in, y, CUDA_R_16BF, s.c_out,
          0.f);
+  } else if (p.depthwise_) {
+    depthwise_forward(ctx, s, x, w, y);
   } else {
     CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, p.x_, x, p.w_, w, p.conv_, p.fwd_, ctx.workspace(),
                                                ctx.workspace_bytes(), &zero, p.y_, y));
@@ -274,6 +300,11 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
     if (dx)
       gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, s.c_in, pixels_out(s), s.c_out, w, s.c_in, dy, s.c_out, dx, CUDA_R_16BF,
            s.c_in, dx_add ? 1.f : 0.f);
+    return;
+  }
+  if (p.depthwise_) {
+    depthwise_backward_filter(ctx, s, DepthwisePlan{true, p.depthwise_blocks_}, x, dy, dw);
+    if (dx) depthwise_backward_data(ctx, s, dy, w, dx, dx_add);
     return;
   }
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, p.x_, x, p.y_, dy, p.conv_, p.bwd_filter_,

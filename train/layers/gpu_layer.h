@@ -99,6 +99,7 @@ struct GpuLayer {
   float *dw = nullptr, *db = nullptr;        // their gradients (db null without a bias)
   float* state = nullptr;                    // running statistics
   NodeBuffers* relu = nullptr;               // bf16: the ReLU node this one runs itself (null: none)
+  bool relu6 = false;                        // ...a ReLU6 (min(max(x, 0), 6)): the bits mark 0 < y < 6
   uint8_t* relu_bits = nullptr;              // ...whose output's signs it writes there, a byte per 16-byte pack,
                                              // for its backward pass to read instead of the output (null: none)
   const void* relu_dy2 = nullptr;            // ...and the second part of its gradient (GpuNet::split_; null: none)

@@ -104,6 +104,9 @@ constexpr int kBf16ChannelPack = 8;
 struct OpFusion {
   bool relu = false;       // CPU: applies an only consumer's ReLU itself (a convolution)
   bool relu_bf16 = false;  // GPU, bf16 nets: likewise (batch norm, the residual add)
+  // GPU, bf16 nets: also an only consumer's ReLU6 (batch norm), where the output's channels fill
+  // 16-byte packs: the backward pass then reads the clip from the kept bits, never from the output.
+  bool relu6_bf16 = false;
   // GPU, bf16 nets: whether it can leave its output as x * scale + shift per channel
   // (gpu::ChannelAffine) for an only consumer that takes inputs so (batch norm), and whether it
   // takes them (the residual add): the output is then never written nor read back. A node that
@@ -147,6 +150,7 @@ class Op {
   virtual int max_arity() const { return arity(); }  // the most inputs it takes, at most kMaxInputs
   virtual bool is_loss() const { return false; }     // the last layer: probabilities and per-sample losses
   virtual bool is_relu() const { return false; }
+  virtual bool is_relu6() const { return false; }  // min(max(x, 0), 6)
   // A normalisation (batch norm) whose weights are a per-channel scale: the recipe's
   // weight_decay_norm and zero_init_residual concern these.
   virtual bool is_norm() const { return false; }

@@ -1,7 +1,7 @@
 // The relu6 op (`type = "relu6"`, PyTorch's ReLU6, MobileNetV2's activation): y = min(max(x, 0), 6),
 // the CPU reference (relu6.cpp) and its CUDA twin for fp32 or bf16 elements (relu6.cu). It is an op
 // of its own, not a relu option, so that the passes that run a ReLU inside the layer before it
-// (Op::fuses_relu, fuses_relu_bf16) never take it for one.
+// take it only where they say they clip (OpFusion::relu6_bf16: batch norm), never for a ReLU.
 #pragma once
 #include <cstddef>
 
@@ -21,6 +21,7 @@ void relu6_backward(size_t count, const float* y, const float* dy, float* dx);
 class Relu6Op final : public Op {
  public:
   const char* type() const override { return "relu6"; }
+  bool is_relu6() const override { return true; }
   OpShape shape(const ShapeIn& in) const override;
   double forward(const CpuLayer& l) const override;
   void backward(const CpuLayer& l, int k) const override;
