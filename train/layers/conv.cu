@@ -156,6 +156,11 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
     depthwise_ = dp.on, depthwise_blocks_ = dp.filter_blocks;
     if (depthwise_) return;
   }
+  choose_algorithms(ctx, s, need_dx);
+}
+
+// cuDNN's algorithms for the passes this plan runs through it.
+void ConvPlan::choose_algorithms(Context& ctx, const ConvShape& s, bool need_dx) {
   const AlgoSearch search = ctx.algo_search();
   cudnnHandle_t hd = ctx.cudnn();
   const size_t ws = ctx.workspace_bytes();

@@ -110,6 +110,7 @@ class ConvPlan {
 
  private:
   void plan_subsample(Context& ctx);
+  void choose_algorithms(Context& ctx, const ConvShape& s, bool need_dx);
 };
 
 // The CUDA twin computes conv and ReLU as separate nodes: a ConvShape with relu set is refused.
