@@ -142,9 +142,10 @@ void read_net_table(const Reader& r, const toml::table& net, NetConfig& cfg) {
   }
 }
 
-// optimizer = "lars": its keys, and MLPerf's skip list as the default of the weight decay
-// exclusions (batch norm's parameters and the biases take neither decay nor trust ratio). Its keys
-// under another optimiser would be silently ignored, so they are refused.
+// optimizer = "lars": its keys, and MLPerf's choices as the defaults of the shared ones: its skip
+// list for the weight decay exclusions (batch norm's parameters and the biases take neither decay
+// nor trust ratio) and momentum without Nesterov. Its keys under another optimiser would be silently
+// ignored, so they are refused.
 void read_lars_keys(const Reader& r, const toml::table& t, TrainRecipe& tr) {
   if (tr.optimizer != OptimizerKind::lars) {
     for (const char* key : {"lars_trust", "lars_eps"})
@@ -153,6 +154,7 @@ void read_lars_keys(const Reader& r, const toml::table& t, TrainRecipe& tr) {
     return;
   }
   tr.weight_decay_norm = tr.weight_decay_bias = false;
+  tr.nesterov = r.get_bool(t, "nesterov", false);
   tr.lars_trust = r.get_num(t, "lars_trust", tr.lars_trust, 0, 1);
   // A trust coefficient of 0 would leave every adapted tensor where it started.
   if (tr.lars_trust <= 0) r.fail_at(*t.get("lars_trust"), "'lars_trust' must be above 0 (0 < eta <= 1)");

@@ -39,7 +39,8 @@ struct TrainRecipe {
   // config's defaults are then false (read_net_config; this struct's stay true).
   bool weight_decay_norm = true, weight_decay_bias = true;
   // lars (optimizer_update.h): the trust coefficient eta (0 < eta <= 1) and the epsilon of the trust
-  // ratio's denominator; momentum, nesterov and weight_decay as for sgd.
+  // ratio's denominator; momentum, nesterov and weight_decay as for sgd, but a config's default of
+  // nesterov is then false (MLPerf's).
   double lars_trust = 0.001, lars_eps = 0;
   double label_smoothing = 0;  // the loss's target: (1 - eps) * onehot + eps / classes (0 <= eps < 1)
   // The decay of the weights' moving average (weight_average.h), which evaluation uses; 0: none.
