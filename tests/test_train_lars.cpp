@@ -210,13 +210,43 @@ TEST(Lars, NeedsTheNetsTensors) {
   }
 }
 
+// resnet50.toml's commented LARS recipe (MLPerf's), uncommented in place of its [train] table.
+NetConfig resnet50_lars() {
+  std::string text = read_net_config(test::config_path("resnet50.toml")).text;
+  const size_t from = text.find("\n[train]\n") + 1, to = text.find("\n\n", from), block = text.find("# [train]\n");
+  EXPECT_NE(block, std::string::npos);
+  std::string lars;
+  for (size_t at = block; at < text.size() && text.compare(at, 2, "# ") == 0;) {
+    const size_t eol = text.find('\n', at);
+    lars += text.substr(at + 2, eol + 1 - (at + 2));
+    at = eol + 1;
+  }
+  text.replace(from, to + 1 - from, lars);
+  return parse_net_config(text, "resnet50.toml");
+}
+
+TEST(Lars, Resnet50sCommentedRecipeIsMlperfs) {
+  const TrainRecipe r = resnet50_lars().train;
+  EXPECT_EQ(r.optimizer, OptimizerKind::lars);
+  EXPECT_EQ(r.epochs, 42);
+  EXPECT_EQ(r.batch, 4096);
+  EXPECT_EQ(r.lr, 10.0);
+  EXPECT_EQ(r.lars_trust, 0.001);
+  EXPECT_EQ(r.lars_eps, 0.0);
+  EXPECT_EQ(r.momentum, 0.9);
+  EXPECT_FALSE(r.nesterov);
+  EXPECT_EQ(r.weight_decay, 2e-4);
+  EXPECT_FALSE(r.weight_decay_norm);
+  EXPECT_FALSE(r.weight_decay_bias);
+  EXPECT_EQ(r.label_smoothing, 0.1);
+  EXPECT_EQ(r.warmup_epochs, 5.0);
+  EXPECT_EQ(r.min_lr, 1e-4);
+}
+
 // The spans an update is given hold whole tensors: ResNet-50's all-reduce buckets at any size each
 // begin and end where its tensors do; a span that splits a tensor is refused.
 TEST(Lars, EveryBucketHoldsWholeTensors) {
-  const NetConfig base = read_net_config(test::config_path("resnet50.toml"));
-  NetConfig cfg = base;
-  cfg.train.optimizer = OptimizerKind::lars;
-  cfg.train.weight_decay_norm = cfg.train.weight_decay_bias = false;
+  const NetConfig cfg = resnet50_lars();
   const Net net(cfg, Dims{3, 32, 32}, 10);
   const LarsPlan plan = lars_plan(net, cfg.train);
   // torchvision's resnet50 has 161 parameter tensors: 53 convolutions and the fc's weight adapted.
