@@ -469,8 +469,8 @@ TEST_F(Gpu, LarsUpdateMatchesCpu) {
       for (auto [lo, hi] : {std::pair<size_t, size_t>{0, cut}, {cut, n}})
         gpu::lars_update({lo, hi, ctx.stream()}, gw.get(), grads, gbuf.get(), sc.get(), dev, 0.9f, false, 1e-4f, 0.02f,
                          0.f);
-      gpu::lars_update({0, n, ctx.stream()}, gw_whole.get(), grads, gbuf_whole.get(), sc.get(), dev, 0.9f, false,
-                       1e-4f, 0.02f, 0.f);
+      gpu::lars_update({0, n, ctx.stream()}, gw_whole.get(), grads, gbuf_whole.get(), sc.get(), dev, 0.9f, false, 1e-4f,
+                       0.02f, 0.f);
       convoy::lars_update(plan, w.data(), g.data(), buf.data(), float(lr), 0.9f, false, 1e-4f, 0.02f, 0.f);
     }
     const std::vector<float> got = down(ctx, gw), got_buf = down(ctx, gbuf);

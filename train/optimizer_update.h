@@ -35,7 +35,9 @@ CONVOY_UPDATE_HD float decay_of(size_t i, float weight_decay, const uint32_t* no
 // _resource_apply_dense), per parameter tensor: trust = eta ||w|| / (||g|| + wd ||w|| + eps), 1
 // where ||w|| or ||g|| is 0; rate = lr * trust. Then, element by element, u = rate * (g + wd w),
 // v = momentum v + u, w -= v (nesterov: w -= u + momentum v). A tensor of its skip list (batch
-// norm's, the biases: LarsTensor::adapt clear) has rate = lr and no decay.
+// norm's, the biases: LarsTensor::adapt clear) has rate = lr and no decay. (Its runs pass epsilon
+// 0, which that Keras optimiser turns into Keras's 1e-7; the TF1 reference, mlperf_lars_optimizer.py,
+// keeps 0. Beside wd ||w|| either is negligible.)
 // The rate of a tensor whose squared norms are w2 and g2.
 CONVOY_UPDATE_HD float lars_rate(double w2, double g2, float lr, float eta, float weight_decay, float eps) {
   const double wn = sqrt(w2), gn = sqrt(g2);
