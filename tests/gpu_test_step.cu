@@ -163,9 +163,10 @@ void recipe_keys_follow_the_cpu_trainer() {
 }
 
 // [train] optimizer = "lars" on both backends: ResNet-18 trained a few steps from the same weights
-// (the second step on, in the captured graph), at a rate where LARS lands far from momentum SGD at
-// the same lr (a CPU run shows how far), must follow the CPU: the loss sum, all weights, the
-// momentum, and the skip list's parameters (batch norm's, the biases) alone.
+// (the second step on, in the captured graph), at a rate where LARS moves the weights far otherwise
+// than momentum SGD at the same lr (a CPU run shows how far), must follow the CPU: the loss sum, all
+// weights, how far they moved, the momentum, and the skip list's parameters (batch norm's, the
+// biases) alone.
 void lars_follows_the_cpu_trainer() {
   Batches s(8, 4, "resnet18.toml", {32, 32, 3});
   NetConfig cfg = s.cfg;
@@ -175,12 +176,18 @@ void lars_follows_the_cpu_trainer() {
   cfg.train.weight_decay = 5e-5;
   cfg.train.lars_trust = 0.02;
   const Net start = net_of(s, cfg);
+  const std::vector<float> w0 = net_of(s, cfg).weights();
   const std::vector<uint32_t> skipped = no_decay_mask(start, cfg.train);
+  auto moved = [&](const std::vector<float>& w) {
+    std::vector<float> d(w.size());
+    for (size_t i = 0; i < w.size(); ++i) d[i] = w[i] - w0[i];
+    return d;
+  };
   const double lr = 0.1;
   const CpuRun cpu = cpu_run(s, cfg, lr);
   NetConfig sgd = cfg;
   sgd.train.optimizer = OptimizerKind::sgd;
-  ASSERT_GT(test::rel_l2(cpu_run(s, sgd, lr).weights, cpu.weights), 1e-2);
+  ASSERT_GT(test::rel_l2(moved(cpu_run(s, sgd, lr).weights), moved(cpu.weights)), 0.1);
 
   Net net = start;
   Optimizer opt(cfg.train, net);
@@ -194,7 +201,10 @@ void lars_follows_the_cpu_trainer() {
   EXPECT_EQ(opt.t, long(s.batches.size()));
   EXPECT_NEAR(m.loss_sum, cpu.loss, 1e-4 * cpu.loss);
   EXPECT_LT(test::rel_l2(net.weights(), cpu.weights), 1e-3);
-  EXPECT_LT(test::rel_l2(opt.m, cpu.m), 1e-3);
+  // How far the weights moved, and the momentum (the sum of the lr-scaled steps), are as accurate as
+  // the gradients: 1e-2 (the fp32 step's gradients agree to about 1e-3, FollowsTheCpuTrainer).
+  EXPECT_LT(test::rel_l2(moved(net.weights()), moved(cpu.weights)), 1e-2);
+  EXPECT_LT(test::rel_l2(opt.m, cpu.m), 1e-2);
   EXPECT_LT(test::rel_l2(masked(net.weights(), skipped), masked(cpu.weights, skipped)), 1e-3);
 }
 
