@@ -2,9 +2,8 @@
 // the test binary starts itself under mpirun and each test's rank part runs in both processes.
 // Bucket updates end bit for bit where one update after the last all-reduce does, in bf16 and fp32
 // on the wire (LARS's per-tensor updates too), every rank holds the same weights, and a run repeats
-// bit for bit; bf16 on the wire
-// follows fp32 to within bf16's rounding of the gradients; a loss that is NaN on one rank only skips
-// the step on both.
+// bit for bit; bf16 on the wire follows fp32 to within bf16's rounding of the gradients; a loss that
+// is NaN on one rank only skips the step on both.
 #include <gtest/gtest.h>
 
 #include <algorithm>
