@@ -243,6 +243,8 @@ def param_groups(model, r):
 
 def make_optimizer(params, r, device):
     """(optimizer, label): the recipe's, fused where this torch and device have it."""
+    if r["optimizer"] not in ("sgd", "adam", "adamw"):  # torch has no LARS: refused, not run as another
+        sys.exit(f"pytorch_train: optimizer = \"{r['optimizer']}\" has no PyTorch twin here (sgd, adam, adamw)")
     if r["optimizer"] == "sgd":
         cls = torch.optim.SGD
         kw = dict(lr=r["lr"], momentum=r["momentum"], nesterov=r["nesterov"], weight_decay=r["weight_decay"])

@@ -1,9 +1,9 @@
 // The gradients' all-reduce (GradientSync) through GpuStep on 2 ranks, one GPU each (needs 2 GPUs):
 // the test binary starts itself under mpirun and each test's rank part runs in both processes.
 // Bucket updates end bit for bit where one update after the last all-reduce does, in bf16 and fp32
-// on the wire, every rank holds the same weights, and a run repeats bit for bit; bf16 on the wire
-// follows fp32 to within bf16's rounding of the gradients; a loss that is NaN on one rank only skips
-// the step on both.
+// on the wire (LARS's per-tensor updates too), every rank holds the same weights, and a run repeats
+// bit for bit; bf16 on the wire follows fp32 to within bf16's rounding of the gradients; a loss that
+// is NaN on one rank only skips the step on both.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -67,7 +67,18 @@ struct Case {
   int steps = 6;
   double lr = 0.02;
   bool nan_on_rank1 = false;  // a NaN bias in rank 1's last fc layer: its loss is NaN at every step
+  bool lars = false;          // optimizer = "lars" (MLPerf's skip list) instead of the config's
 };
+
+// The config's recipe, or LARS with MLPerf's skip list and a trust coefficient at which it moves.
+Optimizer optimizer_of(const Case& c, const Net& net, TrainRecipe r) {
+  if (!c.lars) return Optimizer(r, net.weights().size());
+  r.optimizer = OptimizerKind::lars;
+  r.weight_decay_norm = r.weight_decay_bias = false;
+  r.nesterov = false;
+  r.lars_trust = 0.02;
+  return Optimizer(r, net);
+}
 
 // ResNet-18 (bf16 math) on 32 px batches of 16 a rank, each rank its own; the weights start the same.
 Outcome train(const Case& c) {
@@ -75,7 +86,7 @@ Outcome train(const Case& c) {
   test::Batches s(16, c.steps, "resnet18.toml", {32, 32, 3}, 4 + unsigned(m.rank()));
   Net net = s.net;
   if (c.nan_on_rank1 && m.rank() == 1) net.weights().back() = std::nanf("");
-  Optimizer opt(s.cfg.train, net.weights().size());
+  Optimizer opt = optimizer_of(c, net, s.cfg.train);
   gpu::GpuStepOptions o;
   o.math = gpu::MathMode::bf16;
   o.sync = c.sync;
@@ -123,6 +134,30 @@ TEST(GpuGradComm, BucketUpdatesEqualOneUpdateAfterTheLastAllReduce) {
     EXPECT_TRUE(same_bits(buckets.m, whole.m)) << name;
     EXPECT_TRUE(same_bits(buckets.weights, again.weights)) << name << ": the same run twice";
     EXPECT_TRUE(same_bits(buckets.m, again.m)) << name << ": the same run twice";
+    EXPECT_TRUE(same_on_every_rank(buckets.weights)) << name;
+    EXPECT_TRUE(same_on_every_rank(buckets.m)) << name;
+    EXPECT_EQ(buckets.skipped, 0);
+    EXPECT_FALSE(same_bits(buckets.weights, test::Batches(16, 0, "resnet18.toml", {32, 32, 3}).net.weights()));
+  }
+}
+
+// LARS takes each tensor's norms: a bucket holds whole tensors, so its update sees them whole, and
+// the updates bucket by bucket end bit for bit where one update after the last all-reduce does, on
+// every rank alike.
+TEST(GpuGradComm, LarsBucketUpdatesEqualOneUpdateAfterTheLastAllReduce) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
+  if (ran_as_two_ranks()) return;
+  for (GradComm p : {GradComm::bf16, GradComm::fp32}) {
+    const char* name = p == GradComm::bf16 ? "bf16" : "fp32";
+    Case c;
+    c.lars = true;
+    c.lr = 0.1;
+    c.sync = sync_options(p, true);
+    const Outcome buckets = train(c);
+    c.sync = sync_options(p, false);
+    const Outcome whole = train(c);
+    EXPECT_TRUE(same_bits(buckets.weights, whole.weights)) << name;
+    EXPECT_TRUE(same_bits(buckets.m, whole.m)) << name;
     EXPECT_TRUE(same_on_every_rank(buckets.weights)) << name;
     EXPECT_TRUE(same_on_every_rank(buckets.m)) << name;
     EXPECT_EQ(buckets.skipped, 0);

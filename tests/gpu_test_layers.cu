@@ -434,6 +434,60 @@ TEST_F(Gpu, OptimizerUpdatesWithoutDecayWhereMaskedMatchCpu) {
   }
 }
 
+// LARS (optimizer_update.h): tensors of a few elements to more than two chunks, adapted or on the
+// skip list, one of zero weights (trust 1 at its first step), updated at three rates in two spans
+// cut at a tensor boundary (two all-reduce buckets), from fp32 gradients and from the bf16 sums of
+// two ranks: the CPU's update (its norms summed in another order: 1e-5), the same bits as one
+// update over the whole buffer, and, where the step's loss was not finite, nothing changed.
+TEST_F(Gpu, LarsUpdateMatchesCpu) {
+  const size_t big = 2 * kLarsChunk + 123;
+  const LarsPlan plan = plan_lars(
+      {{0, 7, 0, 0, 1}, {7, 3, 0, 0, 0}, {10, big, 0, 0, 1}, {10 + big, 500, 0, 0, 1}, {510 + big, 64, 0, 0, 0}});
+  const size_t n = plan.params(), cut = plan.tensors[3].off;
+  ASSERT_EQ(plan.chunks.size(), 7u);
+  std::vector<float> w0 = randn(n, 40);
+  std::fill(w0.begin() + long(cut), w0.begin() + long(cut) + 500, 0.f);
+  const std::vector<float> g32 = randn(n, 41, 0.1f);
+  std::vector<float> sum2(n), from_sums(n);  // two ranks' sum, and the gradient the kernels read from it
+  for (size_t i = 0; i < n; ++i) sum2[i] = 2 * g32[i], from_sums[i] = round_bf16(sum2[i]) / 2;
+  auto gt = up(plan.tensors);
+  auto gc = up(plan.chunks);
+  gpu::DeviceBuffer<double> gsums(2 * plan.chunks.size());
+  gpu::DeviceBuffer<float> grates(plan.tensors.size());
+  const gpu::LarsDevice dev{&plan, gt.get(), gc.get(), gsums.get(), grates.get()};
+  auto gg = up(g32);
+  auto gs = up_bf16(sum2);
+  for (bool sums : {false, true}) {
+    SCOPED_TRACE(sums ? "bf16 sums of 2 ranks" : "fp32 gradients");
+    const gpu::Gradients grads = sums ? gpu::Gradients{nullptr, gs.get(), 2} : gpu::Gradients{gg.get()};
+    const std::vector<float>& g = sums ? from_sums : g32;
+    std::vector<float> w = w0, buf(n, 0.f);
+    auto gw = up(w0), gbuf = up(buf), gw_whole = up(w0), gbuf_whole = up(buf);
+    for (int t = 1; t <= 3; ++t) {
+      const double lr = 0.5 * t;
+      auto sc = up(std::vector<gpu::StepScalars>{gpu::step_scalars(0, lr, 0.9, 0.999, t)});
+      for (auto [lo, hi] : {std::pair<size_t, size_t>{0, cut}, {cut, n}})
+        gpu::lars_update({lo, hi, ctx.stream()}, gw.get(), grads, gbuf.get(), sc.get(), dev, 0.9f, false, 1e-4f, 0.02f,
+                         0.f);
+      gpu::lars_update({0, n, ctx.stream()}, gw_whole.get(), grads, gbuf_whole.get(), sc.get(), dev, 0.9f, false, 1e-4f,
+                       0.02f, 0.f);
+      convoy::lars_update(plan, w.data(), g.data(), buf.data(), float(lr), 0.9f, false, 1e-4f, 0.02f, 0.f);
+    }
+    const std::vector<float> got = down(ctx, gw), got_buf = down(ctx, gbuf);
+    EXPECT_LT(rel_err(got, w), 1e-5);
+    EXPECT_LT(rel_err(got_buf, buf), 1e-5);
+    EXPECT_EQ(got, down(ctx, gw_whole));
+    EXPECT_EQ(got_buf, down(ctx, gbuf_whole));
+    EXPECT_NE(got[cut], 0.f);  // the zero tensor moved
+    gpu::StepScalars skipped = gpu::step_scalars(0, 1.0, 0.9, 0.999, 4);
+    skipped.nonfinite = 1;
+    auto sc = up(std::vector<gpu::StepScalars>{skipped});
+    gpu::lars_update({0, n, ctx.stream()}, gw.get(), grads, gbuf.get(), sc.get(), dev, 0.9f, false, 1e-4f, 0.02f, 0.f);
+    EXPECT_EQ(down(ctx, gw), got);
+    EXPECT_EQ(down(ctx, gbuf), got_buf);
+  }
+}
+
 TEST_F(Gpu, NormalizeEqualsCpu) {
   // The loader's augmented 8x8 RGB samples, normalised on the GPU as on the CPU.
   AugmentSpec spec;

@@ -94,7 +94,7 @@ Net net_of(const Batches& s, const NetConfig& cfg) {
 // the weights.
 struct CpuRun {
   double loss = 0;
-  std::vector<float> weights;
+  std::vector<float> weights, m;
 };
 
 CpuRun cpu_run(const Batches& s, const NetConfig& cfg, double lr) {
@@ -112,6 +112,7 @@ CpuRun cpu_run(const Batches& s, const NetConfig& cfg, double lr) {
     opt.step(cpu.weights(), cpu.grads(), lr);
   }
   r.weights = cpu.weights();
+  r.m = opt.m;
   return r;
 }
 
@@ -159,6 +160,52 @@ void recipe_keys_follow_the_cpu_trainer() {
   EXPECT_NEAR(m.loss_sum, cpu.loss, 1e-4 * cpu.loss);
   EXPECT_LT(test::rel_l2(net.weights(), cpu.weights), 1e-3);
   EXPECT_LT(test::rel_l2(masked(net.weights(), mask), masked(cpu.weights, mask)), 1e-3);
+}
+
+// [train] optimizer = "lars" on both backends: ResNet-18 trained a few steps from the same weights
+// (the second step on, in the captured graph), at a rate where LARS moves the weights far otherwise
+// than momentum SGD at the same lr (a CPU run shows how far), must follow the CPU: the loss sum, all
+// weights, how far they moved, the momentum, and the skip list's parameters (batch norm's, the
+// biases) alone.
+void lars_follows_the_cpu_trainer() {
+  Batches s(8, 4, "resnet18.toml", {32, 32, 3});
+  NetConfig cfg = s.cfg;
+  cfg.train.optimizer = OptimizerKind::lars;
+  cfg.train.weight_decay_norm = cfg.train.weight_decay_bias = false;
+  cfg.train.nesterov = false;
+  cfg.train.weight_decay = 5e-5;
+  cfg.train.lars_trust = 0.02;
+  const Net start = net_of(s, cfg);
+  const std::vector<float> w0 = net_of(s, cfg).weights();
+  const std::vector<uint32_t> skipped = no_decay_mask(start, cfg.train);
+  auto moved = [&](const std::vector<float>& w) {
+    std::vector<float> d(w.size());
+    for (size_t i = 0; i < w.size(); ++i) d[i] = w[i] - w0[i];
+    return d;
+  };
+  const double lr = 0.1;
+  const CpuRun cpu = cpu_run(s, cfg, lr);
+  NetConfig sgd = cfg;
+  sgd.train.optimizer = OptimizerKind::sgd;
+  ASSERT_GT(test::rel_l2(moved(cpu_run(s, sgd, lr).weights), moved(cpu.weights)), 0.1);
+
+  Net net = start;
+  Optimizer opt(cfg.train, net);
+  gpu::GpuStepOptions o;
+  o.math = gpu::MathMode::fp32;
+  gpu::GpuStep step(0, net, opt, s.aug.format(), 8, 0, 1, o);
+  for (size_t k = 0; k < s.batches.size(); ++k) step.train(s.batches[k], 500 + k, lr);
+  const gpu::StepMetrics m = step.take_metrics();
+  EXPECT_TRUE(step.graphed());
+  step.sync_to(net, opt);
+  EXPECT_EQ(opt.t, long(s.batches.size()));
+  EXPECT_NEAR(m.loss_sum, cpu.loss, 1e-4 * cpu.loss);
+  EXPECT_LT(test::rel_l2(net.weights(), cpu.weights), 1e-3);
+  // How far the weights moved, and the momentum (the sum of the lr-scaled steps), are as accurate as
+  // the gradients: 1e-2 (the fp32 step's gradients agree to about 1e-3, FollowsTheCpuTrainer).
+  EXPECT_LT(test::rel_l2(moved(net.weights()), moved(cpu.weights)), 1e-2);
+  EXPECT_LT(test::rel_l2(opt.m, cpu.m), 1e-2);
+  EXPECT_LT(test::rel_l2(masked(net.weights(), skipped), masked(cpu.weights, skipped)), 1e-3);
 }
 
 // The CUDA step's evaluation pass as a Forward, as the backend's factory wraps it.
@@ -248,6 +295,8 @@ void average_and_flip_follow_the_cpu_trainer() {
 TEST(GpuStep, RecipeKeysFollowTheCpuTrainer) { recipe_keys_follow_the_cpu_trainer(); }
 
 TEST(GpuStep, AverageAndEvalFlipFollowTheCpuTrainer) { average_and_flip_follow_the_cpu_trainer(); }
+
+TEST(GpuStep, LarsFollowsTheCpuTrainer) { lars_follows_the_cpu_trainer(); }
 
 TEST(GpuStep, GraphReplaysTheOpByOpStep) { graph_replays(gpu::MathMode::fp32, 64); }
 

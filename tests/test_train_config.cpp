@@ -87,7 +87,7 @@ TEST(NetConfig, ErrorsNameFileLineAndReason) {
   EXPECT_EQ(error_of("[[layer]]\ntype = \"relu\"\n"), "bad.toml:1: the last layer must be softmax_xent (the loss)");
   EXPECT_EQ(error_of("[train]\nlr = -1\n[[layer]]\ntype = \"softmax_xent\"\n").rfind("bad.toml:2: 'lr' = ", 0), 0u);
   EXPECT_EQ(error_of("[train]\noptimizer = \"rmsprop\"\n" + kTail),
-            "bad.toml:2: 'optimizer' = \"rmsprop\" is not one of: adam, adamw, sgd");
+            "bad.toml:2: 'optimizer' = \"rmsprop\" is not one of: adam, adamw, lars, sgd");
   // A TOML syntax error carries its line too.
   EXPECT_EQ(error_of("[[layer]]\ntype = \"relu\"\nunits = = 3\n").rfind("bad.toml:3: ", 0), 0u);
   // A layer whose output is never used is a topology mistake.

@@ -85,7 +85,8 @@ void expect_same_run(const Checkpoint& a, const Checkpoint& b) {
 TEST(Resume, InterruptedAndResumedEqualsUninterrupted) {
   mpi();
   const std::string data = make_data();
-  for (auto [optimizer, schedule] : {std::pair{"sgd", "onecycle"}, std::pair{"adamw", "cosine"}}) {
+  for (auto [optimizer, schedule] :
+       {std::pair{"sgd", "onecycle"}, std::pair{"adamw", "cosine"}, std::pair{"lars", "cosine"}}) {
     SCOPED_TRACE(std::string(optimizer) + " " + schedule);
     const std::string config = kTmp + "/net_" + optimizer + ".toml";
     write_file_atomic(config, net_config(optimizer, schedule));

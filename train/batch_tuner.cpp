@@ -198,7 +198,8 @@ SweepInputs sweep_inputs(const TrainOptions& o, const RunSpec& spec, int rank, i
   read_pool(o, spec, rank, ranks, in);
   in.net = std::make_unique<Net>(net_for_data(spec.cfg, spec.data.shape, spec.data.classes.size(), spec.data_dir));
   in.net->init_weights(spec.seed);
-  in.opt = std::make_unique<Optimizer>(spec.cfg.train, in.net->weights().size());
+  // The net's own optimiser (its exclusions, LARS's tensors): the step timed is the one trained.
+  in.opt = std::make_unique<Optimizer>(spec.cfg.train, *in.net);
   set_largest(spec, ranks, o.local_ranks, in);
   return in;
 }

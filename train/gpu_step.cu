@@ -101,6 +101,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   arena_.request(m_, opt.m.size());
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));
   if (!opt.no_decay.empty()) arena_.request(no_decay_, opt.no_decay.size());
+  request_lars();
   const size_t opt_bytes = arena_.bytes() - net_bytes - x_bytes;
   arena_.request(scale_shift_, 2 * size_t(sample.channels));
   arena_.request(acc_, 4);
@@ -129,6 +130,10 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   m_.upload(opt.m.data(), opt.m.size());
   if (!opt.v.empty()) v_.upload(opt.v.data(), opt.v.size());
   if (!opt.no_decay.empty()) no_decay_.upload(opt.no_decay.data(), opt.no_decay.size());
+  if (lars_tensors_.size()) {
+    lars_tensors_.upload(host_opt_.lars.tensors.data(), host_opt_.lars.tensors.size());
+    lars_chunks_.upload(host_opt_.lars.chunks.data(), host_opt_.lars.chunks.size());
+  }
   if (average) avg_w_.upload(average->weights.data(), average->weights.size());
   if (avg_s_.size()) avg_s_.upload(average->state.data(), average->state.size());
   CONVOY_CUDA_CHECK(cudaMemset(acc_.get(), 0, 4 * sizeof(double)));
@@ -203,10 +208,28 @@ void GpuStep::queue_backward_and_update(const Slot& sl, StepScalars* scalars) {
   sync_->finish(s, update);
 }
 
+// LARS's plan and scratch, where the optimiser is LARS and the net has parameters.
+void GpuStep::request_lars() {
+  const LarsPlan& p = host_opt_.lars;
+  if (host_opt_.kind != OptimizerKind::lars || p.empty()) return;
+  if (p.params() != net_.param_count()) fail("GpuStep: the LARS plan does not cover the net's parameters");
+  arena_.request(lars_tensors_, p.tensors.size());
+  arena_.request(lars_chunks_, p.chunks.size());
+  arena_.request(lars_sums_, 2 * p.chunks.size());
+  arena_.request(lars_rates_, p.tensors.size());
+}
+
+LarsDevice GpuStep::lars_device() const {
+  return {&host_opt_.lars, lars_tensors_.get(), lars_chunks_.get(), lars_sums_.get(), lars_rates_.get()};
+}
+
 void GpuStep::queue_update(const UpdateSpan& at, const Gradients& g, const StepScalars* scalars) {
   const TrainRecipe& r = host_opt_.recipe;
   const uint32_t* skip = no_decay_.size() ? no_decay_.get() : nullptr;
-  if (host_opt_.kind == OptimizerKind::sgd)
+  if (host_opt_.kind == OptimizerKind::lars)
+    lars_update(at, net_.weights(), g, m_.get(), scalars, lars_device(), float(r.momentum), r.nesterov,
+                float(r.weight_decay), float(r.lars_trust), float(r.lars_eps), net_.weight_copy());
+  else if (host_opt_.kind == OptimizerKind::sgd)
     sgd_update(at, net_.weights(), g, m_.get(), scalars, float(r.momentum), r.nesterov, float(r.weight_decay),
                net_.weight_copy(), skip);
   else

@@ -108,6 +108,8 @@ class GpuStep {
   void queue_compute(int slot, int n);
   void queue_backward_and_update(const Slot& sl, StepScalars* scalars);
   void queue_update(const UpdateSpan& at, const Gradients& g, const StepScalars* scalars);
+  void request_lars();
+  LarsDevice lars_device() const;
   void harvest(long long step);
   void drain();
 
@@ -122,7 +124,12 @@ class GpuStep {
   CudaStream copy_stream_;
   DeviceBuffer<unsigned char> x_;  // the augmented batch, in the net's storage (GpuNet::stores_bf16())
   DeviceBuffer<float> m_, v_, scale_shift_;
-  DeviceBuffer<uint32_t> no_decay_;    // Optimizer::no_decay (empty: every parameter decays)
+  DeviceBuffer<uint32_t> no_decay_;  // Optimizer::no_decay (empty: every parameter decays)
+  // LARS (Optimizer::lars): its plan, and per chunk its sums, per tensor its rate (empty: not LARS).
+  DeviceBuffer<LarsTensor> lars_tensors_;
+  DeviceBuffer<LarsChunk> lars_chunks_;
+  DeviceBuffer<double> lars_sums_;
+  DeviceBuffer<float> lars_rates_;
   DeviceBuffer<double> acc_;           // StepMetrics, accumulated on the device
   DeviceBuffer<float> state_before_;   // skip_nonfinite: the running statistics before the step
   DeviceBuffer<float> avg_w_, avg_s_;  // [train] ema: the moving average (empty: none)

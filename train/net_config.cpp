@@ -142,22 +142,45 @@ void read_net_table(const Reader& r, const toml::table& net, NetConfig& cfg) {
   }
 }
 
+// optimizer = "lars": its keys, and MLPerf's choices as the defaults of the shared ones: its skip
+// list for the weight decay exclusions (batch norm's parameters and the biases take neither decay
+// nor trust ratio) and momentum without Nesterov. Its keys under another optimiser would be silently
+// ignored, so they are refused.
+void read_lars_keys(const Reader& r, const toml::table& t, TrainRecipe& tr) {
+  if (tr.optimizer != OptimizerKind::lars) {
+    for (const char* key : {"lars_trust", "lars_eps"})
+      if (const toml::node* n = t.get(key))
+        r.fail_at(*n, std::string("'") + key + "' applies only to optimizer = \"lars\"");
+    return;
+  }
+  tr.weight_decay_norm = tr.weight_decay_bias = false;
+  tr.nesterov = r.get_bool(t, "nesterov", false);
+  tr.lars_trust = r.get_num(t, "lars_trust", tr.lars_trust, 0, 1);
+  // A trust coefficient of 0 would leave every adapted tensor where it started.
+  if (tr.lars_trust <= 0) r.fail_at(*t.get("lars_trust"), "'lars_trust' must be above 0 (0 < eta <= 1)");
+  tr.lars_eps = r.get_num(t, "lars_eps", tr.lars_eps, 0, 1);
+}
+
 void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
   std::set<std::string> keys = {"epochs",      "batch",         "optimizer", "lr",         "momentum",
                                 "nesterov",    "weight_decay",  "beta1",     "beta2",      "adam_eps",
                                 "schedule",    "warmup_epochs", "pct_start", "div_factor", "final_div_factor",
                                 "step_epochs", "gamma",         "min_lr"};
   keys.insert({"weight_decay_norm", "weight_decay_bias", "label_smoothing", "ema", "eval_flip"});  // the references'
+  keys.insert({"lars_trust", "lars_eps"});
   r.only_keys(t, keys, "[train]");
   tr.epochs = r.get_int(t, "epochs", tr.epochs, 1, kMaxEpochs);
   tr.batch = r.get_int(t, "batch", tr.batch, 1, kMaxBatch);
-  tr.optimizer = r.get_enum<OptimizerKind>(
-      t, "optimizer", tr.optimizer,
-      {{"sgd", OptimizerKind::sgd}, {"adam", OptimizerKind::adam}, {"adamw", OptimizerKind::adamw}});
+  tr.optimizer = r.get_enum<OptimizerKind>(t, "optimizer", tr.optimizer,
+                                           {{"sgd", OptimizerKind::sgd},
+                                            {"adam", OptimizerKind::adam},
+                                            {"adamw", OptimizerKind::adamw},
+                                            {"lars", OptimizerKind::lars}});
   tr.lr = r.get_num(t, "lr", tr.lr, 0, 1e3);
   tr.momentum = r.get_num(t, "momentum", tr.momentum, 0, 1);
   tr.nesterov = r.get_bool(t, "nesterov", tr.nesterov);
   tr.weight_decay = r.get_num(t, "weight_decay", tr.weight_decay, 0, 1);
+  read_lars_keys(r, t, tr);
   tr.weight_decay_norm = r.get_bool(t, "weight_decay_norm", tr.weight_decay_norm);
   tr.weight_decay_bias = r.get_bool(t, "weight_decay_bias", tr.weight_decay_bias);
   tr.label_smoothing = r.get_num(t, "label_smoothing", tr.label_smoothing, 0, 1);

@@ -22,7 +22,7 @@ struct LayerSpec {
 };
 
 // The recipe's and the net's named choices, read from the config once.
-enum class OptimizerKind { sgd, adam, adamw };
+enum class OptimizerKind { sgd, adam, adamw, lars };
 enum class ScheduleKind { constant, step, cosine, onecycle };
 enum class InitRule { fan_in_uniform, kaiming };  // "default": PyTorch's uniform +-1/sqrt(fan_in)
 
@@ -35,8 +35,13 @@ struct TrainRecipe {
   double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
   // false: batch norm's parameters (weight_decay_norm) and every bias, batch norm's beta included
   // (weight_decay_bias), take no weight decay, as torchvision's --norm-weight-decay 0 and
-  // --bias-weight-decay 0.
+  // --bias-weight-decay 0. Under lars they also take no trust ratio (MLPerf's skip list), and a
+  // config's defaults are then false (read_net_config; this struct's stay true).
   bool weight_decay_norm = true, weight_decay_bias = true;
+  // lars (optimizer_update.h): the trust coefficient eta (0 < eta <= 1) and the epsilon of the trust
+  // ratio's denominator; momentum, nesterov and weight_decay as for sgd, but a config's default of
+  // nesterov is then false (MLPerf's).
+  double lars_trust = 0.001, lars_eps = 0;
   double label_smoothing = 0;  // the loss's target: (1 - eps) * onehot + eps / classes (0 <= eps < 1)
   // The decay of the weights' moving average (weight_average.h), which evaluation uses; 0: none.
   double ema = 0;

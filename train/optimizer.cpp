@@ -5,11 +5,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "shared/error.h"
 #include "train/optimizer_update.h"
 
 namespace convoy {
+
+namespace {
+
+// Whether the recipe's exclusions leave a node's weights (bias false) or biases out of the decay.
+bool excluded(const Node& nd, bool bias, const TrainRecipe& r) {
+  const bool norm = !r.weight_decay_norm && nd.op().is_norm();
+  return norm || (bias && !r.weight_decay_bias);
+}
+
+}  // namespace
 
 std::vector<uint32_t> no_decay_mask(const Net& net, const TrainRecipe& r) {
   if (r.weight_decay == 0 || (r.weight_decay_norm && r.weight_decay_bias)) return {};
@@ -18,31 +29,53 @@ std::vector<uint32_t> no_decay_mask(const Net& net, const TrainRecipe& r) {
     for (size_t i = off; i < off + count; ++i) mask[i / 32] |= 1u << (i % 32);
   };
   for (const Node& nd : net.nodes()) {
-    const bool norm = !r.weight_decay_norm && nd.op().is_norm();
-    if (norm) exclude(nd.w_off, nd.w_count);
-    if (norm || !r.weight_decay_bias) exclude(nd.b_off, nd.b_count);
+    if (excluded(nd, false, r)) exclude(nd.w_off, nd.w_count);
+    if (excluded(nd, true, r)) exclude(nd.b_off, nd.b_count);
   }
   return mask;
 }
 
+LarsPlan lars_plan(const Net& net, const TrainRecipe& r) {
+  std::vector<LarsTensor> tensors;
+  for (const Node& nd : net.nodes()) {
+    if (nd.w_count) tensors.push_back({nd.w_off, nd.w_count, 0, 0, !excluded(nd, false, r)});
+    if (nd.b_count) tensors.push_back({nd.b_off, nd.b_count, 0, 0, !excluded(nd, true, r)});
+  }
+  return plan_lars(tensors);
+}
+
 Optimizer::Optimizer(const TrainRecipe& r, size_t params) : recipe(r), kind(r.optimizer), m(params, 0.f) {
+  if (kind == OptimizerKind::lars)
+    fail("the LARS optimiser takes its rates per parameter tensor: build it from the net");
   if (kind != OptimizerKind::sgd) v.assign(params, 0.f);
 }
 
-Optimizer::Optimizer(const TrainRecipe& r, const Net& net) : Optimizer(r, net.weights().size()) {
-  no_decay = no_decay_mask(net, r);
+Optimizer::Optimizer(const TrainRecipe& r, const Net& net)
+    : recipe(r), kind(r.optimizer), m(net.weights().size(), 0.f) {
+  if (kind == OptimizerKind::adam || kind == OptimizerKind::adamw) v.assign(m.size(), 0.f);
+  if (kind == OptimizerKind::lars)
+    lars = lars_plan(net, r);
+  else
+    no_decay = no_decay_mask(net, r);
 }
 
 void Optimizer::step(std::vector<float>& weights, const std::vector<float>& grads, double lr) {
   ++t;
   const uint32_t* skip = no_decay.empty() ? nullptr : no_decay.data();
-  if (kind == OptimizerKind::sgd)
+  if (kind == OptimizerKind::lars) {
+    if (lars.params() != weights.size())
+      fail("the LARS optimiser was planned for " + std::to_string(lars.params()) + " parameters, not " +
+           std::to_string(weights.size()));
+    lars_update(lars, weights.data(), grads.data(), m.data(), float(lr), float(recipe.momentum), recipe.nesterov,
+                float(recipe.weight_decay), float(recipe.lars_trust), float(recipe.lars_eps));
+  } else if (kind == OptimizerKind::sgd) {
     sgd_update(weights.size(), weights.data(), grads.data(), m.data(), float(lr), float(recipe.momentum),
                recipe.nesterov, float(recipe.weight_decay), skip);
-  else
+  } else {
     adam_update(weights.size(), weights.data(), grads.data(), m.data(), v.data(), float(lr), float(recipe.beta1),
                 float(recipe.beta2), float(recipe.adam_eps), float(recipe.weight_decay), kind == OptimizerKind::adamw,
                 t, skip);
+  }
 }
 
 LrSchedule::LrSchedule(const TrainRecipe& r, long long total, long long per_epoch)

@@ -1,8 +1,9 @@
-// CPU reference optimiser updates, elementwise over the flat weights; the formulas are PyTorch's
-// so that the reference recipe carries over.
+// CPU reference optimiser updates, elementwise over the flat weights (LARS: per tensor); the
+// formulas are PyTorch's (LARS: MLPerf's) so that the reference recipes carry over.
 #include "train/optimizer_update.h"
 
 #include <cmath>
+#include <vector>
 
 namespace convoy {
 
@@ -31,6 +32,42 @@ void adam_update(size_t n, float* w, const float* g, float* m, float* v, float l
     m[i] = beta1 * m[i] + (1 - beta1) * d;
     v[i] = beta2 * v[i] + (1 - beta2) * d * d;
     w[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+  }
+}
+
+// The tensors' rates: the squared norms summed chunk by chunk in parallel, each chunk in element
+// order, then the chunks of a tensor in their order, whatever the thread count (optimizer_update.cu
+// does the same), so that a resumed run repeats the uninterrupted one.
+void lars_update(const LarsPlan& plan, float* w, const float* g, float* buf, float lr, float momentum, bool nesterov,
+                 float weight_decay, float eta, float eps) {
+  const long chunks = long(plan.chunks.size());
+  std::vector<double> sums(2 * plan.chunks.size(), 0.0);
+#pragma omp parallel for schedule(static)
+  for (long c = 0; c < chunks; ++c) {
+    const LarsChunk& ch = plan.chunks[size_t(c)];
+    if (!plan.tensors[ch.tensor].adapt) continue;
+    double w2 = 0, g2 = 0;
+    for (size_t i = ch.lo; i < ch.hi; ++i) {
+      w2 += double(w[i]) * double(w[i]);
+      g2 += double(g[i]) * double(g[i]);
+    }
+    sums[2 * size_t(c)] = w2;
+    sums[2 * size_t(c) + 1] = g2;
+  }
+  std::vector<float> rates(plan.tensors.size(), lr);
+  for (size_t t = 0; t < plan.tensors.size(); ++t) {
+    const LarsTensor& tn = plan.tensors[t];
+    if (!tn.adapt) continue;
+    double w2 = 0, g2 = 0;
+    for (size_t c = tn.first_chunk; c < size_t(tn.first_chunk) + tn.chunks; ++c)
+      w2 += sums[2 * c], g2 += sums[2 * c + 1];
+    rates[t] = lars_rate(w2, g2, lr, eta, weight_decay, eps);
+  }
+#pragma omp parallel for schedule(static)
+  for (long c = 0; c < chunks; ++c) {
+    const LarsChunk& ch = plan.chunks[size_t(c)];
+    const float rate = rates[ch.tensor], decay = plan.tensors[ch.tensor].adapt ? weight_decay : 0.f;
+    for (size_t i = ch.lo; i < ch.hi; ++i) w[i] = lars_element(w[i], g[i], buf[i], rate, decay, momentum, nesterov);
   }
 }
 
