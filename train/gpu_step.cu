@@ -101,7 +101,7 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   arena_.request(m_, opt.m.size());
   arena_.request(v_, std::max<size_t>(1, opt.v.size()));
   if (!opt.no_decay.empty()) arena_.request(no_decay_, opt.no_decay.size());
-  request_lars();
+  request_lars(cpu.weights().size());
   const size_t opt_bytes = arena_.bytes() - net_bytes - x_bytes;
   arena_.request(scale_shift_, 2 * size_t(sample.channels));
   arena_.request(acc_, 4);
@@ -209,10 +209,11 @@ void GpuStep::queue_backward_and_update(const Slot& sl, StepScalars* scalars) {
 }
 
 // LARS's plan and scratch, where the optimiser is LARS and the net has parameters.
-void GpuStep::request_lars() {
+void GpuStep::request_lars(size_t params) {
   const LarsPlan& p = host_opt_.lars;
   if (host_opt_.kind != OptimizerKind::lars || p.empty()) return;
-  if (p.params() != net_.param_count()) fail("GpuStep: the LARS plan does not cover the net's parameters");
+  // The net's own count: the arena's buffers may be longer (rounded up to its alignment).
+  if (p.params() != params) fail("GpuStep: the LARS plan does not cover the net's parameters");
   arena_.request(lars_tensors_, p.tensors.size());
   arena_.request(lars_chunks_, p.chunks.size());
   arena_.request(lars_sums_, 2 * p.chunks.size());

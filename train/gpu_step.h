@@ -108,7 +108,7 @@ class GpuStep {
   void queue_compute(int slot, int n);
   void queue_backward_and_update(const Slot& sl, StepScalars* scalars);
   void queue_update(const UpdateSpan& at, const Gradients& g, const StepScalars* scalars);
-  void request_lars();
+  void request_lars(size_t params);
   LarsDevice lars_device() const;
   void harvest(long long step);
   void drain();

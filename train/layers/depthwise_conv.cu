@@ -252,15 +252,19 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// Second pass: dw[ch, tap] = the blocks' partial sums in block order (consecutive threads read
-// consecutive channels).
+// Second pass: dw[ch, tap] = the blocks' partial sums, a warp per weight: lane l sums blocks l,
+// l + 32, ... in order, then the lanes' sums meet in a fixed tree (the same bits on every run).
 __global__ void filter_sum_kernel(unsigned blocks, unsigned taps, unsigned c, const float* __restrict__ partial,
                                   float* __restrict__ dw) {
-  CONVOY_GRID_STRIDE(k, size_t(c) * taps) {
+  const unsigned lane = threadIdx.x % 32;
+  const size_t warps = size_t(gridDim.x) * blockDim.x / 32;
+  for (size_t k = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; k < size_t(c) * taps; k += warps) {
     const unsigned ch = unsigned(k % c), t = unsigned(k / c);
     float sum = 0;
-    for (unsigned b = 0; b < blocks; ++b) sum += partial[(size_t(b) * taps + t) * c + ch];
-    dw[size_t(ch) * taps + t] = sum;
+    for (unsigned b = lane; b < blocks; b += 32) sum += partial[(size_t(b) * taps + t) * c + ch];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+    if (lane == 0) dw[size_t(ch) * taps + t] = sum;
   }
 }
 
@@ -311,10 +315,12 @@ DepthwisePlan plan_depthwise(const ConvShape& s, size_t workspace_bytes) {
   const size_t pixels = size_t(std::max(s.h_in, s.h_out())) * std::max(s.w_in, s.w_out()) * s.n;
   const size_t per_block = size_t(s.kh) * s.kw * s.c_in * sizeof(float);
   if (workspace_bytes < taps_bytes(s) + per_block) return p;
-  // A fixed split (at least 16 output strips a block, at most 2048 blocks): the same sums on any GPU.
+  // A fixed split, from the shape alone (about 16 output strips a thread, at most 2048 blocks): the
+  // same sums on any GPU.
   const size_t fit = (workspace_bytes - taps_bytes(s)) / per_block;
   const size_t strips = strips_of(unsigned(s.n), unsigned(s.h_out()), unsigned(s.w_out()));
-  p.filter_blocks = int(std::min({size_t(kMaxFilterBlocks), fit, std::max<size_t>(1, strips / 16)}));
+  const size_t lanes = kBlock / (s.c_in / kVec);
+  p.filter_blocks = int(std::min({size_t(kMaxFilterBlocks), fit, std::max<size_t>(1, strips / (lanes * 16))}));
   p.on = pixels * (s.c_in / kVec) < (size_t(1) << 31);
   return p;
 }
@@ -359,7 +365,7 @@ void depthwise_backward_filter(Context& ctx, const ConvShape& s, const Depthwise
   });
   CONVOY_CUDA_CHECK_LAUNCH();
   const unsigned taps = unsigned(s.kh * s.kw), c = unsigned(s.c_in);
-  filter_sum_kernel<<<grid_for(size_t(c) * taps), kBlock, 0, ctx.stream()>>>(blocks, taps, c, partial, dw);
+  filter_sum_kernel<<<grid_for(size_t(c) * taps * 32), kBlock, 0, ctx.stream()>>>(blocks, taps, c, partial, dw);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 
