@@ -91,7 +91,7 @@ void set_largest(const RunSpec& spec, int ranks, int local_ranks, SweepInputs& i
   if (in.per_rank < k)
     fail_file(spec.data_dir, "--batch auto: too few samples for " + std::to_string(k) +
                                  " micro-batches of 1 ([train] accumulate) on each of " + std::to_string(ranks) +
-                                 " ranks");
+                                 (ranks == 1 ? " rank" : " ranks"));
   in.largest = floor_pow2(std::min<long long>(in.per_rank / k, kMaxBatch / ranks / k));
   char text[400];
   if (k == 1)
