@@ -46,7 +46,7 @@ line=$(sed -n 's/.*--batch auto: batch \([0-9]*\) (\([0-9]*\) per rank, as 4 mic
   "$work/auto.err")
 read -r g per m <<< "$line"
 [ -n "${g:-}" ] && [ "$g" -eq "$per" ] && [ "$g" -eq $((4 * m)) ] || { cat "$work/auto.err"; fail "no --batch auto line"; }
-grep -q "batch $g ($g per rank, as 4 micro-batches of $m whose gradients are summed (accumulate)), $((8 / g)) steps/epoch" \
+grep -qF "batch $g ($g per rank, as 4 micro-batches of $m ([train] accumulate)), $((8 / g)) steps/epoch" \
   "$work/auto.err" || { cat "$work/auto.err"; fail "the run is not at batch $g as 4 micro-batches of $m"; }
 lr=$(awk -v n="$g" 'BEGIN {printf "%.5f", 0.05 * n / 30}')
 grep -q "epoch 1 step 1/[0-9]* loss [0-9.]* lr $lr " "$work/auto.err" || { cat "$work/auto.err"; fail "no step at lr $lr"; }

@@ -179,11 +179,11 @@ void TrainRun::make_the_step() {
   step_base_ = global_step_;
 }
 
-// ", as 4 micro-batches of 8 (accumulate)" where the recipe accumulates, else "".
+// ", as 4 micro-batches of 8 ([train] accumulate)" where the recipe accumulates, else "".
 std::string TrainRun::micro_text() const {
   if (rec_.accumulate == 1) return "";
   return ", as " + std::to_string(rec_.accumulate) + " micro-batches of " + std::to_string(micro_batch_) +
-         " whose gradients are summed (accumulate)";
+         " ([train] accumulate)";
 }
 
 void TrainRun::open_metrics() {
