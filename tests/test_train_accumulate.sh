@@ -34,7 +34,10 @@ grep -q "sizes 1 to 2 per rank and micro-batch, 4 of which (\[train\] accumulate
 chosen=$(sed -n 's/^chosen batch: \([0-9]*\) per rank x 4 micro-batches (\[train\] accumulate) (\([0-9]*\) in all on 1 rank).*/\1 \2/p' \
   "$work/tune.txt")
 read -r micro global <<< "$chosen"
-[ -n "${micro:-}" ] && [ "$global" -eq $((4 * micro)) ] || { cat "$work/tune.txt"; fail "no choice of micro-batch x 4"; }
+if [ -z "${micro:-}" ] || [ "$global" -ne $((4 * micro)) ]; then
+  cat "$work/tune.txt"
+  fail "no choice of micro-batch x 4"
+fi
 want_lr=$(awk -v n="$global" 'BEGIN {printf "%g", 0.05 * n / 30}')
 grep -qF "with --batch auto: lr = config lr x chosen global batch / config batch = 0.05 x $global / 30 = $want_lr" \
   "$work/tune.txt" || { cat "$work/tune.txt"; fail "no lr rule for the global batch $global"; }
@@ -45,7 +48,10 @@ grep -qF "with --batch auto: lr = config lr x chosen global batch / config batch
 line=$(sed -n 's/.*--batch auto: batch \([0-9]*\) (\([0-9]*\) per rank, as 4 micro-batches of \([0-9]*\)), lr = .*/\1 \2 \3/p' \
   "$work/auto.err")
 read -r g per m <<< "$line"
-[ -n "${g:-}" ] && [ "$g" -eq "$per" ] && [ "$g" -eq $((4 * m)) ] || { cat "$work/auto.err"; fail "no --batch auto line"; }
+if [ -z "${g:-}" ] || [ "$g" -ne "$per" ] || [ "$g" -ne $((4 * m)) ]; then
+  cat "$work/auto.err"
+  fail "no --batch auto line"
+fi
 grep -qF "batch $g ($g per rank, as 4 micro-batches of $m ([train] accumulate)), $((8 / g)) steps/epoch" \
   "$work/auto.err" || { cat "$work/auto.err"; fail "the run is not at batch $g as 4 micro-batches of $m"; }
 lr=$(awk -v n="$g" 'BEGIN {printf "%.5f", 0.05 * n / 30}')
