@@ -5,7 +5,9 @@
 // takes the contiguous range [r x steps x local, (r + 1) x steps x local) of it (the files it
 // overlaps: about files / ranks, and at most two of them in part), shuffled in windows of
 // `window_files` of those files (the shuffle buffer); fewer than G samples are left out. In
-// evaluation files are dealt whole to ranks by stride, in file order, every sample once.
+// evaluation files are dealt whole to ranks by stride, in file order, every sample once. With
+// [train] accumulate the trainer's step cuts each local batch into consecutive micro-batches: the
+// plan, and so every sample's step and order, is the same.
 #pragma once
 #include <cstdint>
 #include <vector>

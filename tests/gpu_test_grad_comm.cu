@@ -3,7 +3,8 @@
 // Bucket updates end bit for bit where one update after the last all-reduce does, in bf16 and fp32
 // on the wire (LARS's per-tensor updates too), every rank holds the same weights, and a run repeats
 // bit for bit; bf16 on the wire follows fp32 to within bf16's rounding of the gradients; a loss that
-// is NaN on one rank only skips the step on both.
+// is NaN on one rank only skips the step on both; with [train] accumulate the same holds, one
+// all-reduce a step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,6 +69,7 @@ struct Case {
   double lr = 0.02;
   bool nan_on_rank1 = false;  // a NaN bias in rank 1's last fc layer: its loss is NaN at every step
   bool lars = false;          // optimizer = "lars" (MLPerf's skip list) instead of the config's
+  int accumulate = 1;         // each rank's 16 samples a step as this many micro-batches
 };
 
 // The config's recipe, or LARS with MLPerf's skip list and a trust coefficient at which it moves.
@@ -80,7 +82,8 @@ Optimizer optimizer_of(const Case& c, const Net& net, TrainRecipe r) {
   return Optimizer(r, net);
 }
 
-// ResNet-18 (bf16 math) on 32 px batches of 16 a rank, each rank its own; the weights start the same.
+// ResNet-18 (bf16 math) on 32 px batches of 16 a rank (as Case::accumulate micro-batches), each rank
+// its own; the weights start the same.
 Outcome train(const Case& c) {
   const MpiContext& m = mpi();
   test::Batches s(16, c.steps, "resnet18.toml", {32, 32, 3}, 4 + unsigned(m.rank()));
@@ -91,7 +94,8 @@ Outcome train(const Case& c) {
   o.math = gpu::MathMode::bf16;
   o.sync = c.sync;
   o.skip_nonfinite = true;
-  gpu::GpuStep step(m.rank() % gpu_count(), net, opt, s.aug.format(), 16, m.rank(), m.size(), o);
+  o.accumulate = c.accumulate;
+  gpu::GpuStep step(m.rank() % gpu_count(), net, opt, s.aug.format(), 16 / c.accumulate, m.rank(), m.size(), o);
   Outcome out;
   for (int k = 0; k < c.steps; ++k) {
     step.train(s.batches[size_t(k)], 500 + k, c.lr);
@@ -226,4 +230,44 @@ TEST(GpuGradComm, ALossNaNOnOneRankSkipsTheStepOnEvery) {
     EXPECT_TRUE(std::all_of(o.m.begin(), o.m.end(), [](float x) { return x == 0; }));
     EXPECT_EQ(std::isfinite(o.losses.front()), mpi().rank() == 0);
   }
+}
+
+// Each rank's 16 samples a step as 2 micro-batches of 8, their gradients summed on the device: the
+// step's mean gradient, formed range by range as the last micro-batch's backward pass completes
+// each, is all-reduced once a step (the same bytes on the wire as without accumulation); bucket
+// updates end bit for bit where one update after the last all-reduce does, every rank holds the
+// same weights, and a loss NaN on one rank skips the step on both, the weights left as they were.
+TEST(GpuGradComm, AccumulatedMicroBatchesReduceOnceAStep) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
+  if (ran_as_two_ranks()) return;
+  for (GradComm p : {GradComm::bf16, GradComm::fp32}) {
+    const char* name = p == GradComm::bf16 ? "bf16" : "fp32";
+    Case c;
+    c.sync = sync_options(p, true);
+    const Outcome plain = train(c);
+    c.accumulate = 2;
+    const Outcome buckets = train(c);
+    c.sync = sync_options(p, false);
+    const Outcome whole = train(c);
+    EXPECT_TRUE(same_bits(buckets.weights, whole.weights)) << name;
+    EXPECT_TRUE(same_bits(buckets.m, whole.m)) << name;
+    EXPECT_TRUE(same_on_every_rank(buckets.weights)) << name;
+    EXPECT_TRUE(same_on_every_rank(buckets.m)) << name;
+    EXPECT_EQ(buckets.skipped, 0) << name;
+    EXPECT_EQ(buckets.wire_bytes, plain.wire_bytes) << name;
+    // Batch norm's statistics are each micro-batch's: not the run without accumulation.
+    EXPECT_FALSE(same_bits(buckets.state, plain.state)) << name;
+  }
+  test::Batches s(16, 0, "resnet18.toml", {32, 32, 3});
+  std::vector<float> w0 = s.net.weights();
+  if (mpi().rank() == 1) w0.back() = std::nanf("");
+  Case c;
+  c.steps = 3;
+  c.accumulate = 2;
+  c.nan_on_rank1 = true;
+  c.sync = sync_options(GradComm::bf16, true);
+  const Outcome o = train(c);
+  EXPECT_EQ(o.skipped, 3);
+  EXPECT_TRUE(same_bits(o.weights, w0));
+  EXPECT_TRUE(same_bits(o.state, s.net.state()));
 }

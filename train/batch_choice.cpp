@@ -69,11 +69,13 @@ std::vector<std::string> sweep_report(const BatchSweep& s) {
   std::snprintf(head, sizeof head, "%8s  %10s  %s", "batch", "images/s", "memory");
   lines.emplace_back(head);
   for (const BatchTrial& t : s.trials) lines.push_back(trial_line(t));
-  char choice[160];
+  char choice[256], micro[96] = "";
+  if (s.accumulate > 1) std::snprintf(micro, sizeof micro, " x %d micro-batches ([train] accumulate)", s.accumulate);
   std::snprintf(choice, sizeof choice,
-                "chosen batch: %d per rank (%d in all on %d rank%s): the fastest, ties within %.0f %% "
+                "chosen batch: %d per rank%s (%d in all on %d rank%s): the fastest, ties within %.0f %% "
                 "to the smaller",
-                s.per_rank, s.per_rank * s.ranks, s.ranks, s.ranks == 1 ? "" : "s", kTieFraction * 100);
+                s.per_rank, micro, s.per_rank * s.accumulate * s.ranks, s.ranks, s.ranks == 1 ? "" : "s",
+                kTieFraction * 100);
   lines.emplace_back(choice);
   lines.push_back(hpl_line(s.hpl));
   return lines;

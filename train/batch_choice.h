@@ -46,6 +46,7 @@ double scaled_lr(double config_lr, int config_batch, int global_batch);
 struct BatchSweep {
   std::vector<BatchTrial> trials;
   int per_rank = 0, ranks = 1;
+  int accumulate = 1;  // [train] accumulate: per_rank is a micro-batch, this many of which make a rank's batch
   std::string method;  // how each size was timed, and on which samples
   std::string limit;   // what bounded the largest size tried
   HplBatch hpl;

@@ -85,12 +85,24 @@ void read_pool(const TrainOptions& o, const RunSpec& spec, int rank, int ranks, 
 
 // The largest power of two per rank within the samples every rank is dealt, the flag's limit on the
 // global batch and, on the CPU, the memory bound.
+// With [train] accumulate = k the sizes are a rank's micro-batch, k of which make its batch.
 void set_largest(const RunSpec& spec, int ranks, int local_ranks, SweepInputs& in) {
-  in.largest = floor_pow2(std::min<long long>(in.per_rank, kMaxBatch / ranks));
-  char text[320];
-  std::snprintf(text, sizeof text,
-                "sizes 1 to %d per rank (the samples each rank is dealt: %lld; batch at most %d in all)", in.largest,
-                in.per_rank, kMaxBatch);
+  const int k = in.accumulate;
+  if (in.per_rank < k)
+    fail_file(spec.data_dir, "--batch auto: too few samples for " + std::to_string(k) +
+                                 " micro-batches of 1 ([train] accumulate) on each of " + std::to_string(ranks) +
+                                 (ranks == 1 ? " rank" : " ranks"));
+  in.largest = floor_pow2(std::min<long long>(in.per_rank / k, kMaxBatch / ranks / k));
+  char text[400];
+  if (k == 1)
+    std::snprintf(text, sizeof text,
+                  "sizes 1 to %d per rank (the samples each rank is dealt: %lld; batch at most %d in all)", in.largest,
+                  in.per_rank, kMaxBatch);
+  else
+    std::snprintf(text, sizeof text,
+                  "sizes 1 to %d per rank and micro-batch, %d of which ([train] accumulate) make a rank's batch (the "
+                  "samples each rank is dealt: %lld; batch at most %d in all)",
+                  in.largest, k, in.per_rank, kMaxBatch);
   in.limit = text;
   if (in.backend == Backend::gpu) {
     in.limit += ", each until one does not fit in the GPU's memory";
@@ -200,6 +212,7 @@ SweepInputs sweep_inputs(const TrainOptions& o, const RunSpec& spec, int rank, i
   in.net->init_weights(spec.seed);
   // The net's own optimiser (its exclusions, LARS's tensors): the step timed is the one trained.
   in.opt = std::make_unique<Optimizer>(spec.cfg.train, *in.net);
+  in.accumulate = spec.cfg.train.accumulate;
   set_largest(spec, ranks, o.local_ranks, in);
   return in;
 }
@@ -210,6 +223,7 @@ BatchSweep sweep_batches(const TrainOptions& o, SweepInputs& in, int rank, int r
   const int upto = int(*std::min_element(largest.begin(), largest.end()));
   BatchSweep s;
   s.ranks = ranks;
+  s.accumulate = in.accumulate;
   s.method = method_text(in, ranks);
   s.limit = in.limit;
   if (upto < in.largest) s.limit += "; another rank's bound: " + std::to_string(upto);

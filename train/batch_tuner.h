@@ -25,6 +25,7 @@ struct SweepInputs {
   long long per_rank = 0;  // the samples every rank is dealt in an epoch
   std::unique_ptr<Net> net;
   std::unique_ptr<Optimizer> opt;
+  int accumulate = 1;    // [train] accumulate: the sizes tried are a rank's micro-batch
   int largest = 0;       // a power of two: the largest size tried
   std::string limit;     // what set it
   double cpu_bound = 0;  // CPU: the bytes the estimate of a size's memory must stay within

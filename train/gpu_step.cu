@@ -1,5 +1,6 @@
 // GpuStep: the CUDA backend's training step. Every buffer is made in the constructor. A step's
-// batch lands in one of two slots, so the copy of step k+1 overlaps the compute of step k.
+// batch (each micro-batch, with accumulation) lands in one of two slots, so the copy of the next
+// overlaps the compute of this one.
 #include "train/gpu_step.h"
 
 #include <algorithm>
@@ -26,7 +27,7 @@ std::string no_room(const Context& ctx, const std::string& name, int batch, size
   return name + ": the step needs " + mib_text(arena + ws) + " for a batch of " + std::to_string(batch) +
          " (the net's weights, activations and gradients " + mib_text(arena - input - optimiser) + ", input batches " +
          mib_text(input) + ", optimiser state " + mib_text(optimiser) + ", cuDNN and cuBLAS workspaces " +
-         mib_text(ws) + "), " + mib_text(free + ws) + " are free; use a smaller --batch";
+         mib_text(ws) + "), " + mib_text(free + ws) + " are free; use a smaller --batch or a larger [train] accumulate";
 }
 
 // Throws OutOfMemory when the step does not fit on this rank or, with several, on any rank: they
@@ -74,11 +75,14 @@ struct GpuStep::Slot {
   }
 };
 
-// Recorded around the step, outside its graph. ready: the compute stream finished the step
-// before; h2d: this step's batch is on the device; start: the compute stream begins; end: the
-// step's last kernel is done.
+// Recorded around a part (a micro-batch, or the step's whole batch), outside its graph. ready: the
+// compute stream finished the part before; h2d: this part's samples are on the device; start: the
+// compute stream begins; end: the part's last kernel is done. step and last: the optimiser step the
+// part belongs to, and whether it is that step's last part (which holds the step's verdict).
 struct GpuStep::StepEvents {
   CudaEvent ready, h2d, start, end;
+  long long step = 0;
+  bool last = true;
 };
 
 GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleFormat& sample, int max_batch, int rank,
@@ -114,6 +118,11 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
     arena_.request(avg_w_, average->weights.size());
     if (!average->state.empty()) arena_.request(avg_s_, average->state.size());
   }
+  if (o.accumulate < 1) fail("GpuStep: accumulate must be at least 1");
+  if (o.accumulate > 1) {  // the net's own buffers are bound only at commit: sized by the CPU net
+    arena_.request(grad_sum_, cpu.weights().size());
+    arena_.request(carry_, 1);
+  }
   if (ranks > 1) sync_ = std::make_unique<GradientSync>(arena_, net, ranks, o.sync);
   check_fits(ctx_, name_, max_batch, arena_.bytes(), input_bytes, opt_bytes, ranks);
   arena_.commit();
@@ -137,6 +146,8 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   if (average) avg_w_.upload(average->weights.data(), average->weights.size());
   if (avg_s_.size()) avg_s_.upload(average->state.data(), average->state.size());
   CONVOY_CUDA_CHECK(cudaMemset(acc_.get(), 0, 4 * sizeof(double)));
+  if (grad_sum_.size()) CONVOY_CUDA_CHECK(cudaMemset(grad_sum_.get(), 0, grad_sum_.size() * sizeof(float)));
+  if (carry_.size()) CONVOY_CUDA_CHECK(cudaMemset(carry_.get(), 0, sizeof(MicroCarry)));
   if (sync_) sync_->start(rank, net_.grads());
   for (int i = 0; i < 4; ++i) events_.push_back(std::make_unique<StepEvents>());
   profile_ = o.profile;
@@ -161,47 +172,76 @@ void GpuStep::queue_normalize(const Slot& sl, int n) {
                     reinterpret_cast<float*>(x_.get()), Layout::nchw);
 }
 
-void GpuStep::queue_compute(int slot, int n) {
+void GpuStep::queue_compute(int slot, int n, Part part) {
   const Slot& sl = *slots_[slot];
   cudaStream_t s = ctx_.stream();
   StepScalars* scalars = sl.d<StepScalars>(sl.scalars);
   const int32_t* labels = sl.d<int32_t>(sl.labels);
   queue_normalize(sl, n);
-  if (state_before_.size())
+  if (state_before_.size() && part.first)
     CONVOY_CUDA_CHECK(cudaMemcpyAsync(state_before_.get(), net_.state(), state_before_.size() * sizeof(float),
                                       cudaMemcpyDeviceToDevice, s));
   net_.forward(n, x_.get(), labels, true, &scalars->key, sl.d<uint64_t>(sl.keys));
-  // The loss decides whether the update runs (StepScalars::nonfinite). It is known once the forward
-  // pass is done, and so agreed on (GradientSync::agree) before the backward pass begins, so that
-  // each bucket's update can start as soon as its all-reduce ends.
-  batch_metrics(ctx_, n, net_.classes(), net_.probs(), labels, net_.losses(), acc_.get(), scalars);
+  queue_metrics(n, labels, scalars, part);
   record_event(sl.fwd.get(), s);
-  queue_backward_and_update(sl, scalars);
-  if (state_before_.size())
-    restore_if_nonfinite(ctx_, state_before_.size(), net_.state(), state_before_.get(), scalars);
-  // The moving average follows the update (a skipped step's leaves it as it was).
-  average_into(s, avg_w_.size(), avg_w_.get(), net_.weights(), decay_, scalars);
-  average_into(s, avg_s_.size(), avg_s_.get(), net_.state(), decay_, scalars);
-  // The step's loss and verdict, for the host to read once it has waited for this step.
+  if (part.last) {
+    queue_backward_and_update(sl, scalars);
+    if (state_before_.size())
+      restore_if_nonfinite(ctx_, state_before_.size(), net_.state(), state_before_.get(), scalars);
+    // The moving average follows the update (a skipped step's leaves it as it was).
+    average_into(s, avg_w_.size(), avg_w_.get(), net_.weights(), decay_, scalars);
+    average_into(s, avg_s_.size(), avg_s_.get(), net_.state(), decay_, scalars);
+  } else {
+    // A micro-batch before the last: its gradients join the sum; nothing is reduced or updated.
+    net_.backward();
+    add_gradients(s, 0, net_.param_count(), net_.grads(), grad_sum_.get());
+    record_event(sl.bwd.get(), s);
+    record_event(sl.comm.get(), s);
+  }
+  // The part's loss and verdict (the step's, for its last part), for the host to read once it has
+  // waited for this part.
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(checks_host_.data() + slot * sizeof(StepScalars), scalars, sizeof(StepScalars),
                                     cudaMemcpyDeviceToHost, s));
 }
 
+// The loss decides whether the update runs (StepScalars::nonfinite). It is known once the forward
+// pass is done, and so agreed on (GradientSync::agree) before the backward pass begins, so that
+// each bucket's update can start as soon as its all-reduce ends. A micro-batch's figures wait in
+// the carry until its step's last part knows the step's verdict.
+void GpuStep::queue_metrics(int n, const int32_t* labels, StepScalars* scalars, Part part) {
+  if (part.first && part.last)
+    return batch_metrics(ctx_, n, net_.classes(), net_.probs(), labels, net_.losses(), acc_.get(), scalars);
+  batch_metrics(ctx_, n, net_.classes(), net_.probs(), labels, net_.losses(), carry_.get()->sums, scalars);
+  if (part.last)
+    close_micro_batches(ctx_.stream(), scalars, carry_.get(), acc_.get(), o_.accumulate);
+  else
+    carry_micro_batch(ctx_.stream(), scalars, carry_.get());
+}
+
 // One rank: the update over the whole buffer follows the backward pass. Several: the gradients are
 // averaged in buckets as the backward pass completes them, and updated bucket by bucket (or at once).
+// With accumulation each range of the gradients becomes the step's mean (the micro-batches' sum
+// joined) as the backward pass completes it, before its all-reduce or update.
 void GpuStep::queue_backward_and_update(const Slot& sl, StepScalars* scalars) {
   cudaStream_t s = ctx_.stream();
   const GradientSync::Update update = [this, scalars](const UpdateSpan& at, const Gradients& g) {
     queue_update(at, g, scalars);
   };
+  const auto mean = [&](size_t lo, size_t hi) {
+    if (grad_sum_.size()) finish_gradients(s, lo, hi, net_.grads(), grad_sum_.get(), o_.accumulate);
+  };
   if (!sync_) {
     net_.backward();
+    mean(0, net_.param_count());
     record_event(sl.bwd.get(), s);
     record_event(sl.comm.get(), s);
     return update({0, net_.param_count(), s}, Gradients{net_.grads()});
   }
   sync_->agree(s, &scalars->nonfinite);
-  net_.backward([&](size_t lo, size_t hi) { sync_->ready(s, {lo, hi}, update); });
+  net_.backward([&](size_t lo, size_t hi) {
+    mean(lo, hi);
+    sync_->ready(s, {lo, hi}, update);
+  });
   record_event(sl.bwd.get(), s);
   sync_->wait_for_comm(s);
   record_event(sl.comm.get(), s);
@@ -241,50 +281,64 @@ void GpuStep::queue_update(const UpdateSpan& at, const Gradients& g, const StepS
 void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
   if (b.pixels.empty() || b.n <= 0 || b.flips.size() != size_t(b.n))
     fail("GpuStep: the loader must hand over raw batches");
-  if (b.n > max_batch_) fail("GpuStep: batch larger than the one it was built for");
-  const long long k = step_;
+  const int k = o_.accumulate;
+  if (b.n % k != 0) fail("GpuStep: a batch that does not split into its micro-batches");
+  if (b.n / k > max_batch_) fail("GpuStep: batch larger than the one it was built for");
+  ++host_opt_.t;
+  const TrainRecipe& r = host_opt_.recipe;
+  const StepScalars sc = step_scalars(key, lr, r.beta1, r.beta2, host_opt_.t);
+  const int n = b.n / k;
+  for (int i = 0; i < k; ++i) queue_part(b, i * n, n, sc, Part{i == 0, i + 1 == k});
+  ++step_;
+}
+
+// b's samples [from, from + n) into the next slot, and their part of the step queued.
+void GpuStep::queue_part(const HostBatch& b, int from, int n, const StepScalars& sc, Part part) {
+  const long long k = parts_;
   const int slot = int(k % 2);
-  // The step two before used this slot: its buffers are free once it is done. This is also the
-  // only place the host waits, which keeps it at most two steps ahead of the GPU.
+  // The part two before used this slot: its buffers are free once it is done. This is also the
+  // only place the host waits, which keeps it at most two parts ahead of the GPU.
   while (!pending_.empty() && pending_.front() <= k - 2) {
     CONVOY_CUDA_CHECK(cudaEventSynchronize(events_[size_t(pending_.front() % 4)]->end.get()));
     harvest(pending_.front());
     pending_.pop_front();
   }
   Slot& sl = *slots_[slot];
-  ++host_opt_.t;
-  const TrainRecipe& r = host_opt_.recipe;
-  const StepScalars sc = step_scalars(key, lr, r.beta1, r.beta2, host_opt_.t);
-  std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data(), b.pixels.size());
-  std::memcpy(sl.h<uint8_t>(sl.flips), b.flips.data(), b.flips.size());
-  std::memcpy(sl.h<int32_t>(sl.labels), b.labels.data(), b.labels.size() * sizeof(int32_t));
-  std::memcpy(sl.h<uint64_t>(sl.keys), b.keys.data(), b.keys.size() * sizeof(uint64_t));
+  const size_t px = b.pixels.size() / size_t(b.n);
+  std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data() + size_t(from) * px, size_t(n) * px);
+  std::memcpy(sl.h<uint8_t>(sl.flips), b.flips.data() + from, size_t(n));
+  std::memcpy(sl.h<int32_t>(sl.labels), b.labels.data() + from, size_t(n) * sizeof(int32_t));
+  if (!b.keys.empty()) std::memcpy(sl.h<uint64_t>(sl.keys), b.keys.data() + from, size_t(n) * sizeof(uint64_t));
   std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);
 
   StepEvents& e = *events_[size_t(k % 4)];
+  e.step = step_;
+  e.last = part.last;
   cudaStream_t s = ctx_.stream(), cs = copy_stream_.get();
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.get(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, cs));
   CONVOY_CUDA_CHECK(cudaEventRecord(e.h2d.get(), cs));
   CONVOY_CUDA_CHECK(cudaEventRecord(e.ready.get(), s));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(s, e.h2d.get(), 0));
   CONVOY_CUDA_CHECK(cudaEventRecord(e.start.get(), s));
-  // The first full step runs op by op (cuDNN and cuBLAS set themselves up on first use, which a
-  // capture forbids); each slot's graph is captured at its first full step after that.
-  if (o_.graph && b.n == max_batch_ && k >= 1) {
-    if (!graph_[slot]) {
+  // The first step runs op by op (cuDNN, cuBLAS and NCCL set themselves up on first use, which a
+  // capture forbids); each slot's graph of each kind of part is captured at its first full part
+  // after that.
+  if (o_.graph && n == max_batch_ && step_ >= 1) {
+    CudaGraphExec& graph = graph_[graph_index(slot, part)];
+    if (!graph) {
       CONVOY_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      queue_compute(slot, b.n);
-      graph_[slot] = CudaGraphExec::end_capture(s);
+      queue_compute(slot, n, part);
+      graph = CudaGraphExec::end_capture(s);
     }
-    graph_[slot].launch(s);
+    graph.launch(s);
   } else {
-    queue_compute(slot, b.n);
+    queue_compute(slot, n, part);
   }
   CONVOY_CUDA_CHECK(cudaEventRecord(e.end.get(), s));
   pending_.push_back(k);
   if (gap_from_ < 0) gap_from_ = k + 1;
-  ++step_;
-  if (profile_) {  // the node events are re-recorded by the next step: read them now
+  ++parts_;
+  if (profile_) {  // the node events are re-recorded by the next part: read them now
     drain();
     net_.collect_profile();
   }
@@ -301,12 +355,13 @@ void GpuStep::harvest(long long j) {
   times_.bwd += elapsed_seconds(sl.fwd.get(), sl.bwd.get());
   times_.comm_exposed += elapsed_seconds(sl.bwd.get(), sl.comm.get());
   times_.update += elapsed_seconds(sl.comm.get(), e.end.get());
+  if (!e.last) return;  // a step's verdict is its last part's
   ++times_.steps;
   StepScalars c;
   std::memcpy(&c, checks_host_.data() + size_t(j % 2) * sizeof(StepScalars), sizeof c);
   if (c.nonfinite) {
     ++skipped_;
-    if (nonfinite_.step < 0) nonfinite_ = {j, c.loss};
+    if (nonfinite_.step < 0) nonfinite_ = {e.step, c.loss};
   }
 }
 

@@ -1,7 +1,8 @@
 // One training or evaluation step on this rank's GPU: the loader's raw batch goes up from pinned
 // memory on a copy stream; augmentation, forward and backward run on the compute stream, the
 // bucketed NCCL all-reduce and the fused optimiser updates beside it (GradientSync), all captured
-// once as a CUDA graph and replayed.
+// once as a CUDA graph and replayed. With gradient accumulation the batch goes up and is computed
+// as micro-batches, each but the last captured without the all-reduce and the update.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -17,6 +18,7 @@
 #include "train/cuda/normalize_input.h"
 #include "train/gpu_net.h"
 #include "train/gradient_sync.h"
+#include "train/micro_batches.h"
 #include "train/optimizer.h"
 #include "train/weight_average.h"
 
@@ -26,6 +28,7 @@ namespace convoy::gpu {
 // nothing to do: waiting for the batch's copy (unhidden h2d) or for the host to queue the step.
 // comm_exposed is the part of the all-reduce not hidden behind the backward pass (from its end to
 // the last all-reduce's end); update, what follows (the updates still running, or all of them).
+// With accumulation each covers every micro-batch of the steps; `steps` counts optimiser steps.
 struct StepTimes {
   double h2d = 0, idle = 0, fwd = 0, bwd = 0, comm_exposed = 0, update = 0;
   long long steps = 0;
@@ -57,6 +60,10 @@ struct GpuStepOptions {
   // A step whose loss is not finite never updates the weights or the optimiser state; with this,
   // batch norm's running statistics are kept as they were before it too (a copy per step).
   bool skip_nonfinite = false;
+  // [train] accumulate: train() takes a batch of up to accumulate x max_batch samples and runs it
+  // as this many micro-batches, their fp32 gradients summed on the device (micro_batches.h) and
+  // their mean all-reduced and applied once, with the last.
+  int accumulate = 1;
 };
 
 class GpuStep {
@@ -71,11 +78,13 @@ class GpuStep {
   GpuStep& operator=(const GpuStep&) = delete;
 
   // Queues one training step on a raw batch (HostBatch::pixels) and returns without waiting for it;
-  // the host waits only when it reuses the buffers of the step two before.
+  // the host waits only when it reuses the buffers of the micro-batch two before (with accumulate =
+  // 1, of the step two before). With accumulate = k, b.n is a multiple of k: the micro-batches are
+  // b's samples [i x b.n / k, (i + 1) x b.n / k), in that order.
   void train(const HostBatch& b, uint64_t key, double lr);
-  // Each step's loss is checked on the device, which skips the update of a step whose loss is NaN
-  // or infinite; the host learns of it when it waits for that step: in train() at most two steps
-  // later, in take_metrics(), take_times(), sync_to() and evaluate() at once.
+  // Each step's loss is checked on the device, which skips the update of a step whose loss (any of
+  // its micro-batches') is NaN or infinite; the host learns of it when it waits for that step: in
+  // train() at most two steps later, in take_metrics(), take_times(), sync_to() and evaluate() at once.
   NonFiniteStep first_nonfinite() const { return nonfinite_; }
   // Waits for the queued steps; their metrics (and the last step's loss) since the last take.
   StepMetrics take_metrics();
@@ -97,20 +106,32 @@ class GpuStep {
   // The device memory the step holds: its arena and the context's cuDNN and cuBLAS workspaces.
   size_t device_bytes() const { return arena_.bytes() + ctx_.workspaces_bytes(); }
   InputFold input_fold() const { return net_.input_layout().fold; }
-  bool graphed() const { return bool(graph_[0]) || bool(graph_[1]); }
+  bool graphed() const {
+    for (const CudaGraphExec& g : graph_)
+      if (g) return true;
+    return false;
+  }
   // Bytes each training step puts on the wire, per rank (0 for one rank).
   double comm_bytes_per_step() const { return sync_ ? sync_->wire_bytes_per_step() : 0.0; }
 
  private:
-  struct Slot;        // pinned and device buffers of one batch in flight
-  struct StepEvents;  // the events recorded around one step
+  struct Slot;        // pinned and device buffers of one (micro-)batch in flight
+  struct StepEvents;  // the events recorded around one (micro-)batch
+  // Which micro-batch of its step a part is: the first, the last, or (accumulate = 1) both.
+  struct Part {
+    bool first = true, last = true;
+  };
+  // A part's graph: one per slot and kind of part.
+  static int graph_index(int slot, Part p) { return slot * 4 + (p.first ? 1 : 0) + (p.last ? 2 : 0); }
+  void queue_part(const HostBatch& b, int from, int n, const StepScalars& sc, Part part);
   void queue_normalize(const Slot& sl, int n);
-  void queue_compute(int slot, int n);
+  void queue_compute(int slot, int n, Part part);
+  void queue_metrics(int n, const int32_t* labels, StepScalars* scalars, Part part);
   void queue_backward_and_update(const Slot& sl, StepScalars* scalars);
   void queue_update(const UpdateSpan& at, const Gradients& g, const StepScalars* scalars);
   void request_lars(size_t params);
   LarsDevice lars_device() const;
-  void harvest(long long step);
+  void harvest(long long part);
   void drain();
 
   Context ctx_;
@@ -133,19 +154,23 @@ class GpuStep {
   DeviceBuffer<double> acc_;           // StepMetrics, accumulated on the device
   DeviceBuffer<float> state_before_;   // skip_nonfinite: the running statistics before the step
   DeviceBuffer<float> avg_w_, avg_s_;  // [train] ema: the moving average (empty: none)
+  DeviceBuffer<float> grad_sum_;       // accumulate > 1: the gradients of a step's micro-batches so far
+  DeviceBuffer<MicroCarry> carry_;     // accumulate > 1: their verdict and figures
   double decay_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four steps
-  CudaGraphExec graph_[2];
-  long long step_ = 0;             // training steps queued
-  std::deque<long long> pending_;  // queued steps whose times are not yet harvested
-  long long gap_from_ = -1;        // first step whose idle gap to its predecessor is meaningful
+  std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four parts
+  CudaGraphExec graph_[8];                           // by graph_index
+  long long step_ = 0;                               // training steps queued
+  // Parts queued: the micro-batches of the steps (with accumulate = 1, the steps themselves).
+  long long parts_ = 0;
+  std::deque<long long> pending_;  // queued parts whose times are not yet harvested
+  long long gap_from_ = -1;        // first part whose idle gap to its predecessor is meaningful
   PinnedBuffer losses_host_, probs_host_, acc_host_;
-  PinnedBuffer checks_host_;  // per slot, the StepScalars of its last step as the step left them
+  PinnedBuffer checks_host_;  // per slot, the StepScalars of its last part as the part left them
   long long skipped_ = 0;     // steps with a non-finite loss harvested since the last take_metrics
   NonFiniteStep nonfinite_;
   StepTimes times_;
-  bool profile_ = false;  // per-node times, collected after every step
+  bool profile_ = false;  // per-node times, collected after every part
   std::string name_;
 };
 

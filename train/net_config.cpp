@@ -166,11 +166,13 @@ void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
                                 "nesterov",    "weight_decay",  "beta1",     "beta2",      "adam_eps",
                                 "schedule",    "warmup_epochs", "pct_start", "div_factor", "final_div_factor",
                                 "step_epochs", "gamma",         "min_lr"};
+  keys.insert("accumulate");
   keys.insert({"weight_decay_norm", "weight_decay_bias", "label_smoothing", "ema", "eval_flip"});  // the references'
   keys.insert({"lars_trust", "lars_eps"});
   r.only_keys(t, keys, "[train]");
   tr.epochs = r.get_int(t, "epochs", tr.epochs, 1, kMaxEpochs);
   tr.batch = r.get_int(t, "batch", tr.batch, 1, kMaxBatch);
+  tr.accumulate = r.get_int(t, "accumulate", tr.accumulate, 1, kMaxBatch);
   tr.optimizer = r.get_enum<OptimizerKind>(t, "optimizer", tr.optimizer,
                                            {{"sgd", OptimizerKind::sgd},
                                             {"adam", OptimizerKind::adam},

@@ -31,6 +31,9 @@ constexpr int kMaxEpochs = 100000, kMaxBatch = 1 << 20;
 
 struct TrainRecipe {
   int epochs = 15, batch = 128;
+  // Gradient accumulation: each rank trains its share of the global batch as this many consecutive
+  // micro-batches, their gradients summed before one all-reduce and one optimiser step.
+  int accumulate = 1;
   OptimizerKind optimizer = OptimizerKind::sgd;
   double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
   // false: batch norm's parameters (weight_decay_norm) and every bias, batch norm's beta included

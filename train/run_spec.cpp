@@ -208,12 +208,18 @@ RunSpec read_run_spec(const TrainOptions& o, int ranks) {
   const int batch = s.cfg.train.batch;
   // --batch auto on a fresh run chooses a batch per rank: any config batch will do.
   const bool chosen_later = o.batch_auto && !s.resume;
-  if (batch % ranks != 0 && !chosen_later) {
-    const std::string split = "--batch " + std::to_string(batch) + " does not split over " + count_text(ranks, "rank");
+  // With [train] accumulate = k every rank trains k micro-batches of batch / (ranks x k) a step.
+  const int k = s.cfg.train.accumulate;
+  const long long parts = (long long)ranks * k;
+  if (batch % parts != 0 && !chosen_later) {
+    std::string split = "--batch " + std::to_string(batch) + " does not split over " + count_text(ranks, "rank");
+    if (k > 1)
+      split += " x " + std::to_string(k) + " micro-batches ([train] accumulate = " + std::to_string(k) + " in " +
+               s.cfg.path + ")";
     if (!o.resume.empty())
-      fail_file(o.resume,
-                split + "; a resumed run keeps its global batch: resume on a number of ranks that divides it");
-    fail(split + "; give a multiple of " + std::to_string(ranks));
+      fail_file(o.resume, split + "; a resumed run keeps its global batch: resume on a number of ranks that divides " +
+                              (k > 1 ? "batch / accumulate" : "it"));
+    fail(split + "; give a multiple of " + std::to_string(parts));
   }
   if (!s.data_dir.empty()) check_declared_input(s.cfg, input_dims(s.data.shape, s.cfg.augment), s.data_dir);
   if (!s.checkpoint.empty()) check_writable_folder(s.checkpoint);

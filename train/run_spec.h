@@ -31,8 +31,8 @@ struct RunSpec {
 // checkpoint's config, seed, batch, shuffle window, data and validation set, each refused in one
 // line when given again otherwise (or, for the data, when it has changed since); --epochs may
 // extend it; it saves to --checkpoint, else to the checkpoint it resumed from. Every rank reaches
-// the same verdict without any collective call; `ranks` must divide the global batch (a resumed run keeps the
-// checkpoint's on any number of ranks).
+// the same verdict without any collective call; `ranks` x [train] accumulate must divide the global
+// batch (a resumed run keeps the checkpoint's on any number of ranks).
 RunSpec read_run_spec(const TrainOptions& o, int ranks);
 // The part of a checkpoint's record that says what the run was made from (config, seed, batch,
 // epochs, ranks, shuffle window, training and validation data), which read_run_spec checks.

@@ -44,8 +44,11 @@ struct NonFiniteLoss {
 
 class Step : public Forward {
  public:
-  // Trains on one batch, or queues it. Figures the backend keeps (on the device) join `sums` at
-  // fold(); the others join them now, so that they are added in the order the steps ran.
+  // Trains on one batch (the rank's share of a global batch: one optimiser step), or queues it.
+  // With StepSetup::accumulate = k, as k micro-batches of b.n / k, consecutive slices of b, whose
+  // gradients are summed before one all-reduce and one update. Figures the backend keeps (on the
+  // device) join `sums` at fold(); the others join them now, so that they are added in the order
+  // the steps ran.
   virtual void train(const HostBatch& b, uint64_t key, double lr, EpochSums& sums) = 0;
   // Adds the figures the backend still keeps to `sums`; returns the last step's mean loss.
   virtual double fold(EpochSums& sums) = 0;
@@ -74,7 +77,8 @@ enum class Backend { cpu, gpu };
 Backend choose_backend(Device device);
 
 // What a step is built from. net and opt: the topology and the state to start from, which the CPU
-// step trains in place; sample: the raw batches' sample shape and normalisation (the loader's).
+// step trains in place; sample: the raw batches' sample shape and normalisation (the loader's);
+// max_batch: the largest micro-batch (with accumulate = 1, the largest batch).
 struct StepSetup {
   Net& net;
   Optimizer& opt;
@@ -86,6 +90,8 @@ struct StepSetup {
   // [train] ema: the weights' moving average to start from, updated after every optimiser step
   // (the CPU step's in place, the GPU's on the device and into it at sync_to); null: none.
   WeightAverage* average = nullptr;
+  // [train] accumulate: the micro-batches of each batch that train() is given.
+  int accumulate = 1;
 };
 
 std::unique_ptr<Step> make_step(Backend backend, const StepSetup& s);

@@ -48,6 +48,7 @@ gpu::GpuStepOptions gpu_options(const StepSetup& s) {
   go.graph = s.backend.cuda_graph;
   go.input_fold = s.backend.input_fold;
   go.skip_nonfinite = s.skip_nonfinite;
+  go.accumulate = s.accumulate;
   go.profile = s.profile;
   go.workspace_bytes = size_t(s.backend.cudnn_workspace_mb) << 20;
   go.algos = algo_search(s.backend.conv_algos);

@@ -70,12 +70,13 @@ void add_up_ranks(EpochSums& s) {
 
 TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
     : o_(o), spec_(std::move(spec)), rec_(spec_.cfg.train), rank_(rank), ranks_(ranks),
-      local_batch_(rec_.batch / ranks), meta_(read_dataset_meta(spec_.data_dir)),
-      backend_(choose_backend(o.backend.device)), readers_(readers_for(o, backend_)),
+      local_batch_(rec_.batch / ranks), micro_batch_(local_batch_ / rec_.accumulate),
+      meta_(read_dataset_meta(spec_.data_dir)), backend_(choose_backend(o.backend.device)),
+      readers_(readers_for(o, backend_)),
       train_loader_(make_train_loader(
           loader_options(spec_.data_dir, true, o, spec_, rank, ranks, local_batch_, backend_, readers_.readers), meta_,
           readers_.why)),
-      val_loader_(make_val_loader(spec_, loader_options(spec_.val_dir, false, o, spec_, rank, ranks, local_batch_,
+      val_loader_(make_val_loader(spec_, loader_options(spec_.val_dir, false, o, spec_, rank, ranks, micro_batch_,
                                                         backend_, readers_.readers))),
       net_(net_for_data(spec_.cfg, meta_.shape, meta_.classes.size(), spec_.data_dir)), opt_(rec_, net_) {
   net_.set_profiling(o.profile);
@@ -92,10 +93,10 @@ TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
   schedule_.emplace(rec_, per_epoch_ * rec_.epochs, per_epoch_);
   log_info(
       "%s: %zu parameters, %.1f MFLOPs/image; %llu training samples, %d rank(s) x %d threads (BLAS %s), batch %d "
-      "(%d per rank), %lld steps/epoch",
+      "(%d per rank%s), %lld steps/epoch",
       spec_.cfg.path.c_str(), net_.weights().size(), net_.flops_per_image() / 1e6,
       (unsigned long long)meta_.num_samples, ranks, omp_get_max_threads(), blas_core_name(), rec_.batch, local_batch_,
-      per_epoch_);
+      micro_text().c_str(), per_epoch_);
   open_metrics();
   stop_signals_.emplace(rank_ == 0 && !o_.checkpoint.empty());
 }
@@ -170,11 +171,19 @@ void TrainRun::start_average() {
   broadcast_floats(average_->state);
 }
 
+// The step holds a micro-batch at a time; train() hands it the rank's whole share of each step.
 void TrainRun::make_the_step() {
-  step_ = make_step(backend_, StepSetup{net_, opt_, train_loader_->sample_format(), std::max(local_batch_, 1), rank_,
+  step_ = make_step(backend_, StepSetup{net_, opt_, train_loader_->sample_format(), std::max(micro_batch_, 1), rank_,
                                         ranks_, o_.local_rank, o_.backend, o_.skip_nonfinite, o_.profile,
-                                        average_ ? &*average_ : nullptr});
+                                        average_ ? &*average_ : nullptr, rec_.accumulate});
   step_base_ = global_step_;
+}
+
+// ", as 4 micro-batches of 8 ([train] accumulate)" where the recipe accumulates, else "".
+std::string TrainRun::micro_text() const {
+  if (rec_.accumulate == 1) return "";
+  return ", as " + std::to_string(rec_.accumulate) + " micro-batches of " + std::to_string(micro_batch_) +
+         " ([train] accumulate)";
 }
 
 void TrainRun::open_metrics() {
@@ -182,7 +191,9 @@ void TrainRun::open_metrics() {
   metrics_ = std::make_unique<MetricsLog>(o_.metrics, !o_.resume.empty());
   if (const std::optional<double> setup = step_->setup_seconds())
     metrics_->write({{"kind", "setup"}, {"gpu_setup_seconds", *setup}});
-  metrics_->write(comm_plan_record(comm_plan(net_, o_.backend, backend_), net_, ranks_, local_batch_));
+  nlohmann::json plan = comm_plan_record(comm_plan(net_, o_.backend, backend_), net_, ranks_, local_batch_);
+  plan["accumulate"] = rec_.accumulate;  // one all-reduce per this many micro-batches
+  metrics_->write(plan);
 }
 
 int TrainRun::run() {

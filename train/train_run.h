@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "input/loader.h"
 #include "input/loader_sizing.h"
@@ -39,6 +40,7 @@ class TrainRun {
   void start_average();
   std::optional<EvalResult> evaluate_epoch();
   void make_the_step();
+  std::string micro_text() const;
   void open_metrics();
   std::optional<int> train_epoch(int epoch, long long first, EpochSums& sums, EpochClock& clock);
   void log_step(int epoch, long long step, long long first, double lr, EpochSums& sums, const EpochClock& clock);
@@ -53,7 +55,9 @@ class TrainRun {
   const TrainOptions& o_;
   const RunSpec spec_;
   const TrainRecipe& rec_;
-  const int rank_, ranks_, local_batch_;
+  // local_batch_: this rank's share of a global batch; micro_batch_: what the step trains at once,
+  // local_batch_ / [train] accumulate (and the validation set's batch, which the GPU must hold).
+  const int rank_, ranks_, local_batch_, micro_batch_;
   const DatasetMeta meta_;
   const Backend backend_;
   const ReaderChoice readers_;

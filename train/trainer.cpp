@@ -113,7 +113,8 @@ std::string lr_rule(const RunSpec& spec, int global) {
   return text;
 }
 
-// --batch auto: a fresh run sweeps and trains at the fastest batch, its lr scaled; a resumed one
+// --batch auto: a fresh run sweeps and trains at the fastest batch, its lr scaled (with [train]
+// accumulate = k, the fastest micro-batch, k of which make a rank's batch); a resumed one
 // keeps the batch and lr its checkpoint recorded (run_spec.cpp refuses one whose batch was set by hand).
 void choose_batch(const TrainOptions& o, RunSpec& spec, int rank, int ranks) {
   if (spec.resume) {
@@ -123,9 +124,12 @@ void choose_batch(const TrainOptions& o, RunSpec& spec, int rank, int ranks) {
   }
   const BatchSweep s = agreed_sweep(o, spec, rank, ranks);
   for (const std::string& line : sweep_report(s)) log_info("%s", line.c_str());
-  const int global = s.per_rank * ranks;
-  log_info("--batch auto: batch %d (%d per rank), %s", global, s.per_rank, lr_rule(spec, global).c_str());
-  if (ranks > 1) log_all("--batch auto: this rank trains at %d per rank", s.per_rank);
+  const int k = spec.cfg.train.accumulate, global = s.per_rank * k * ranks;
+  const std::string micro = k > 1 ? ", as " + std::to_string(k) + " micro-batches of " + std::to_string(s.per_rank)
+                                  : "";
+  log_info("--batch auto: batch %d (%d per rank%s), %s", global, s.per_rank * k, micro.c_str(),
+           lr_rule(spec, global).c_str());
+  if (ranks > 1) log_all("--batch auto: this rank trains at %d per rank%s", s.per_rank * k, micro.c_str());
   spec.cfg.train.lr = scaled_lr(spec.cfg.train.lr, spec.cfg.train.batch, global);
   spec.cfg.train.batch = global;
   spec.batch_auto = true;
@@ -139,7 +143,7 @@ int run_tune_batch(const TrainOptions& o, int rank, int ranks) {
   const BatchSweep s = agreed_sweep(o, spec, rank, ranks);
   if (rank != 0) return 0;
   for (const std::string& line : sweep_report(s)) std::printf("%s\n", line.c_str());
-  std::printf("with --batch auto: %s\n", lr_rule(spec, s.per_rank * ranks).c_str());
+  std::printf("with --batch auto: %s\n", lr_rule(spec, s.per_rank * spec.cfg.train.accumulate * ranks).c_str());
   std::fflush(stdout);
   return 0;
 }
