@@ -28,7 +28,7 @@ struct SampleRef {
 // How training's samples are dealt to ranks (above): local keeps each rank to its own files, global
 // keeps the global batches independent of the number of ranks.
 enum class SampleOrder { local, global };
-const char* order_name(SampleOrder o);                                // "local" | "global"
+const char* order_name(SampleOrder o);                            // "local" | "global"
 std::optional<SampleOrder> parse_order(const std::string& name);  // nullopt for any other name
 
 struct PlanOptions {

@@ -99,10 +99,10 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
 // Global order's global batches are the same at any ranks: no other ranks' plan to follow.
 PlanOptions Loader::plan(int epoch, int plan_ranks) const {
   const bool follow = opt_.train && opt_.share.order == SampleOrder::local;
-  return PlanOptions{opt_.share.seed,         epoch,
-                     opt_.share.rank,         opt_.share.ranks,
-                     opt_.train,              opt_.share.window_files,
-                     opt_.local_batch,        follow ? plan_ranks : 0,
+  return PlanOptions{opt_.share.seed,  epoch,
+                     opt_.share.rank,  opt_.share.ranks,
+                     opt_.train,       opt_.share.window_files,
+                     opt_.local_batch, follow ? plan_ranks : 0,
                      opt_.share.order};
 }
 

@@ -171,8 +171,8 @@ int run_loader_bench(const LoaderBenchOptions& o) {
   for (bool raw : modes) {
     const SampleOutput output = !raw ? SampleOutput::floats : o.mirror ? SampleOutput::mirrored : SampleOutput::raw;
     const LoaderOptions lo = loader_options(o.data, o.batch, o.train, output, o.augment,
-                                            DataShare{o.rank, o.ranks, o.seed, o.window_files, o.order}, readers.readers,
-                                            o.prefetch);
+                                            DataShare{o.rank, o.ranks, o.seed, o.window_files, o.order},
+                                            readers.readers, o.prefetch);
     Loader l(lo, meta);
     std::printf("%s: prefetch window of %d batches\n", raw ? "raw" : "float", l.prefetch());
     std::vector<double> rates, costs;

@@ -20,8 +20,8 @@ struct LoaderBenchOptions {
   bool mirror = false;      // raw: mirror in the loader (flips all 0), as the Python module does
   int rank = 0, ranks = 1;  // the share of one rank of `ranks`, as train's rank would read it
   SampleOrder order = SampleOrder::local;
-  bool digest = false;      // a CRC32C of every epoch's batches (slows the consumer)
-  double step_us = 0;       // the consumer's own time per batch (a GPU step), spent spinning
+  bool digest = false;  // a CRC32C of every epoch's batches (slows the consumer)
+  double step_us = 0;   // the consumer's own time per batch (a GPU step), spent spinning
   uint64_t seed = 1;
 };
 

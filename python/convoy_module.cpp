@@ -124,9 +124,10 @@ convoy::AugmentSpec augment_of(const Args& a) {
 // is left for the Python thread that runs the step, as the CUDA backend keeps one for its host thread.
 convoy::LoaderOptions loader_options(const Args& a) {
   const int readers = convoy::choose_readers(a.readers, 1, local_ranks_from_env()).readers;
-  return convoy::loader_options(a.path, a.batch_size, a.train, convoy::SampleOutput::mirrored, augment_of(a),
-                                convoy::DataShare{a.rank, a.world_size, a.seed, a.window_files, *convoy::parse_order(a.order)},
-                                readers, a.prefetch);
+  return convoy::loader_options(
+      a.path, a.batch_size, a.train, convoy::SampleOutput::mirrored, augment_of(a),
+      convoy::DataShare{a.rank, a.world_size, a.seed, a.window_files, *convoy::parse_order(a.order)}, readers,
+      a.prefetch);
 }
 
 // Batches per epoch on this rank, as the loader deals them (drop_last=False keeps an evaluation's
@@ -413,8 +414,7 @@ epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C 
            py::arg("random_resized_crop") = false, py::arg("scale") = std::make_pair(0.08, 1.0),
            py::arg("ratio") = std::make_pair(3.0 / 4.0, 4.0 / 3.0), py::arg("train") = true, py::arg("eval_resize") = 0,
            py::arg("readers") = 0, py::arg("drop_last") = true, py::arg("window_files") = 4, py::arg("order") = "local",
-           py::arg("prefetch") = 0,
-           py::arg("with_ids") = false, py::arg("as_torch") = false)
+           py::arg("prefetch") = 0, py::arg("with_ids") = false, py::arg("as_torch") = false)
       .def("__iter__", &PyLoader::iter, py::return_value_policy::reference_internal)
       .def("__next__", &PyLoader::next)
       .def("__len__", &PyLoader::len, "batches per epoch on this rank")

@@ -272,9 +272,8 @@ TEST(EpochPlan, GlobalOrderTrainsEverySampleOncePerEpochAtAnyRanks) {
 // rank global order is local order.
 TEST(EpochPlan, GlobalOrderHasTheSameGlobalBatchesAtAnyRanks) {
   const int G = 12;
-  for (const std::vector<uint32_t>& counts :
-       {std::vector<uint32_t>{13, 13, 13, 13, 13, 13, 13, 13, 13, 7}, std::vector<uint32_t>{29, 29, 29},
-        layouts(4).back()}) {
+  for (const std::vector<uint32_t>& counts : {std::vector<uint32_t>{13, 13, 13, 13, 13, 13, 13, 13, 13, 7},
+                                              std::vector<uint32_t>{29, 29, 29}, layouts(4).back()}) {
     const DatasetMeta meta = meta_of(counts);
     const std::string what = std::to_string(counts.size()) + " files";
     for (int epoch : {1, 2}) {

@@ -19,7 +19,8 @@ struct RunSpec {
   NetConfig cfg;  // cfg.train: the epochs and batch the run uses
   uint64_t seed = 1;
   int window_files = 4;
-  SampleOrder order = SampleOrder::local;  // how training's samples are dealt to ranks (epoch_plan.h)
+  // How training's samples are dealt to ranks (epoch_plan.h).
+  SampleOrder order = SampleOrder::local;
   std::string data_dir, val_dir;    // as given, or as the checkpoint recorded them ("": none)
   DataIdentity data;                // the training data's, read when the run starts
   std::optional<DataIdentity> val;  // the validation data's, when there is one

@@ -32,7 +32,8 @@ ReaderChoice readers_for(const TrainOptions& o, Backend backend) {
 LoaderOptions loader_options(const std::string& dir, bool train, const TrainOptions& o, const RunSpec& spec, int rank,
                              int ranks, int local_batch, Backend backend, int readers) {
   return loader_options(dir, local_batch, train, backend == Backend::gpu ? SampleOutput::raw : SampleOutput::floats,
-                        spec.cfg.augment, DataShare{rank, ranks, spec.seed, spec.window_files, spec.order}, readers, o.prefetch);
+                        spec.cfg.augment, DataShare{rank, ranks, spec.seed, spec.window_files, spec.order}, readers,
+                        o.prefetch);
 }
 
 std::unique_ptr<Loader> make_train_loader(const LoaderOptions& lo, const DatasetMeta& meta, const std::string& why) {
