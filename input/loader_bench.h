@@ -19,10 +19,10 @@ struct LoaderBenchOptions {
   bool train = true;        // false: the evaluation pass (file order, centre crop)
   bool mirror = false;      // raw: mirror in the loader (flips all 0), as the Python module does
   int rank = 0, ranks = 1;  // the share of one rank of `ranks`, as train's rank would read it
-  SampleOrder order = SampleOrder::local;
-  bool digest = false;  // a CRC32C of every epoch's batches (slows the consumer)
-  double step_us = 0;   // the consumer's own time per batch (a GPU step), spent spinning
+  bool digest = false;      // a CRC32C of every epoch's batches (slows the consumer)
+  double step_us = 0;       // the consumer's own time per batch (a GPU step), spent spinning
   uint64_t seed = 1;
+  SampleOrder order = SampleOrder::local;  // how the dataset is dealt to the ranks (epoch_plan.h)
 };
 
 // Prints one line per epoch and a summary line per mode; returns the process exit code.
