@@ -27,14 +27,15 @@ run() {  # run <ranks> <train arguments...>
 }
 
 # compare <want.jsonl> <got.jsonl> <first global step> same|differs: from that step to the end (step
-# 24), each step's loss in got is want's (relative 1e-4: 1, 2 and 3 ranks measured 8e-6 apart over
-# the 24 steps), and so is each epoch's loss and accuracy over its samples; "differs": every step's
-# loss is further from want's than that (local order's batches: 7e-3 and more).
+# 24), each step's loss in got is want's (relative 3e-4: 1, 2 and 3 ranks and the resumed runs were
+# measured at most 1.3e-5 apart), and so is each epoch's loss and accuracy over its samples;
+# "differs": every step's loss is further from want's than that (local order's batches at 2 and 3
+# ranks: 6e-3 and more).
 compare() {
   /usr/bin/python3 - "$@" << 'PY'
 import json, sys
 want_path, got_path, first, verdict = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-tol = 1e-4
+tol = 3e-4
 def records(path, kind):
     return [r for r in map(json.loads, open(path)) if r["kind"] == kind]
 want = {r["global_step"]: r["loss"] for r in records(want_path, "step")}
