@@ -98,7 +98,32 @@ std::vector<SampleRef> resumed_stream(const DatasetMeta& meta, const PlanOptions
   return out;
 }
 
+// Global order: one rank's local plan at the local batch G (the same sequence whatever the ranks),
+// of whose every global batch this rank takes slice `rank`.
+std::vector<SampleRef> global_stream(const DatasetMeta& meta, const PlanOptions& o) {
+  const long long L = std::max(1, o.local_batch), G = L * std::max(1, o.ranks);
+  PlanOptions one = o;
+  one.rank = 0, one.ranks = 1, one.local_batch = int(G), one.plan_ranks = 0, one.order = SampleOrder::local;
+  const std::vector<SampleRef> all = in_windows(share_pieces(meta, one), one);
+  const long long steps = (long long)all.size() / G;
+  std::vector<SampleRef> out;
+  out.reserve(size_t(steps * L));
+  for (long long b = 0; b < steps; ++b) {
+    const auto from = all.begin() + (b * G + o.rank * L);
+    out.insert(out.end(), from, from + L);
+  }
+  return out;
+}
+
 }  // namespace
+
+const char* order_name(SampleOrder o) { return o == SampleOrder::global ? "global" : "local"; }
+
+std::optional<SampleOrder> parse_order(const std::string& name) {
+  if (name == "local") return SampleOrder::local;
+  if (name == "global") return SampleOrder::global;
+  return std::nullopt;
+}
 
 long long steps_per_epoch(const DatasetMeta& meta, int ranks, int local_batch) {
   return total_samples(meta) / (std::max(1LL, (long long)ranks) * std::max(1, local_batch));
@@ -106,6 +131,7 @@ long long steps_per_epoch(const DatasetMeta& meta, int ranks, int local_batch) {
 
 std::vector<SampleRef> rank_stream(const DatasetMeta& meta, const PlanOptions& o) {
   if (!o.shuffle) return in_windows(dealt_files(meta, o), o);
+  if (o.order == SampleOrder::global) return global_stream(meta, o);
   if (o.plan_ranks > 0 && o.plan_ranks != o.ranks) return resumed_stream(meta, o);
   return in_windows(share_pieces(meta, o), o);
 }

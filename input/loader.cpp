@@ -96,11 +96,14 @@ Loader::Loader(const LoaderOptions& o, const DatasetMeta& meta)
   ready_.resize(size_t(opt_.prefetch));
 }
 
+// Global order's global batches are the same at any ranks: no other ranks' plan to follow.
 PlanOptions Loader::plan(int epoch, int plan_ranks) const {
+  const bool follow = opt_.train && opt_.share.order == SampleOrder::local;
   return PlanOptions{opt_.share.seed,  epoch,
                      opt_.share.rank,  opt_.share.ranks,
                      opt_.train,       opt_.share.window_files,
-                     opt_.local_batch, opt_.train ? plan_ranks : 0};
+                     opt_.local_batch, follow ? plan_ranks : 0,
+                     opt_.share.order};
 }
 
 // Two shuffle windows: the one batches are built from and the next one being read. An epoch that
@@ -144,10 +147,10 @@ void Loader::stop() {
 
 void Loader::start_epoch(int epoch, long long first, int plan_ranks) {
   stop();
-  if (opt_.train && plan_ranks > 0 && ((long long)opt_.local_batch * opt_.share.ranks) % plan_ranks != 0)
-    fail("loader: a global batch of " + std::to_string((long long)opt_.local_batch * opt_.share.ranks) +
-         " does not split over " + std::to_string(plan_ranks) + " ranks");
   const PlanOptions p = plan(epoch, plan_ranks);
+  if (p.plan_ranks > 0 && ((long long)opt_.local_batch * opt_.share.ranks) % p.plan_ranks != 0)
+    fail("loader: a global batch of " + std::to_string((long long)opt_.local_batch * opt_.share.ranks) +
+         " does not split over " + std::to_string(p.plan_ranks) + " ranks");
   max_files_ = held_files(p.plan_ranks);
   stream_ = rank_stream(meta_, p);
   const long long b = opt_.local_batch;

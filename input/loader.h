@@ -48,11 +48,11 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   // Starts producing the batches of `epoch` from batch `first` (for resume); in training,
-  // steps_per_epoch batches; in evaluation every sample. In training, `plan_ranks` (not 0) makes
-  // the epoch follow that many ranks' plan with the same global batch (a run resumed on other
-  // ranks; epoch_plan.h), and once this epoch's files are all read, the readers go on to the
-  // first shuffle window of epoch + 1 (memory permitting), which the next start_epoch(epoch + 1)
-  // takes over instead of reading them again.
+  // steps_per_epoch batches; in evaluation every sample. In training in local order, `plan_ranks`
+  // (not 0) makes the epoch follow that many ranks' plan with the same global batch (a run resumed
+  // on other ranks; epoch_plan.h; global order has none to follow and ignores it). Once this
+  // epoch's files are all read, the readers go on to the first shuffle window of epoch + 1 (memory
+  // permitting), which the next start_epoch(epoch + 1) takes over instead of reading them again.
   void start_epoch(int epoch, long long first = 0, int plan_ranks = 0);
   // Files that start_epoch took over already read, so far, and those read ahead for the next
   // epoch now (for tests and logs).

@@ -131,6 +131,18 @@ PlainDecodeRates plain_decode_rates(const std::string& dir, const DatasetMeta& m
   return r;
 }
 
+// The batch files this rank reads in a training epoch and their bytes, against the dataset's: in
+// local order about 1 / ranks of them, in global order all of them (epoch_plan.h).
+void print_share(const LoaderBenchOptions& o, const DatasetMeta& meta) {
+  const PlanOptions p{o.seed, 1, o.rank, o.ranks, true, o.window_files, o.batch, 0, o.order};
+  uint64_t bytes = 0, all = 0;
+  for (const BatchFileEntry& f : meta.files) all += f.bytes;
+  const std::vector<uint32_t> files = rank_files(meta, p);
+  for (uint32_t f : files) bytes += meta.files[f].bytes;
+  std::printf("rank %d of %d, %s order: reads %zu of %zu batch files an epoch, %.1f of %.1f MB\n", o.rank, o.ranks,
+              order_name(o.order), files.size(), meta.files.size(), double(bytes) / 1e6, double(all) / 1e6);
+}
+
 }  // namespace
 
 int run_loader_bench(const LoaderBenchOptions& o) {
@@ -145,6 +157,7 @@ int run_loader_bench(const LoaderBenchOptions& o) {
   std::printf("%s: %llu samples of %ux%ux%u (%s), batch %d, shuffle window %d files; %s\n", o.data.c_str(),
               (unsigned long long)meta.num_samples, meta.shape.height, meta.shape.width, meta.shape.channels,
               encoding_name(meta.encoding), o.batch, o.window_files, readers.why.c_str());
+  if (o.train) print_share(o, meta);
   const int cores = usable_cores();
   PlainDecodeRates plain;
   if (meta.encoding == Encoding::jpeg) {
@@ -158,8 +171,8 @@ int run_loader_bench(const LoaderBenchOptions& o) {
   for (bool raw : modes) {
     const SampleOutput output = !raw ? SampleOutput::floats : o.mirror ? SampleOutput::mirrored : SampleOutput::raw;
     const LoaderOptions lo = loader_options(o.data, o.batch, o.train, output, o.augment,
-                                            DataShare{o.rank, o.ranks, o.seed, o.window_files}, readers.readers,
-                                            o.prefetch);
+                                            DataShare{o.rank, o.ranks, o.seed, o.window_files, o.order},
+                                            readers.readers, o.prefetch);
     Loader l(lo, meta);
     std::printf("%s: prefetch window of %d batches\n", raw ? "raw" : "float", l.prefetch());
     std::vector<double> rates, costs;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "input/augment_spec.h"
+#include "input/epoch_plan.h"
 
 namespace convoy {
 
@@ -21,6 +22,7 @@ struct LoaderBenchOptions {
   bool digest = false;      // a CRC32C of every epoch's batches (slows the consumer)
   double step_us = 0;       // the consumer's own time per batch (a GPU step), spent spinning
   uint64_t seed = 1;
+  SampleOrder order = SampleOrder::local;  // how the dataset is dealt to the ranks (epoch_plan.h)
 };
 
 // Prints one line per epoch and a summary line per mode; returns the process exit code.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "input/augment_spec.h"
+#include "input/epoch_plan.h"
 
 namespace convoy {
 
@@ -17,11 +18,12 @@ namespace convoy {
 enum class SampleOutput { floats, raw, mirrored };
 
 // Which samples a rank reads, and in what order (epoch_plan.h): its place among the ranks, the
-// seed, and the shuffle window in batch files.
+// seed, the shuffle window in batch files, and how training's samples are dealt to ranks.
 struct DataShare {
   int rank = 0, ranks = 1;
   uint64_t seed = 0;
   int window_files = 4;
+  SampleOrder order = SampleOrder::local;
 };
 
 struct LoaderOptions {

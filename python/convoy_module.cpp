@@ -88,6 +88,7 @@ struct Args {
   int eval_resize = 0, readers = 0;
   bool drop_last = true;
   int window_files = 4, prefetch = 0;
+  std::string order = "local";
   bool with_ids = false, as_torch = false;
 };
 
@@ -100,6 +101,7 @@ void check_args(const Args& a) {
   if (a.crop < 0 || a.pad < 0 || a.eval_resize < 0 || a.readers < 0 || a.prefetch < 0)
     throw py::value_error("crop, pad, eval_resize, readers and prefetch must not be negative");
   if (a.window_files <= 0) throw py::value_error("window_files must be positive");
+  if (!convoy::parse_order(a.order)) throw py::value_error("order must be 'local' or 'global', not '" + a.order + "'");
   if (a.train && !a.drop_last)
     throw py::value_error(
         "drop_last=False is not supported with train=True: in training the loader yields the same number of full "
@@ -122,8 +124,10 @@ convoy::AugmentSpec augment_of(const Args& a) {
 // is left for the Python thread that runs the step, as the CUDA backend keeps one for its host thread.
 convoy::LoaderOptions loader_options(const Args& a) {
   const int readers = convoy::choose_readers(a.readers, 1, local_ranks_from_env()).readers;
-  return convoy::loader_options(a.path, a.batch_size, a.train, convoy::SampleOutput::mirrored, augment_of(a),
-                                convoy::DataShare{a.rank, a.world_size, a.seed, a.window_files}, readers, a.prefetch);
+  return convoy::loader_options(
+      a.path, a.batch_size, a.train, convoy::SampleOutput::mirrored, augment_of(a),
+      convoy::DataShare{a.rank, a.world_size, a.seed, a.window_files, *convoy::parse_order(a.order)}, readers,
+      a.prefetch);
 }
 
 // Batches per epoch on this rank, as the loader deals them (drop_last=False keeps an evaluation's
@@ -356,7 +360,8 @@ PYBIND11_MODULE(convoy, m) {
   py::class_<PyLoader>(m, "Loader", R"doc(
 Loader(path, batch_size, *, rank=0, world_size=1, seed=0, epoch=0, crop=0, pad=0, flip=False,
        random_resized_crop=False, scale=(0.08, 1.0), ratio=(3/4, 4/3), train=True, eval_resize=0,
-       readers=0, drop_last=True, window_files=4, prefetch=0, with_ids=False, as_torch=False)
+       readers=0, drop_last=True, window_files=4, order='local', prefetch=0, with_ids=False,
+       as_torch=False)
 
 Iterating gives one epoch of (images, labels): images uint8 [n, h, w, c] (NHWC, already cropped,
 resized and mirrored), labels int64 [n]; with with_ids=True a third array, each sample's dataset id.
@@ -365,11 +370,15 @@ them is gone. as_torch=True gives torch tensors instead, through DLPack (torch.f
 
 batch_size is per process: `train --batch B` over N ranks is batch_size=B/N here. The order, the
 sharding over (rank, world_size) and each sample's crop and flip are a function of (seed, epoch,
-rank, world_size, batch_size) alone, the same as `train` with the same options (window_files is
-train's --shuffle-files). Each iteration runs epoch `epoch`; set_epoch(e) picks the next one and
-starts reading it. Training lays the epoch's shuffled files out as one sequence of samples and gives
-each rank a contiguous share of it (the files it overlaps, about 1/world_size of them), shuffled in
-windows of window_files files: len(loader) full batches, the same number on every rank, every sample
+rank, world_size, batch_size, order) alone, the same as `train` with the same options (window_files
+is train's --shuffle-files, order its --order). Each iteration runs epoch `epoch`; set_epoch(e)
+picks the next one and starts reading it. Training lays the epoch's shuffled files out as one
+sequence of samples. With order='local' each rank gets a contiguous share of it (the files it
+overlaps, about 1/world_size of them), shuffled in windows of window_files files; with
+order='global' the sequence is shuffled in windows of window_files files whatever world_size is,
+cut into global batches of world_size x batch_size samples, and each rank takes its slice of every
+one: the global batches are the same at any world_size (as DistributedSampler's), but every rank
+reads every file. Either way: len(loader) full batches, the same number on every rank, every sample
 once but fewer than world_size x batch_size (so drop_last=False is refused); evaluation (train=False)
 deals whole files to ranks in turn and takes every sample of the rank in file order with the centred
 crop (eval_resize: the short side first to that size), and
@@ -389,21 +398,23 @@ epoch raises RuntimeError. next() waits for a batch without the GIL, and Ctrl-C 
       .def(py::init([](const std::filesystem::path& path, int batch_size, int rank, int world_size, uint64_t seed,
                        int epoch, int crop, int pad, bool flip, bool random_resized_crop,
                        std::pair<double, double> scale, std::pair<double, double> ratio, bool train, int eval_resize,
-                       int readers, bool drop_last, int window_files, int prefetch, bool with_ids, bool as_torch) {
+                       int readers, bool drop_last, int window_files, const std::string& order, int prefetch,
+                       bool with_ids, bool as_torch) {
              Args a;
              a.path = path.string(), a.batch_size = batch_size, a.rank = rank, a.world_size = world_size;
              a.seed = seed, a.epoch = epoch, a.crop = crop, a.pad = pad, a.flip = flip;
              a.random_resized_crop = random_resized_crop, a.scale = scale, a.ratio = ratio, a.train = train;
              a.eval_resize = eval_resize, a.readers = readers, a.drop_last = drop_last;
-             a.window_files = window_files, a.prefetch = prefetch, a.with_ids = with_ids, a.as_torch = as_torch;
+             a.window_files = window_files, a.order = order, a.prefetch = prefetch, a.with_ids = with_ids;
+             a.as_torch = as_torch;
              return std::make_unique<PyLoader>(a);
            }),
            py::arg("path"), py::arg("batch_size"), py::kw_only(), py::arg("rank") = 0, py::arg("world_size") = 1,
            py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("crop") = 0, py::arg("pad") = 0, py::arg("flip") = false,
            py::arg("random_resized_crop") = false, py::arg("scale") = std::make_pair(0.08, 1.0),
            py::arg("ratio") = std::make_pair(3.0 / 4.0, 4.0 / 3.0), py::arg("train") = true, py::arg("eval_resize") = 0,
-           py::arg("readers") = 0, py::arg("drop_last") = true, py::arg("window_files") = 4, py::arg("prefetch") = 0,
-           py::arg("with_ids") = false, py::arg("as_torch") = false)
+           py::arg("readers") = 0, py::arg("drop_last") = true, py::arg("window_files") = 4, py::arg("order") = "local",
+           py::arg("prefetch") = 0, py::arg("with_ids") = false, py::arg("as_torch") = false)
       .def("__iter__", &PyLoader::iter, py::return_value_policy::reference_internal)
       .def("__next__", &PyLoader::next)
       .def("__len__", &PyLoader::len, "batches per epoch on this rank")

@@ -214,3 +214,122 @@ TEST(EpochPlan, LoaderResumedOnOtherRanksYieldsTheSameGlobalBatches) {
     EXPECT_EQ((long long)next.size(), steps * G);
   }
 }
+
+// Global order: the epoch's sequence is one rank's at the local batch G, whatever the ranks, and
+// rank r trains slice r of each of its global batches.
+namespace {
+
+PlanOptions global_plan(int epoch, int rank, int ranks, int local, int plan_ranks = 0) {
+  PlanOptions o{17, epoch, rank, ranks, true, 2, local, plan_ranks};
+  o.order = SampleOrder::global;
+  return o;
+}
+
+// The epoch's global batches at `ranks` x `local`, each the ranks' slices in rank order.
+std::vector<std::vector<Key>> global_batches(const DatasetMeta& meta, int epoch, int ranks, int local,
+                                             int plan_ranks = 0) {
+  const long long steps = steps_per_epoch(meta, ranks, local);
+  std::vector<std::vector<Key>> out(static_cast<size_t>(steps));
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<SampleRef> s = rank_stream(meta, global_plan(epoch, r, ranks, local, plan_ranks));
+    EXPECT_EQ((long long)s.size(), steps * local) << ranks << " ranks, rank " << r;
+    for (size_t i = 0; i < s.size(); ++i) out[i / size_t(local)].push_back(key(s[i]));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(EpochPlan, GlobalOrderTrainsEverySampleOncePerEpochAtAnyRanks) {
+  for (int ranks = 1; ranks <= 8; ++ranks)
+    for (const std::vector<uint32_t>& counts : layouts(ranks))
+      for (int local : {1, 3}) {
+        const DatasetMeta meta = meta_of(counts);
+        const long long G = (long long)ranks * local, steps = samples(meta) / G;
+        const std::string what = std::to_string(ranks) + " ranks, " + std::to_string(counts.size()) +
+                                 " files, local batch " + std::to_string(local);
+        ASSERT_GT(steps, 0) << what;
+        for (int epoch : {0, 3}) {
+          std::set<Key> seen;
+          for (int r = 0; r < ranks; ++r) {
+            const std::vector<SampleRef> s = rank_stream(meta, global_plan(epoch, r, ranks, local));
+            ASSERT_EQ((long long)s.size(), steps * local) << what << " rank " << r;
+            for (const SampleRef& x : s) {
+              ASSERT_LT(x.file, counts.size()) << what;
+              ASSERT_LT(x.index, counts[x.file]) << what;
+              ASSERT_TRUE(seen.insert(key(x)).second) << what << " rank " << r << ": a sample twice";
+            }
+          }
+          EXPECT_EQ((long long)seen.size(), steps * G) << what;
+          EXPECT_LT(samples(meta) - steps * G, G) << what;
+        }
+      }
+}
+
+// The same global batch G at 1, 2, 3, 4 and 6 ranks: the same global batches in the same order,
+// each sample in the same place; a checkpoint of any of these runs resumes on any other with the
+// batches the uninterrupted run of either would train. A plan_ranks changes nothing, and at one
+// rank global order is local order.
+TEST(EpochPlan, GlobalOrderHasTheSameGlobalBatchesAtAnyRanks) {
+  const int G = 12;
+  for (const std::vector<uint32_t>& counts : {std::vector<uint32_t>{13, 13, 13, 13, 13, 13, 13, 13, 13, 7},
+                                              std::vector<uint32_t>{29, 29, 29}, layouts(4).back()}) {
+    const DatasetMeta meta = meta_of(counts);
+    const std::string what = std::to_string(counts.size()) + " files";
+    for (int epoch : {1, 2}) {
+      const std::vector<std::vector<Key>> one = global_batches(meta, epoch, 1, G);
+      ASSERT_EQ((long long)one.size(), samples(meta) / G) << what;
+      const std::vector<SampleRef> local = stream(meta, epoch, 0, 1, G);
+      for (size_t i = 0; i < local.size(); ++i) ASSERT_EQ(one[i / G][i % G], key(local[i])) << what << ", sample " << i;
+      for (int ranks : {2, 3, 4, 6}) {
+        EXPECT_EQ(global_batches(meta, epoch, ranks, G / ranks), one) << what << ", " << ranks << " ranks";
+        EXPECT_EQ(global_batches(meta, epoch, ranks, G / ranks, 1), one) << what << ", " << ranks << " ranks";
+      }
+    }
+    EXPECT_NE(global_batches(meta, 1, 2, G / 2), global_batches(meta, 2, 2, G / 2)) << "another epoch, another order";
+  }
+}
+
+namespace {
+
+Loader global_loader(const std::string& dir, const DatasetMeta& meta, int rank, int ranks, int local) {
+  return Loader(loader_options(dir, local, true, SampleOutput::floats, AugmentSpec{},
+                               DataShare{rank, ranks, 5, 2, SampleOrder::global}, 2, 3),
+                meta);
+}
+
+// The global batches the loaders of `ranks` ranks yield for `epoch` from batch `first`: each the
+// ranks' batches in rank order.
+std::vector<std::vector<uint64_t>> loader_global_batches(const std::string& dir, const DatasetMeta& meta, int ranks,
+                                                         int G, int epoch, long long first, int plan_ranks = 0) {
+  std::vector<std::vector<uint64_t>> out;
+  for (int r = 0; r < ranks; ++r) {
+    Loader l = global_loader(dir, meta, r, ranks, G / ranks);
+    const auto batches = keys(l, epoch, first, l.batches_per_epoch(), plan_ranks);
+    out.resize(batches.size());
+    for (size_t b = 0; b < batches.size(); ++b) out[b].insert(out[b].end(), batches[b].begin(), batches[b].end());
+  }
+  return out;
+}
+
+}  // namespace
+
+// Through the Loader: the same global batches at 1, 2, 3 and 4 ranks, from the epoch's start and from
+// a batch mid-epoch (a resume), whatever plan_ranks start_epoch is given; every sample once.
+TEST(EpochPlan, LoaderGlobalOrderYieldsTheSameGlobalBatchesAtAnyRanks) {
+  const std::string dir = dataset("global", {13, 13, 13, 13, 13, 13, 13, 13, 13, 7});
+  const DatasetMeta meta = read_dataset_meta(dir);
+  const int G = 12;
+  const long long steps = samples(meta) / G, k = 4;
+  const auto one = loader_global_batches(dir, meta, 1, G, 2, 0);
+  ASSERT_EQ((long long)one.size(), steps);
+  std::set<uint64_t> seen;
+  for (const auto& b : one)
+    for (uint64_t id : b) EXPECT_TRUE(seen.insert(id).second) << "sample " << id << " twice";
+  EXPECT_EQ((long long)seen.size(), steps * G);
+  for (int ranks : {2, 3, 4}) {
+    EXPECT_EQ(loader_global_batches(dir, meta, ranks, G, 2, 0), one) << ranks << " ranks";
+    const auto resumed = loader_global_batches(dir, meta, ranks, G, 2, k, 1);
+    EXPECT_EQ(resumed, std::vector<std::vector<uint64_t>>(one.begin() + k, one.end())) << ranks << " ranks from " << k;
+  }
+}

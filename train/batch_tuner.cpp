@@ -71,7 +71,7 @@ void read_pool(const TrainOptions& o, const RunSpec& spec, int rank, int ranks, 
   auto options = [&](int batch) {
     return loader_options(spec.data_dir, batch, true,
                           in.backend == Backend::gpu ? SampleOutput::raw : SampleOutput::floats, spec.cfg.augment,
-                          DataShare{rank, ranks, spec.seed, spec.window_files}, readers, o.prefetch);
+                          DataShare{rank, ranks, spec.seed, spec.window_files, spec.order}, readers, o.prefetch);
   };
   in.per_rank = Loader(options(1), meta).batches_per_epoch();
   if (in.per_rank == 0)

@@ -17,10 +17,11 @@
 
 namespace {
 
-// An option that names one of a few choices, parsed straight into its enum; the help text and the
-// error for any other value are CLI::IsMember's.
-template <typename E>
-CLI::Option* add_choice(CLI::App& app, const std::string& flag, E& value, const convoy::Names<E>& names,
+// An option that names one of a few choices, parsed straight into its enum (or an optional one,
+// left unset when the flag is not given); the help text and the error for any other value are
+// CLI::IsMember's.
+template <typename E, typename Target>
+CLI::Option* add_choice(CLI::App& app, const std::string& flag, Target& value, const convoy::Names<E>& names,
                         const std::string& help) {
   std::vector<std::string> spellings;
   for (const auto& choice : names) spellings.push_back(choice.first);
@@ -75,6 +76,10 @@ void add_run_options(CLI::App& app, convoy::TrainOptions& t) {
   app.add_option("--shuffle-files", t.window_files,
                  "shuffle buffer size in batch files (default 4; resuming: the checkpoint's)")
       ->check(within(1));
+  add_choice(app, "--order", t.order, convoy::order_names(),
+             "how training's samples are dealt to ranks: local (default) = each rank a contiguous share of the "
+             "epoch, reading only about files / ranks batch files; global = the same global batches at any number "
+             "of ranks, each rank a slice of every one, so every rank reads every file (resuming: the checkpoint's)");
   app.add_option("--log-every", t.log_every, "a progress line every N steps (0: none)")->check(within(0));
   app.add_option("--metrics", t.metrics, "JSONL file of every metric (appended to when resuming)");
   app.add_option("--checkpoint", t.checkpoint,
@@ -234,6 +239,7 @@ CLI::App* add_bench_loader(CLI::App& app, BenchLoaderArgs& a) {
                "raw mode: mirror the samples in the loader (flips all 0), as the Python module does");
   lb->add_option("--rank", lbo.rank, "the share of this rank (with --ranks)")->check(within(0));
   lb->add_option("--ranks", lbo.ranks, "ranks the dataset is dealt to")->check(within(1));
+  add_choice(*lb, "--order", lbo.order, convoy::order_names(), "how samples are dealt to ranks: local | global");
   lb->add_option("--seed", lbo.seed, "seed")->check(within<uint64_t>(0));
   lb->add_option("--step-us", lbo.step_us,
                  "microseconds the consumer spends per batch, spinning as a host waiting for a GPU step does")

@@ -39,6 +39,7 @@ RunSpec fresh_spec(const TrainOptions& o) {
   if (o.batch) s.cfg.train.batch = *o.batch;
   s.seed = o.seed.value_or(1);
   s.window_files = o.window_files.value_or(4);
+  s.order = o.order.value_or(SampleOrder::local);
   s.data_dir = o.data;
   s.val_dir = o.val;
   if (!o.data.empty()) s.data = identity_of(read_dataset_meta(o.data), o.data);
@@ -54,6 +55,18 @@ T kept(const char* flag, const std::optional<T>& given, T recorded, const char* 
     fail(std::string(flag) + " " + std::to_string(*given) + " differs from the checkpoint's " +
          std::to_string(recorded) + "; a resumed run keeps its " + what);
   return recorded;
+}
+
+// The sample order is kept: the rest of an epoch in the other order would repeat some samples and
+// skip others. A checkpoint of a train that knew no other order was saved in local order.
+SampleOrder kept_order(const std::optional<SampleOrder>& given, const nlohmann::json& info, const std::string& ckpt) {
+  const std::string name = info.value("order", std::string(order_name(SampleOrder::local)));
+  const std::optional<SampleOrder> recorded = parse_order(name);
+  if (!recorded) fail_file(ckpt, "checkpoint metadata: unknown sample order \"" + name + "\"");
+  if (given && *given != *recorded)
+    fail(std::string("--order ") + order_name(*given) + " differs from the checkpoint's " + name +
+         "; a resumed run keeps its sample order");
+  return *recorded;
 }
 
 // The global batch is kept on any number of ranks (each takes its share of it), so the steps of
@@ -150,6 +163,7 @@ RunSpec resumed_spec(const TrainOptions& o, int ranks) {
     s.cfg.train.batch = kept_batch(o.batch, info.at("batch").get<int>(), ranks);
     keep_auto_batch(o, info, s);
     s.window_files = kept("--shuffle-files", o.window_files, info.at("window_files").get<int>(), "shuffle window");
+    s.order = kept_order(o.order, info, o.resume);
     check_plan(info, o.resume);
     s.cfg.train.epochs = epochs_of(o.epochs, info, o.resume);
     check_stop_after(o.stop_after, info, o.resume);
@@ -238,6 +252,7 @@ nlohmann::json run_record(const RunSpec& s, int ranks) {
           {"epochs", s.cfg.train.epochs},
           {"ranks", ranks},
           {"window_files", s.window_files},
+          {"order", order_name(s.order)},
           {"data", to_json(s.data)},
           {"val", s.val ? to_json(*s.val) : nlohmann::json()}};
 }

@@ -19,6 +19,8 @@ struct RunSpec {
   NetConfig cfg;  // cfg.train: the epochs and batch the run uses
   uint64_t seed = 1;
   int window_files = 4;
+  // How training's samples are dealt to ranks (epoch_plan.h).
+  SampleOrder order = SampleOrder::local;
   std::string data_dir, val_dir;    // as given, or as the checkpoint recorded them ("": none)
   DataIdentity data;                // the training data's, read when the run starts
   std::optional<DataIdentity> val;  // the validation data's, when there is one
@@ -28,14 +30,14 @@ struct RunSpec {
 };
 
 // A fresh run: the config with --epochs and --batch over its recipe. A resumed run: the
-// checkpoint's config, seed, batch, shuffle window, data and validation set, each refused in one
+// checkpoint's config, seed, batch, shuffle window, sample order, data and validation set, each refused in one
 // line when given again otherwise (or, for the data, when it has changed since); --epochs may
 // extend it; it saves to --checkpoint, else to the checkpoint it resumed from. Every rank reaches
 // the same verdict without any collective call; `ranks` x [train] accumulate must divide the global
 // batch (a resumed run keeps the checkpoint's on any number of ranks).
 RunSpec read_run_spec(const TrainOptions& o, int ranks);
 // The part of a checkpoint's record that says what the run was made from (config, seed, batch,
-// epochs, ranks, shuffle window, training and validation data), which read_run_spec checks.
+// epochs, ranks, shuffle window, sample order, training and validation data), which read_run_spec checks.
 nlohmann::json run_record(const RunSpec& s, int ranks);
 // The config a checkpoint carries; `path` names the checkpoint in messages.
 NetConfig config_of(const Checkpoint& c, const std::string& path);

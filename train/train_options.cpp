@@ -31,6 +31,12 @@ const Names<GradComm>& grad_comm_names() {
   return names;
 }
 
+const Names<SampleOrder>& order_names() {
+  static const Names<SampleOrder> names{{order_name(SampleOrder::local), SampleOrder::local},
+                                        {order_name(SampleOrder::global), SampleOrder::global}};
+  return names;
+}
+
 GradComm grad_comm_for(GradComm asked, Precision precision) {
   if (asked != GradComm::automatic) return asked;
   return precision == Precision::fp32 ? GradComm::fp32 : GradComm::bf16;

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "input/epoch_plan.h"
 #include "train/input_fold.h"
 
 namespace convoy {
@@ -26,6 +27,7 @@ const Names<Precision>& precision_names();
 const Names<ConvAlgos>& conv_algos_names();
 const Names<InputFold>& input_fold_names();
 const Names<GradComm>& grad_comm_names();
+const Names<SampleOrder>& order_names();
 // GradComm::automatic resolved for the precision; bf16 and fp32 as they are.
 GradComm grad_comm_for(GradComm asked, Precision precision);
 
@@ -60,6 +62,7 @@ struct TrainOptions {
   int threads = 0;                      // OpenMP threads for compute; 0: all cores of this rank's share
   int readers = 0, prefetch = 0;        // readers 0: loader_sizing.h chooses
   std::optional<int> window_files;      // the shuffle window in batch files; unset: 4 (resuming: the checkpoint's)
+  std::optional<SampleOrder> order;     // how samples are dealt to ranks; unset: local (resuming: the checkpoint's)
   int local_rank = 0, local_ranks = 1;  // this rank's place on its node (MpiContext): GPU, default sizes
   int log_every = 100;
   std::string metrics;     // JSONL path ("" = none)

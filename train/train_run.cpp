@@ -32,7 +32,8 @@ ReaderChoice readers_for(const TrainOptions& o, Backend backend) {
 LoaderOptions loader_options(const std::string& dir, bool train, const TrainOptions& o, const RunSpec& spec, int rank,
                              int ranks, int local_batch, Backend backend, int readers) {
   return loader_options(dir, local_batch, train, backend == Backend::gpu ? SampleOutput::raw : SampleOutput::floats,
-                        spec.cfg.augment, DataShare{rank, ranks, spec.seed, spec.window_files}, readers, o.prefetch);
+                        spec.cfg.augment, DataShare{rank, ranks, spec.seed, spec.window_files, spec.order}, readers,
+                        o.prefetch);
 }
 
 std::unique_ptr<Loader> make_train_loader(const LoaderOptions& lo, const DatasetMeta& meta, const std::string& why) {
@@ -125,7 +126,8 @@ void TrainRun::restore() {
     const double to_share = double(saved_on) / ranks_;
     carried_.loss *= to_share, carried_.correct *= to_share, carried_.samples *= to_share;
   }
-  plan_ranks_ = info.value("plan_ranks", saved_on);
+  // Global order's epochs are the same at any ranks: there is no other plan to follow.
+  plan_ranks_ = spec_.order == SampleOrder::global ? ranks_ : info.value("plan_ranks", saved_on);
   // The checks of run_spec.cpp (the same data, global batch, seed and window) make this hold.
   if (start_step_ >= per_epoch_)
     fail_file(o_.resume, "resumes at step " + std::to_string(start_step_ + 1) + " of an epoch of " +

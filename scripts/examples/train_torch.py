@@ -110,6 +110,8 @@ def main(argv):
     ap.add_argument("--eval-resize", type=int, default=0)
     ap.add_argument("--readers", type=int, default=0, help="loader threads per process (0: the loader's choice)")
     ap.add_argument("--shuffle-files", type=int, default=4, help="shuffle window in batch files, as train's")
+    ap.add_argument("--order", default="local", choices=["local", "global"],
+                    help="how samples are dealt to processes, as train's --order")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"], help="bf16 autocast or plain fp32")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2)")
@@ -133,7 +135,8 @@ def main(argv):
 
     crops = dict(crop=args.crop, pad=args.pad, flip=not args.no_flip, random_resized_crop=args.random_resized_crop)
     train = convoy.Loader(args.data, args.batch, rank=rank, world_size=world, seed=args.seed,
-                          readers=args.readers, window_files=args.shuffle_files, as_torch=True, **crops)
+                          readers=args.readers, window_files=args.shuffle_files, order=args.order, as_torch=True,
+                          **crops)
     val = None
     if args.val:
         val = convoy.Loader(args.val, args.batch, rank=rank, world_size=world, train=False, drop_last=False,

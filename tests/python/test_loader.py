@@ -50,6 +50,8 @@ CASES = [
     ("jpeg", dict(batch_size=32, train=False, drop_last=False, crop=20, eval_resize=24, rank=0, world_size=2),
      dict(batch=32, eval=True, crop=20, eval_resize=24, rank=0, ranks=2)),
     ("raw", dict(batch_size=25, seed=1, window_files=2, flip=True), dict(batch=25, seed=1, shuffle_files=2)),
+    ("jpeg", dict(batch_size=8, seed=4, crop=24, flip=True, rank=1, world_size=3, order="global"),
+     dict(batch=8, seed=4, crop=24, rank=1, ranks=3, order="global")),
 ]
 
 
@@ -190,6 +192,27 @@ def test_every_sample_once_across_ranks(even_data, raw_data):
         union = np.concatenate(train_ids)
         assert len(np.unique(union)) == len(union)
         assert (np.sort(np.concatenate(eval_ids)) == np.arange(263)).all()
+
+
+def test_global_order_same_global_batches_at_any_world_size(raw_data):
+    """order='global': the global batches of 24 samples are the same at world_size 1, 2, 3 and 4, each
+    rank's batch its slice of one; every sample at most once; local order's differ."""
+    def global_batches(world, **kw):
+        loaders = [convoy.Loader(raw_data, 24 // world, rank=r, world_size=world, seed=6, epoch=1, with_ids=True, **kw)
+                   for r in range(world)]
+        assert len({len(l) for l in loaders}) == 1
+        return [np.concatenate([b[2] for b in batches]) for batches in zip(*loaders)]
+    one = global_batches(1, order="global")
+    assert len(one) == 263 // 24
+    ids = np.concatenate(one)
+    assert len(np.unique(ids)) == len(ids) == len(one) * 24
+    for world in (2, 3, 4):
+        got = global_batches(world, order="global")
+        assert len(got) == len(one) and all((a == b).all() for a, b in zip(got, one)), f"world_size {world}"
+    local = global_batches(2)
+    assert not all((a == b).all() for a, b in zip(local, one)), "local order deals other batches at 2 ranks"
+    with pytest.raises(ValueError, match="order"):
+        convoy.Loader(raw_data, 4, order="sideways")
 
 
 def test_drop_last(raw_data):
