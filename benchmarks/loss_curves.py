@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Draws convoy's and PyTorch's per-step training losses over the same steps on one chart and prints
 # how far apart they are, beside how far apart two seeds of the same side are (the noise).
-"""usage: benchmarks/loss_curves.py OUT.png LABEL CONVOY.jsonl[,...] TORCH.csv[,...] [LABEL ...]
+"""usage: benchmarks/loss_curves.py [--torch-name NAME] OUT.png LABEL CONVOY.jsonl[,...] TORCH.csv[,...] [LABEL ...]
 
 convoy's runs from `train --metrics` JSONL (step records: --log-every 1), PyTorch's from
 `pytorch_train.py --loss-log` CSV; several runs of a side (other seeds) comma-separated. Per net it
@@ -65,7 +65,7 @@ def draw(ax, label, convoy, torch_runs):
         print(f"; torch's runs {largest_gap(torch_runs[0], torch_runs[1]):.3f}", end="")
     print()
     steps = range(1, n + 1)
-    for runs, color, name in ((convoy, "tab:blue", "convoy"), (torch_runs, "tab:orange", "PyTorch torch.compile")):
+    for runs, color, name in ((convoy, "tab:blue", "convoy"), (torch_runs, "tab:orange", TORCH_NAME[0])):
         for k, r in enumerate(runs):
             ax.plot(steps, r, color=color, alpha=0.15, linewidth=0.7)
             ax.plot(steps, moving(r), color=color, linestyle="-" if k == 0 else "--",
@@ -76,10 +76,17 @@ def draw(ax, label, convoy, torch_runs):
     ax.legend(fontsize="small")
 
 
+# The PyTorch runs' name in the legend (--torch-name: e.g. runs without torch.compile).
+TORCH_NAME = ["PyTorch torch.compile"]
+
+
 def main():
-    if len(sys.argv) < 5 or (len(sys.argv) - 2) % 3:
+    args = sys.argv[1:]
+    if args[:1] == ["--torch-name"] and len(args) > 1:
+        TORCH_NAME[0], args = args[1], args[2:]
+    if len(args) < 4 or (len(args) - 1) % 3:
         sys.exit(__doc__)
-    out, groups = sys.argv[1], [sys.argv[k:k + 3] for k in range(2, len(sys.argv), 3)]
+    out, groups = args[0], [args[k:k + 3] for k in range(1, len(args), 3)]
     fig, axes = plt.subplots(1, len(groups), figsize=(6.5 * len(groups), 4.5), squeeze=False)
     for ax, (label, cpaths, tpaths) in zip(axes[0], groups):
         draw(ax, label, [convoy_losses(p) for p in cpaths.split(",")], [torch_losses(p) for p in tpaths.split(",")])
