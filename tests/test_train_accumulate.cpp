@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "config_error.h"
 #include "rel_l2.h"
 #include "shared/atomic_file.h"
 #include "shared/error.h"
@@ -33,15 +34,6 @@ namespace {
 const std::string kTmp = std::string(CONVOY_TEST_TMP) + "/accumulate";
 const Dims kInput{1, 8, 8};
 constexpr int kClasses = 4;
-
-std::string error_of(const std::string& text) {
-  try {
-    parse_net_config(text, "bad.toml");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // kConfig's net (convolution, fc layers, dropout) or one with batch norm after its convolution.
 NetConfig config(int accumulate, bool batch_norm = false) {
@@ -122,10 +114,11 @@ TEST(Accumulate, ConfigKeyAndItsRefusals) {
   const std::string tail = "[[layer]]\ntype = \"fc\"\nunits = 4\n[[layer]]\ntype = \"softmax_xent\"\n";
   EXPECT_EQ(parse_net_config(tail, "a.toml").train.accumulate, 1);
   EXPECT_EQ(parse_net_config("[train]\naccumulate = 8\n" + tail, "a.toml").train.accumulate, 8);
-  EXPECT_EQ(error_of("[train]\naccumulate = 0\n" + tail), "bad.toml:2: 'accumulate' = 0 is outside [1, 1048576]");
-  EXPECT_EQ(error_of("[train]\naccumulate = 2.5\n" + tail), "bad.toml:2: 'accumulate' must be an integer");
-  EXPECT_EQ(error_of("[net]\naccumulate = 2\n" + tail).rfind("bad.toml:2: unknown key 'accumulate'", 0), 0u)
-      << error_of("[net]\naccumulate = 2\n" + tail);
+  EXPECT_EQ(test::config_error("[train]\naccumulate = 0\n" + tail),
+            "bad.toml:2: 'accumulate' = 0 is outside [1, 1048576]");
+  EXPECT_EQ(test::config_error("[train]\naccumulate = 2.5\n" + tail), "bad.toml:2: 'accumulate' must be an integer");
+  EXPECT_EQ(test::config_error("[net]\naccumulate = 2\n" + tail).rfind("bad.toml:2: unknown key 'accumulate'", 0), 0u)
+      << test::config_error("[net]\naccumulate = 2\n" + tail);
 }
 
 // Batches of 12 as 2, 3, 4 and 6 micro-batches: the loss, top-1 hits and samples summed over the

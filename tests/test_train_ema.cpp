@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config_error.h"
 #include "input/loader_options.h"
 #include "shared/atomic_file.h"
 #include "shared/crc32c.h"
@@ -78,15 +79,6 @@ std::string write_config(const std::string& name, const std::string& train_keys)
   const std::string path = kTmp + "/" + name + ".toml";
   write_file_atomic(path, config_text(train_keys));
   return path;
-}
-
-std::string error_of(const std::string& text) {
-  try {
-    parse_net_config(text, "bad.toml");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // The evaluation of a checkpoint's weights (or its average's) over `dir`, as `train eval` does it.
@@ -264,9 +256,10 @@ TEST(Ema, CheckpointWithAnAverage) {
 // Without ema a checkpoint keeps version 1 of the format and no average.
 TEST(Ema, OffByDefaultAndRefusedOutOfRange) {
   const std::string tail = "[[layer]]\ntype = \"softmax_xent\"\n";
-  EXPECT_EQ(error_of("[train]\nema = 1\n" + tail), "bad.toml:2: 'ema' must be below 1 (0 <= decay < 1; 0: no average)");
-  EXPECT_EQ(error_of("[train]\nema = -0.5\n" + tail).rfind("bad.toml:2: 'ema' = ", 0), 0u);
-  EXPECT_EQ(error_of("[train]\neval_flip = 1\n" + tail), "bad.toml:2: 'eval_flip' must be true or false");
+  EXPECT_EQ(test::config_error("[train]\nema = 1\n" + tail),
+            "bad.toml:2: 'ema' must be below 1 (0 <= decay < 1; 0: no average)");
+  EXPECT_EQ(test::config_error("[train]\nema = -0.5\n" + tail).rfind("bad.toml:2: 'ema' = ", 0), 0u);
+  EXPECT_EQ(test::config_error("[train]\neval_flip = 1\n" + tail), "bad.toml:2: 'eval_flip' must be true or false");
   const NetConfig d = parse_net_config(tail, "default.toml");
   EXPECT_EQ(d.train.ema, 0.0);
   EXPECT_FALSE(d.train.eval_flip);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config_error.h"
 #include "shared/error.h"
 #include "source_dir.h"
 #include "train/bucket_plan.h"
@@ -20,15 +21,6 @@
 using namespace convoy;
 
 namespace {
-
-std::string error_of(const std::string& text) {
-  try {
-    parse_net_config(text, "bad.toml");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 const std::string kLoss = "[[layer]]\ntype = \"softmax_xent\"\n";
 
@@ -279,16 +271,19 @@ TEST(Lars, EveryBucketHoldsWholeTensors) {
 
 TEST(Lars, ConfigKeysAndRefusals) {
   const std::string lars = "[train]\noptimizer = \"lars\"\n";
-  EXPECT_EQ(error_of(lars + "lars_trust = -0.001\n" + kLoss).rfind("bad.toml:3: 'lars_trust' = -0.001", 0), 0u);
-  EXPECT_EQ(error_of(lars + "lars_trust = 0\n" + kLoss), "bad.toml:3: 'lars_trust' must be above 0 (0 < eta <= 1)");
-  EXPECT_EQ(error_of(lars + "lars_trust = 2\n" + kLoss).rfind("bad.toml:3: 'lars_trust' = 2", 0), 0u);
-  EXPECT_EQ(error_of(lars + "lars_trust = \"0.001\"\n" + kLoss), "bad.toml:3: 'lars_trust' must be a number");
-  EXPECT_EQ(error_of(lars + "lars_eps = -1e-9\n" + kLoss).rfind("bad.toml:3: 'lars_eps' = ", 0), 0u);
-  EXPECT_EQ(error_of("[train]\noptimizer = \"adam\"\nlars_trust = 0.001\n" + kLoss),
+  EXPECT_EQ(test::config_error(lars + "lars_trust = -0.001\n" + kLoss).rfind("bad.toml:3: 'lars_trust' = -0.001", 0),
+            0u);
+  EXPECT_EQ(test::config_error(lars + "lars_trust = 0\n" + kLoss),
+            "bad.toml:3: 'lars_trust' must be above 0 (0 < eta <= 1)");
+  EXPECT_EQ(test::config_error(lars + "lars_trust = 2\n" + kLoss).rfind("bad.toml:3: 'lars_trust' = 2", 0), 0u);
+  EXPECT_EQ(test::config_error(lars + "lars_trust = \"0.001\"\n" + kLoss), "bad.toml:3: 'lars_trust' must be a number");
+  EXPECT_EQ(test::config_error(lars + "lars_eps = -1e-9\n" + kLoss).rfind("bad.toml:3: 'lars_eps' = ", 0), 0u);
+  EXPECT_EQ(test::config_error("[train]\noptimizer = \"adam\"\nlars_trust = 0.001\n" + kLoss),
             "bad.toml:3: 'lars_trust' applies only to optimizer = \"lars\"");
-  EXPECT_EQ(error_of("[train]\nlars_eps = 0\n" + kLoss), "bad.toml:2: 'lars_eps' applies only to optimizer = \"lars\"");
-  EXPECT_EQ(error_of("[train]\nlars_trust = 0.01\noptimizer = \"lars\"\n" + kLoss), "");  // any order
-  EXPECT_EQ(error_of("[train]\nlars = true\n" + kLoss), "bad.toml:2: unknown key 'lars' in [train]");
+  EXPECT_EQ(test::config_error("[train]\nlars_eps = 0\n" + kLoss),
+            "bad.toml:2: 'lars_eps' applies only to optimizer = \"lars\"");
+  EXPECT_EQ(test::config_error("[train]\nlars_trust = 0.01\noptimizer = \"lars\"\n" + kLoss), "");  // any order
+  EXPECT_EQ(test::config_error("[train]\nlars = true\n" + kLoss), "bad.toml:2: unknown key 'lars' in [train]");
 
   const NetConfig d = parse_net_config(lars + kLoss, "default.toml");
   EXPECT_EQ(d.train.optimizer, OptimizerKind::lars);
