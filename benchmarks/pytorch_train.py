@@ -37,6 +37,13 @@ learning rate of every step is convoy's too. convoy's curve over the same steps:
 The weights start from the same distributions, not the same values: the two curves can agree in
 their course, not step by step. `--loss-log FILE` writes the same lines for an ordinary run (its own
 device-resident batches of the same dataset), where the convoy module cannot be loaded.
+`--crop-per-sample` draws the crop window of each sample apart, as `train` does (the default, one
+window per batch, costs less and was the throughput rows' way). `--epoch-log FILE` evaluates on --val
+after every epoch (with [train] eval_flip as `train` scores it) and writes `epoch,test_top1,
+train_seconds` lines, the seconds being the timed loop's up to that epoch with the evaluations left
+out, and a line `epoch E/N: test top-1 A` on stderr as each ends; `--stop-at-accuracy A` ends the run
+after the first epoch that reaches A (the schedule stays the whole run's): the PyTorch side of
+benchmarks/fmnist_time_to_accuracy.sh.
 `--device cpu` runs anything here on the CPU (a smoke test with tiny settings).
 """
 import argparse
@@ -73,7 +80,8 @@ import batches  # noqa: E402
 RECIPE_DEFAULTS = dict(epochs=15, batch=128, optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=5e-4,
                        nesterov=True, beta1=0.9, beta2=0.999, adam_eps=1e-8, schedule="onecycle",
                        warmup_epochs=0.0, pct_start=0.3, div_factor=25.0, final_div_factor=1e4, step_epochs=30,
-                       gamma=0.1, min_lr=0.0, weight_decay_norm=True, weight_decay_bias=True, label_smoothing=0.0)
+                       gamma=0.1, min_lr=0.0, weight_decay_norm=True, weight_decay_bias=True, label_smoothing=0.0,
+                       eval_flip=False, ema=0.0)
 WARMUP_STEPS = 3
 
 
@@ -275,9 +283,21 @@ class Inputs:
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x.contiguous()
 
 
-def resident_batches(x, y, aug, batch, steps, generator):
-    """Batches of the device-resident set, a random order per epoch: a window crop per batch (after
-    zero padding) and a flip per sample, all drawn on the device. Yields (uint8 NHWC, labels)."""
+def crop_each(xb, crop, generator):
+    """A crop x crop window of each image of the uint8 NHWC batch, its corner drawn per sample on
+    the device (as train draws one per sample)."""
+    n, h, w, _ = xb.shape
+    dev = xb.device
+    i = torch.randint(0, h - crop + 1, (n, 1, 1), device=dev, generator=generator)
+    j = torch.randint(0, w - crop + 1, (n, 1, 1), device=dev, generator=generator)
+    span = torch.arange(crop, device=dev)
+    return xb[torch.arange(n, device=dev)[:, None, None], i + span[None, :, None], j + span[None, None, :]]
+
+
+def resident_batches(x, y, aug, batch, steps, generator, per_sample=False):
+    """Batches of the device-resident set, a random order per epoch: a window crop per batch (per
+    sample with per_sample) after zero padding and a flip per sample, all drawn on the device.
+    Yields (uint8 NHWC, labels)."""
     n, h, w, _ = x.shape
     crop, pad, flip = aug.get("crop", 0) or h, aug.get("pad", 0), aug.get("flip", False)
     per_epoch = n // batch
@@ -288,7 +308,9 @@ def resident_batches(x, y, aug, batch, steps, generator):
         xb = x[idx]
         if pad:
             xb = F.pad(xb, (0, 0, pad, pad, pad, pad))
-        if pad or crop < h:
+        if (pad or crop < h) and per_sample:
+            xb = crop_each(xb, crop, generator)
+        elif pad or crop < h:
             i, j = np.random.randint(0, xb.shape[1] - crop + 1), np.random.randint(0, xb.shape[2] - crop + 1)
             xb = xb[:, i:i + crop, j:j + crop]
         if flip:
@@ -363,13 +385,17 @@ class Trainer:
         return first, time.perf_counter() - t0
 
     @torch.no_grad()
-    def accuracy(self, x, y, chunk=1000):
-        """Top-1 of the eager model (compiling the evaluation too would add to no figure here)."""
+    def accuracy(self, x, y, flip=False, chunk=1000):
+        """Top-1 of the eager model (compiling the evaluation too would add to no figure here); with
+        flip ([train] eval_flip) each image scored by the mean of its and its mirror's softmax, as train."""
         self.model.eval()
         correct = 0
         with self.autocast():
             for k in range(0, len(y), chunk):
-                out = self.model(self.inputs(x[k:k + chunk]))
+                xb = self.inputs(x[k:k + chunk])
+                out = self.model(xb).float().softmax(1)
+                if flip:
+                    out = out + self.model(xb.flip(3)).float().softmax(1)
                 correct += (out.argmax(1) == y[k:k + chunk]).sum().item()
         self.model.train()
         return correct / max(1, len(y))
@@ -403,7 +429,15 @@ def parse_args():
     ap.add_argument("--loss-steps", type=int, default=200, help="steps of --loss-curve")
     ap.add_argument("--loss-log", metavar="FILE", help="write the loss of each timed step as step,loss lines")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--crop-per-sample", action="store_true",
+                    help="a crop window per sample, as train draws it (default: one per batch)")
+    ap.add_argument("--epoch-log", metavar="FILE",
+                    help="evaluate on --val after every epoch; write epoch,test_top1,train_seconds lines")
+    ap.add_argument("--stop-at-accuracy", type=float, metavar="A",
+                    help="with --epoch-log: stop after the first epoch whose test top-1 reaches A")
     args = ap.parse_args()
+    if args.stop_at_accuracy is not None and not args.epoch_log:
+        ap.error("--stop-at-accuracy needs --epoch-log")
     args.compile = args.compile or bool(args.compile_mode)
     if args.compile and not hasattr(torch, "compile"):
         sys.exit(f"torch {torch.__version__} has no torch.compile")
@@ -420,8 +454,9 @@ def training_batches(args, aug, batch, epochs, dev):
     per_epoch = len(y) // batch
     if per_epoch == 0:
         sys.exit(f"{args.data}: fewer samples than one batch of {batch}")
-    first = next(resident_batches(x, y, aug, batch, 1, None))
-    data = resident_batches(x, y, aug, batch, epochs * per_epoch, torch.Generator(device=dev).manual_seed(args.seed))
+    first = next(resident_batches(x, y, aug, batch, 1, None, args.crop_per_sample))
+    data = resident_batches(x, y, aug, batch, epochs * per_epoch, torch.Generator(device=dev).manual_seed(args.seed),
+                            args.crop_per_sample)
     return data, epochs * per_epoch, per_epoch, first
 
 
@@ -430,6 +465,8 @@ def main():
     with open(args.config, "rb") as f:
         cfg = tomllib.load(f)
     r = dict(RECIPE_DEFAULTS, **cfg.get("train", {}))
+    if r["ema"]:  # an average of the weights changes what is evaluated: refused, not left out
+        sys.exit("pytorch_train: [train] ema has no PyTorch twin here")
     aug = cfg.get("data", {})
     epochs, batch = args.epochs or r["epochs"], args.batch or r["batch"]
     torch.manual_seed(args.seed)
@@ -451,18 +488,47 @@ def main():
     data, steps, per_epoch, first = training_batches(args, aug, batch, epochs, dev)
     total = epochs * per_epoch  # the schedule's length, as train's
     compile_seconds, setup_seconds = trainer.warm_up(*first, lr_at(r, 0, total, per_epoch))
+    _, xva, yva = load(args.val, dev)
+    evaluate = EpochLog(args, trainer, xva, yva, r["eval_flip"], epochs) if args.epoch_log else None
     losses = torch.zeros(steps, device=dev)  # filled on the device: no wait for the host per step
     t0 = time.perf_counter()
     for k, (xb, yb) in enumerate(data):
         losses[k] = trainer.step(xb, yb, lr_at(r, k, total, per_epoch))
+        if evaluate and (k + 1) % per_epoch == 0 and evaluate.after_epoch((k + 1) // per_epoch, t0):
+            steps = k + 1
+            break
     sync(dev)
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0 - (evaluate.eval_seconds if evaluate else 0.0)
     if args.loss_curve or args.loss_log:
         with open(args.loss_curve or args.loss_log, "w") as f:
-            f.write("step,loss\n" + "".join(f"{k + 1},{v:.6f}\n" for k, v in enumerate(losses.tolist())))
-    _, xva, yva = load(args.val, dev)
-    report(args, model_label, opt_label, steps, per_epoch, batch, seconds, compile_seconds, setup_seconds,
-           trainer.accuracy(xva, yva))
+            f.write("step,loss\n" + "".join(f"{k + 1},{v:.6f}\n" for k, v in enumerate(losses[:steps].tolist())))
+    acc = evaluate.last if evaluate and evaluate.last is not None else trainer.accuracy(xva, yva, r["eval_flip"])
+    report(args, model_label, opt_label, steps, per_epoch, batch, seconds, compile_seconds, setup_seconds, acc)
+
+
+class EpochLog:
+    """--epoch-log: the test top-1 after each epoch and the training seconds up to it (the timed
+    loop's, evaluation left out), one CSV line each, and a line `epoch E/N: test top-1 A` on stderr
+    as it happens (benchmarks/time_to_accuracy.py stamps it with the time since launch)."""
+
+    def __init__(self, args, trainer, x, y, flip, epochs):
+        self.trainer, self.x, self.y, self.flip, self.epochs = trainer, x, y, flip, epochs
+        self.stop_at, self.eval_seconds, self.last = args.stop_at_accuracy, 0.0, None
+        self.f = open(args.epoch_log, "w")
+        self.f.write("epoch,test_top1,train_seconds\n")
+        self.f.flush()
+
+    def after_epoch(self, epoch, t0):
+        """Evaluates; true when the run should stop here."""
+        sync(self.trainer.device)
+        t = time.perf_counter()
+        train_seconds = t - t0 - self.eval_seconds
+        self.last = self.trainer.accuracy(self.x, self.y, self.flip)
+        self.eval_seconds += time.perf_counter() - t
+        self.f.write(f"{epoch},{self.last:.4f},{train_seconds:.3f}\n")
+        self.f.flush()
+        print(f"epoch {epoch}/{self.epochs}: test top-1 {self.last:.4f}", file=sys.stderr, flush=True)
+        return self.stop_at is not None and self.last >= self.stop_at
 
 
 def report(args, model_label, opt_label, steps, per_epoch, batch, seconds, compile_seconds, setup_seconds, acc):
