@@ -18,7 +18,7 @@
 # TARGET with set-up counted and training alone, and PyTorch's over convoy's.
 #
 # --smoke: the whole pipeline on the CPU in a minute or two (512 training and 256 test images, 2 epochs of
-# 4 steps, seeds 1 and 2, PyTorch eager in fp32, TARGET 0.2); the figures mean nothing.
+# 4 steps, seeds 1 and 2, PyTorch eager in fp32, TARGET 0.1); the figures mean nothing.
 #
 # Needs train and datagen (on PATH, as on the GPU host after `source .gpu/rt/env.sh`, else build/) and a
 # python3 with PyTorch. Writes OUTDIR/summary.md, OUTDIR/summary.json and OUTDIR/runs.tgz (every run's
@@ -38,7 +38,7 @@ tool() { command -v "$1" 2>/dev/null || echo "$here/build/$1"; }
 train=${TRAIN:-$(tool train)} datagen=${DATAGEN:-$(tool datagen)} python=${PYTHON:-python3}
 config=${CONFIG:-$here/configs/fmnist95.toml}
 if [ "$smoke" = 1 ]; then
-  seeds=${SEEDS:-1 2} target=${TARGET:-0.2} epochs=${EPOCHS:-2} first_train=512 first_test=256
+  seeds=${SEEDS:-1 2} target=${TARGET:-0.1} epochs=${EPOCHS:-2} first_train=512 first_test=256
   convoy_args=${CONVOY_ARGS:---device cpu} torch_args=${TORCH_ARGS:---device cpu}
 else
   seeds=${SEEDS:-1 2 3} target=${TARGET:-0.945} epochs=${EPOCHS:-} first_train='' first_test=''

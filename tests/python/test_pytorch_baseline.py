@@ -1,5 +1,6 @@
 # The PyTorch baseline of the convoy-vs-PyTorch benchmark (pytorch_train.py) on the CPU: its
-# learning-rate schedule is train's step for step, and its throughput and loss-curve runs end well.
+# learning-rate schedule is train's step for step, its crops per sample are windows of each padded
+# image, and its throughput, loss-curve and per-epoch evaluation runs end well.
 import csv
 import importlib.util
 import json
@@ -91,3 +92,43 @@ def test_torchvision_resnet_throughput_row(tiny):
     assert row["steps"] == 2 and row["batch"] == 16 and row["images_per_s"] > 0
     assert 0 < row["compile_seconds"] <= row["setup_seconds"]
     assert 0 <= row["test_accuracy"] <= 1
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("pytorch_train", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_crop_per_sample_is_a_window_of_each_padded_image():
+    torch = pytest.importorskip("torch")
+    script = load_script()
+    n = 64
+    x = (torch.arange(n * 36, dtype=torch.int64).view(n, 6, 6, 1) % 251 + 1).to(torch.uint8)  # no zero inside
+    y = torch.arange(n)
+    xb, yb = next(script.resident_batches(x, y, {"crop": 6, "pad": 2}, n, 1, torch.Generator().manual_seed(1), True))
+    padded = torch.nn.functional.pad(x, (0, 0, 2, 2, 2, 2))
+    corners = set()
+    for img, k in zip(xb, yb.tolist()):
+        at = [(i, j) for i in range(5) for j in range(5) if torch.equal(padded[k, i:i + 6, j:j + 6], img)]
+        assert at, f"sample {k}: not a 6x6 window of its padded image"
+        corners.add(at[0])
+    assert len(corners) > 10  # drawn per sample, not one window for the batch
+
+
+@pytest.mark.smoke
+def test_epoch_log_with_flip_and_stop(tiny, tmp_path):
+    config = with_recipe(tmp_path, "lr = 0.02\neval_flip = true\n")
+    log = tmp_path / "epochs.csv"
+    row = run_script("--config", config, "--data", tiny[0], "--val", tiny[1], "--epochs", 3, "--batch", 8,
+                     "--crop-per-sample", "--epoch-log", log)
+    rows = list(csv.DictReader(open(log)))
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3] and row["steps"] == 12
+    seconds = [float(r["train_seconds"]) for r in rows]
+    assert 0 < seconds[0] < seconds[1] < seconds[2] <= row["seconds"] + 0.01
+    assert float(rows[-1]["test_top1"]) == row["test_accuracy"]
+    # Stopped at the first epoch that reaches the accuracy; the schedule's length stays the whole run's.
+    row = run_script("--config", config, "--data", tiny[0], "--val", tiny[1], "--epochs", 3, "--batch", 8,
+                     "--epoch-log", log, "--stop-at-accuracy", 0)
+    assert len(list(csv.DictReader(open(log)))) == 1 and row["steps"] == 4 and row["epochs"] == 1
