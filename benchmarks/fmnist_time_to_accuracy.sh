@@ -61,12 +61,14 @@ export NCCL_NVLS_ENABLE=0
 stamp() { "$python" "$here/benchmarks/time_to_accuracy.py" stamp "$@"; }
 
 # The batch files: test set and training set through the same class list.
+datagen_failed() { echo "datagen failed:" >&2; tail -3 "$work/datagen.log" >&2; exit 1; }
 for split in train t10k; do
   n=$first_train; [ "$split" = t10k ] && n=$first_test
   "$datagen" idx2tar --images "$fm/$split-images-idx3-ubyte.gz" --labels "$fm/$split-labels-idx1-ubyte.gz" \
-    --out "$work/fmnist-$split.tar" --classes-out "$work/classes.txt" ${n:+--first "$n"} 2>>"$work/datagen.log"
+    --out "$work/fmnist-$split.tar" --classes-out "$work/classes.txt" ${n:+--first "$n"} 2>>"$work/datagen.log" \
+    || datagen_failed
   "$datagen" --input "$work/fmnist-$split.tar" --output "$work/fmnist-$split" --size 28 --channels 1 \
-    --classes "$work/classes.txt" 2>>"$work/datagen.log"
+    --classes "$work/classes.txt" 2>>"$work/datagen.log" || datagen_failed
 done
 echo "data made in $SECONDS s" >&2
 
@@ -103,7 +105,10 @@ done
     "$([ "${TORCH_STOP:-1}" = 1 ] && echo "--stop-at-accuracy $target")"
   echo
   "$python" "$here/benchmarks/time_to_accuracy.py" summary "$work/runs" --target "$target" --goal "$goal" \
-    --json "$out/summary.json"
+    --json "$out/summary.json" || echo "(no summary: time_to_accuracy.py failed, exit $?)"
+  echo
+  echo "PyTorch's own rows (compile and warm-up seconds, steady images/s):"
+  for f in "$work"/runs/torch-s*/stamps.log; do grep -h $'^[0-9.]*\t{' "$f" | cut -f2- || true; done
 } >"$out/summary.md"
 tar czf "$out/runs.tgz" -C "$work" runs datagen.log
 cat "$out/summary.md"
