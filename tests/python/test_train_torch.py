@@ -2,6 +2,7 @@
 # of a ResNet-18 on a small synthetic dataset through the convoy module, then the validation pass.
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -20,9 +21,18 @@ def test_train_torch_cpu_smoke(tmp_path):
                OMP_NUM_THREADS="2")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
         env.pop(k, None)
-    p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "examples", "train_torch.py"), "--data", data,
-                        "--val", val, "--device", "cpu", "--steps", "2", "--batch", "8", "--crop", "28", "--pad", "2"],
-                       capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
+    # A run takes seconds; one hung once after its epoch's line (not reproduced since). Where it hangs
+    # again, SIGABRT makes Python's faulthandler print every thread's stack, and the failure shows them.
+    env["PYTHONFAULTHANDLER"] = "1"
+    p = subprocess.Popen([sys.executable, os.path.join(SRC, "scripts", "examples", "train_torch.py"), "--data", data,
+                          "--val", val, "--device", "cpu", "--steps", "2", "--batch", "8", "--crop", "28", "--pad", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = p.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGABRT)
+        out, err = p.communicate(timeout=60)
+        pytest.fail(f"train_torch.py hung for 180 s; its output:\n{out}\nits threads' stacks:\n{err[-6000:]}")
+    assert p.returncode == 0, out + err
     assert re.search(r"epoch 0: 2 steps, loss [\d.]+, \d+ images/s .*val loss [\d.]+ top-1 [\d.]+ \(20 samples\)",
-                     p.stdout), p.stdout + p.stderr
+                     out), out + err
