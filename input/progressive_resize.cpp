@@ -34,8 +34,7 @@ std::string progressive_problem(const ProgressiveResize& p, int crop, bool rando
     if (v < kProgressiveStep || v % kProgressiveStep != 0)
       return std::string("progressive: ") + name + " " + side(v) + " must be a positive multiple of " +
              side(kProgressiveStep) + " (the ramp's sizes are, as FFCV's)";
-  if (p.min_res > p.max_res)
-    return "progressive: min_res " + side(p.min_res) + " is above max_res " + side(p.max_res);
+  if (p.min_res > p.max_res) return "progressive: min_res " + side(p.min_res) + " is above max_res " + side(p.max_res);
   if (p.start_ramp < 0 || p.end_ramp > kMaxRampEpoch || p.start_ramp > p.end_ramp)
     return "progressive: start_ramp " + side(p.start_ramp) + " and end_ramp " + side(p.end_ramp) +
            " must be epochs with 0 <= start_ramp <= end_ramp <= " + side(kMaxRampEpoch);

@@ -73,7 +73,7 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputF
   input_ = built_input_ = choose_input_layout(net, half, fold);
   copy_at_.assign(nodes, 0);
   Sizes sizes;
-  sizes.copy = params;  // padded first-layer weights go after the flat ones
+  sizes.copy = params;                            // padded first-layer weights go after the flat ones
   plan_ = plan_fusions(net.built_nodes(), half);  // by channels and topology: the same at every size
   const size_t part = size_t(max_batch) * plan_.part_values * sizeof(bf16);
   for (size_t i = 0; i < nodes; ++i) set_up_node(a, int(i), sizes);

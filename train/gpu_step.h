@@ -158,8 +158,8 @@ class GpuStep {
   Arena arena_;  // every tensor of the net and of the step, in one allocation
   GpuNet net_;
   Optimizer host_opt_;  // recipe and step count; its arrays live on the device
-  InputShape input_;  // the batch now queued: its size, and its layout on the device
-  Dims built_;        // the net's input as built, the largest
+  InputShape input_;    // the batch now queued: its size, and its layout on the device
+  Dims built_;          // the net's input as built, the largest
   int max_batch_, ranks_;
   GpuStepOptions o_;
   std::unique_ptr<GradientSync> sync_;  // several ranks
@@ -179,9 +179,9 @@ class GpuStep {
   DeviceBuffer<MicroCarry> carry_;     // accumulate > 1: their verdict and figures
   double decay_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four parts
+  std::vector<std::unique_ptr<StepEvents>> events_;   // a ring of four parts
   std::map<std::pair<int, int>, SizeGraphs> graphs_;  // by input height and width
-  long long step_ = 0;                               // training steps queued
+  long long step_ = 0;                                // training steps queued
   // Parts queued: the micro-batches of the steps (with accumulate = 1, the steps themselves).
   long long parts_ = 0;
   std::deque<long long> pending_;  // queued parts whose times are not yet harvested

@@ -36,8 +36,7 @@ std::string formatted(const char* fmt, A... a) {
 
 }  // namespace
 
-Net::Net(const NetConfig& cfg, Dims input, int classes, size_t max_params)
-    : cfg_(cfg), input_(input), built_(input) {
+Net::Net(const NetConfig& cfg, Dims input, int classes, size_t max_params) : cfg_(cfg), input_(input), built_(input) {
   if (!within_limits(input))
     fail_file(cfg_.path, "cannot build the net for input " + dims_text(input) + " (" + kLimitsText + ")");
   if (classes <= 0) classes = cfg_.classes;

@@ -119,7 +119,7 @@ class Net {
   uint64_t key_ = 0;
   const uint64_t* sample_keys_ = nullptr;
   std::vector<Node> nodes_;
-  std::vector<Node> built_nodes_;  // nodes_ as built, without buffers
+  std::vector<Node> built_nodes_;     // nodes_ as built, without buffers
   std::map<std::string, int> index_;  // layer name -> node, while building
   std::vector<int> residual_norms_;
   std::vector<ParamBlock> blocks_;

@@ -217,8 +217,9 @@ void read_progressive(const Reader& r, const toml::node& n, ProgressiveResize& p
   if (!t) r.fail_at(n, "'progressive' must be a table { min_res, max_res, start_ramp, end_ramp }");
   r.only_keys(*t, {"min_res", "max_res", "start_ramp", "end_ramp"}, "[data] progressive");
   for (const char* key : {"min_res", "max_res", "start_ramp", "end_ramp"})
-    if (!t->get(key)) r.fail_at(n, std::string("'progressive' needs ") + key + " (it takes min_res, max_res, " +
-                                       "start_ramp and end_ramp)");
+    if (!t->get(key))
+      r.fail_at(n, std::string("'progressive' needs ") + key + " (it takes min_res, max_res, " +
+                       "start_ramp and end_ramp)");
   p.min_res = r.get_int(*t, "min_res", 0, 1, kMaxCrop);
   p.max_res = r.get_int(*t, "max_res", 0, 1, kMaxCrop);
   p.start_ramp = r.get_int(*t, "start_ramp", 0, 0, kMaxRampEpoch);

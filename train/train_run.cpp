@@ -223,8 +223,7 @@ void TrainRun::log_train_side(int epoch) const {
   if (!a.progressive.on()) return;
   const int side = train_crop(a, epoch);
   if (epoch > start_epoch_ && side == train_crop(a, epoch - 1)) return;
-  log_info("epoch %d trains at %dx%d ([data] progressive; evaluation at %dx%d)", epoch + 1, side, side, a.crop,
-           a.crop);
+  log_info("epoch %d trains at %dx%d ([data] progressive; evaluation at %dx%d)", epoch + 1, side, side, a.crop, a.crop);
 }
 
 // The epoch's steps from `first` (the loader was started on it before); the exit code when a
