@@ -1,4 +1,5 @@
-// The training crop's side by epoch (FFCV's formula) and the rules on its keys.
+// The training crop's side by epoch, as FFCV's get_resolution computes it, and the rules on the
+// four keys that give it.
 #include "input/progressive_resize.h"
 
 #include <algorithm>
