@@ -35,7 +35,11 @@ std::string augment_problem(const AugmentSpec& a) {
   if (a.random_resized_crop && a.pad) return "random_resized_crop takes no pad";
   if (a.eval_resize && a.eval_resize < a.crop)
     return "eval_resize " + std::to_string(a.eval_resize) + " must be at least crop (" + std::to_string(a.crop) + ")";
-  return "";
+  return progressive_problem(a.progressive, a.crop, a.random_resized_crop);
+}
+
+int train_crop(const AugmentSpec& a, int epoch) {
+  return a.progressive.on() ? resolution_at(a.progressive, epoch) : a.crop;
 }
 
 }  // namespace convoy

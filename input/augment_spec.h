@@ -4,6 +4,8 @@
 #pragma once
 #include <string>
 
+#include "input/progressive_resize.h"
+
 namespace convoy {
 
 struct AugmentSpec {
@@ -18,14 +20,20 @@ struct AugmentSpec {
   // Evaluation: the short side to `eval_resize`, then the centred crop x crop (torchvision's
   // Resize(256) + CenterCrop(224)); 0 = the centred crop x crop of the stored image.
   int eval_resize = 0;
+  // Training: crops of each epoch's side (progressive_resize.h) rather than of `crop`, which stays
+  // the net's input and the evaluation's size.
+  ProgressiveResize progressive;
 };
+
+// The side of epoch `epoch`'s training crops: progressive's, or crop (0: the stored size).
+int train_crop(const AugmentSpec& a, int epoch);
 
 // The ranges of AugmentSpec's numbers, which a config's [data] keys are read against too.
 constexpr int kMaxCrop = 1 << 16, kMaxPad = 1 << 10, kMaxEvalResize = 1 << 16;
 constexpr double kScaleRange[2] = {1e-6, 1}, kRatioRange[2] = {1e-3, 1e3};
 
 // "" if `a` means something, else its first problem in one line, naming the option as the config
-// and the Python module do (crop, pad, scale, ratio, eval_resize, random_resized_crop).
+// and the Python module do (crop, pad, scale, ratio, eval_resize, random_resized_crop, progressive).
 std::string augment_problem(const AugmentSpec& a);
 
 }  // namespace convoy

@@ -120,9 +120,11 @@ int Loader::held_files(int plan_ranks) const {
 size_t Loader::memory_bound() const {
   uint64_t largest = 0;
   for (const BatchFileEntry& f : meta_.files) largest = std::max(largest, f.bytes);
-  const size_t out = size_t(opt_.local_batch) * (opt_.raw() ? aug_.out_bytes() : sizeof(float) * aug_.out_bytes());
+  // At the largest sample (format_), whichever epoch's crop aug_ has now.
+  const size_t sample = format_.bytes();
+  const size_t out = size_t(opt_.local_batch) * (opt_.raw() ? sample : sizeof(float) * sample);
   return size_t(max_files_) * size_t(largest) + size_t(opt_.prefetch + 2) * out +
-         size_t(opt_.readers) * (stored_bytes() + sizeof(float) * aug_.out_bytes());
+         size_t(opt_.readers) * (stored_bytes() + sizeof(float) * sample);
 }
 
 // Where sizes vary, a 2:1 image at the short side (or the long-side cap), a reader's decode of one.
@@ -153,6 +155,13 @@ void Loader::start_epoch(int epoch, long long first, int plan_ranks) {
          " does not split over " + std::to_string(p.plan_ranks) + " ranks");
   max_files_ = held_files(p.plan_ranks);
   stream_ = rank_stream(meta_, p);
+  // [data] progressive: this epoch's crops are of its own side (the readers are stopped, so none
+  // is using the augmenter); sizes of the constructor's, at the largest, still bound the memory.
+  if (opt_.train && opt_.augment.progressive.on()) {
+    AugmentSpec a = opt_.augment;
+    a.crop = train_crop(a, epoch);
+    aug_ = Augmenter(meta_.shape, a, true, meta_.mean, meta_.std);
+  }
   const long long b = opt_.local_batch;
   end_ = batches_per_epoch_;
   epoch_ = epoch;
@@ -273,6 +282,7 @@ void Loader::claim_part(long long k, int part) {
     HostBatch& hb = r.batch;
     const size_t b = size_t(opt_.local_batch), lo = size_t(k) * b, n = std::min(stream_.size(), lo + b) - lo;
     hb.n = int(n);
+    hb.height = aug_.out_h, hb.width = aug_.out_w;
     try {
       if (opt_.raw())
         hb.pixels.resize(n * aug_.out_bytes()), hb.flips.resize(n);

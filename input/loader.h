@@ -22,6 +22,9 @@ namespace convoy {
 
 struct HostBatch {
   int n = 0;
+  // Each sample's height and width as built: the epoch's crop (which [data] progressive changes from
+  // epoch to epoch). 0: the consumer's whole input size (batches made by hand).
+  int height = 0, width = 0;
   std::vector<float> x;  // [n, C, H, W], normalised (CPU backend)
   // Raw batches (the CUDA backend mirrors and normalises on the GPU): the cropped and resized
   // samples as uint8 [n, out_h, out_w, C] and whether each is to be mirrored; x stays empty.
@@ -77,7 +80,9 @@ class Loader {
   // that follows another number of ranks' plan holds more files (from its start_epoch on).
   size_t memory_bound() const;
   int max_files() const { return max_files_; }
-  // Each sample's size, channels and normalisation, for a consumer of raw batches.
+  // Each sample's size, channels and normalisation, for a consumer of raw batches. The size is the
+  // largest a batch has: with [data] progressive a training epoch's samples may be smaller
+  // (HostBatch::height and width say).
   const SampleFormat& sample_format() const { return format_; }
   const DatasetMeta& meta() const { return meta_; }
 
@@ -118,7 +123,7 @@ class Loader {
 
   LoaderOptions opt_;
   DatasetMeta meta_;
-  Augmenter aug_;
+  Augmenter aug_;  // this epoch's (made again by start_epoch where [data] progressive changes the crop)
   SampleFormat format_;
   long long batches_per_epoch_ = 0, samples_per_epoch_ = 0;
   int wake_at_ = 1;        // free window slots at which next() wakes the readers

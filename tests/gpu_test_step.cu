@@ -5,7 +5,8 @@
 // stays within against the fp32 one, with a margin (see FollowsTheCpuTrainerBf16). A NaN loss
 // skips the step on the device and reaches the host two steps later. With [train] accumulate the
 // micro-batches follow the CPU step's, end where the whole batch does, and a non-finite loss in any
-// of them skips the whole step.
+// of them skips the whole step. With [data] progressive's batches of several sizes, the step follows
+// the CPU's across the size changes, and each size's graphs replay the op-by-op step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -441,6 +442,116 @@ void a_nonfinite_micro_batch_skips_the_whole_step() {
   EXPECT_NEAR(a.sums.loss, on_cpu.sums.loss, 1e-4 * on_cpu.sums.loss);
 }
 
+// [data] progressive's batches: ResNet-18 built for 64 px, trained two steps at 32 px, two at 64 px
+// and two at 32 px again, the raw batches saying their size as the loader's do (HostBatch::height,
+// width); each with the Batches whose augmentation rendered it (for the CPU's floats).
+struct SizedRun {
+  Batches small{8, 4, "resnet18.toml", {32, 32, 3}}, big{8, 3, "resnet18.toml", {64, 64, 3}, 6};
+  std::vector<std::pair<const Batches*, HostBatch>> steps;
+  SizedRun() {
+    const std::pair<const Batches*, int> order[] = {{&small, 0}, {&small, 1}, {&big, 0},
+                                                    {&big, 1},   {&small, 2}, {&small, 3}};
+    for (const auto& [from, k] : order) {
+      HostBatch b = from->batches[size_t(k)];
+      b.height = int(from->stored.height), b.width = int(from->stored.width);
+      steps.emplace_back(from, std::move(b));
+    }
+  }
+  SizedRun(const SizedRun&) = delete;  // steps point at its own Batches
+  SizedRun& operator=(const SizedRun&) = delete;
+  // The evaluation batch, at the size the net was built for.
+  HostBatch eval() const {
+    HostBatch b = big.batches[2];
+    b.height = b.width = 64;
+    return b;
+  }
+  static HostBatch floats(const Batches& s, const HostBatch& b) {
+    HostBatch f = floats_of(s, b);
+    f.height = b.height, f.width = b.width;
+    return f;
+  }
+};
+
+// The GPU step over a SizedRun (an evaluation at 64 px after the fourth step): its figures, weights,
+// momentum and the evaluation's losses.
+struct SizedGpuRun {
+  StepRun run;
+  std::vector<float> eval_losses;
+  int graphed_sizes = 0;
+};
+
+SizedGpuRun gpu_sized_run(const SizedRun& r, const Net& start, gpu::MathMode math, bool graph, double lr) {
+  Net net = start;
+  Optimizer opt(net.config().train, net);
+  gpu::GpuStepOptions o;
+  o.math = math;
+  o.graph = graph;
+  gpu::GpuStep step(0, net, opt, r.big.aug.format(), 8, 0, 1, o);
+  SizedGpuRun g;
+  for (size_t k = 0; k < r.steps.size(); ++k) {
+    step.train(r.steps[k].second, 500 + k, lr);
+    if (k != 3) continue;
+    const HostBatch e = r.eval();
+    step.evaluate(e);
+    g.eval_losses.assign(step.losses(), step.losses() + e.n);
+  }
+  const gpu::StepMetrics m = step.take_metrics();
+  g.run.sums.loss = m.loss_sum;
+  g.run.sums.samples = m.samples;
+  g.graphed_sizes = step.graphed_sizes();
+  step.sync_to(net, opt);
+  g.run.weights = net.weights();
+  g.run.m = opt.m;
+  return g;
+}
+
+// [data] progressive on both backends: across the size changes (into 64 px, whose first step runs
+// op by op and whose next is captured, and back to 32 px, whose graph of one slot was captured
+// before and replays) the GPU's fp32 step follows the CPU step, which reshapes its net to each
+// batch: the loss sum, the weights, the momentum, and an evaluation at 64 px between the sizes.
+// The step keeps graphs of both sizes. (The residual blocks start at zero, as in the recipe test.)
+void sizes_follow_the_cpu_trainer() {
+  const SizedRun r;
+  NetConfig cfg = r.big.cfg;
+  cfg.zero_init_residual = true;
+  Net start(cfg, Dims{3, 64, 64}, 10);
+  start.init_weights(11);
+  const double lr = 0.01;
+  Net cpu = start;
+  Optimizer cpu_opt(cfg.train, cpu);
+  CpuStep cpu_step(cpu, cpu_opt, 1, false);
+  EpochSums cpu_sums;
+  std::vector<float> cpu_eval;
+  for (size_t k = 0; k < r.steps.size(); ++k) {
+    cpu_step.train(SizedRun::floats(*r.steps[k].first, r.steps[k].second), 500 + k, lr, cpu_sums);
+    if (k != 3) continue;
+    const HostBatch e = SizedRun::floats(r.big, r.eval());
+    cpu_step.evaluate(e);
+    cpu_eval.assign(cpu.losses(), cpu.losses() + e.n);
+  }
+  EXPECT_EQ(cpu.input_dims(), (Dims{3, 32, 32}));  // the last batch's size
+  const SizedGpuRun g = gpu_sized_run(r, start, gpu::MathMode::fp32, true, lr);
+  EXPECT_EQ(g.graphed_sizes, 2);
+  EXPECT_EQ(g.run.sums.samples, 8.0 * r.steps.size());
+  EXPECT_NEAR(g.run.sums.loss, cpu_sums.loss, 1e-4 * cpu_sums.loss);
+  EXPECT_LT(test::rel_l2(g.run.weights, cpu.weights()), 1e-3);
+  EXPECT_LT(test::rel_l2(g.run.m, cpu_opt.m), 1e-2);
+  EXPECT_LT(test::rel_l2(g.eval_losses, cpu_eval), 1e-3);
+}
+
+// Across the same size changes the captured graphs (two sizes, two slots each) replay what the
+// op-by-op step does, bit for bit, in either math mode (bf16: the stem's folded input at each size).
+void sized_graphs_replay(gpu::MathMode math) {
+  const SizedRun r;
+  const SizedGpuRun graphed = gpu_sized_run(r, r.big.net, math, true, 0.01);
+  const SizedGpuRun plain = gpu_sized_run(r, r.big.net, math, false, 0.01);
+  EXPECT_EQ(graphed.graphed_sizes, 2);
+  EXPECT_EQ(plain.graphed_sizes, 0);
+  EXPECT_EQ(graphed.run.weights, plain.run.weights);
+  EXPECT_EQ(graphed.run.sums.loss, plain.run.sums.loss);
+  EXPECT_EQ(graphed.eval_losses, plain.eval_losses);
+}
+
 }  // namespace
 
 TEST(GpuStep, RecipeKeysFollowTheCpuTrainer) { recipe_keys_follow_the_cpu_trainer(); }
@@ -454,6 +565,13 @@ TEST(GpuStep, AccumulationFollowsTheCpuTrainer) { accumulation_follows_the_cpu_t
 TEST(GpuStep, AccumulatedStepsFollowTheWholeBatch) { accumulated_steps_follow_the_whole_batch(); }
 
 TEST(GpuStep, ANonFiniteMicroBatchSkipsTheWholeStep) { a_nonfinite_micro_batch_skips_the_whole_step(); }
+
+TEST(GpuStep, ProgressiveSizesFollowTheCpuTrainer) { sizes_follow_the_cpu_trainer(); }
+
+TEST(GpuStep, ProgressiveSizesReplayInGraphs) {
+  sized_graphs_replay(gpu::MathMode::fp32);
+  sized_graphs_replay(gpu::MathMode::bf16);
+}
 
 TEST(GpuStep, GraphReplaysTheOpByOpStep) { graph_replays(gpu::MathMode::fp32, 64); }
 

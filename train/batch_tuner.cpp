@@ -78,7 +78,9 @@ void read_pool(const TrainOptions& o, const RunSpec& spec, int rank, int ranks, 
     fail_file(spec.data_dir,
               "--batch auto: too few samples for a batch of 1 on each of " + std::to_string(ranks) + " ranks");
   Loader loader(options(int(std::min<long long>(in.per_rank, kPoolSamples))), meta);
-  loader.start_epoch(0);
+  // The sweep times the largest crops the run trains at ([data] progressive grows them by epoch).
+  const ProgressiveResize& grow = spec.cfg.augment.progressive;
+  loader.start_epoch(grow.on() ? largest_epoch(grow, spec.cfg.train.epochs) : 0);
   if (!loader.next(in.pool)) fail("the batch sweep's loader ended early (internal error)");
   in.format = loader.sample_format();
 }
@@ -125,6 +127,7 @@ void set_largest(const RunSpec& spec, int ranks, int local_ranks, SweepInputs& i
 HostBatch repeated(const HostBatch& pool, int n) {
   HostBatch b;
   b.n = n;
+  b.height = pool.height, b.width = pool.width;
   const size_t xs = pool.x.size() / size_t(pool.n), ps = pool.pixels.size() / size_t(pool.n);
   b.x.reserve(xs * size_t(n));
   b.pixels.reserve(ps * size_t(n));

@@ -13,7 +13,10 @@
 
 namespace convoy {
 
-void CpuForward::evaluate(const HostBatch& b) { net_.forward(b.n, b.x.data(), b.labels.data(), false); }
+void CpuForward::evaluate(const HostBatch& b) {
+  net_.set_input(batch_input(b, net_.built_input()));
+  net_.forward(b.n, b.x.data(), b.labels.data(), false);
+}
 
 CpuStep::CpuStep(Net& net, Optimizer& opt, int ranks, bool skip_nonfinite, WeightAverage* average, int accumulate)
     : net_(net), opt_(opt), forward_(net), ranks_(ranks), skip_nonfinite_(skip_nonfinite), average_(average),
@@ -23,6 +26,8 @@ CpuStep::CpuStep(Net& net, Optimizer& opt, int ranks, bool skip_nonfinite, Weigh
 
 void CpuStep::train(const HostBatch& b, uint64_t key, double lr, EpochSums& sums) {
   lap_.reset();
+  // [data] progressive: the epoch's crops may be smaller than the net's input as built.
+  net_.set_input(batch_input(b, net_.built_input()));
   if (skip_nonfinite_) state_before_ = net_.state();
   const Tally t = forward_and_backward(b, key);
   last_loss_ = t.loss;

@@ -72,6 +72,7 @@ nlohmann::json epoch_record(const EpochReport& r) {
                       {"peak_rss_bytes", peak_rss_bytes()},
                       {"skipped_steps", r.sums.skipped}};
   if (t.idle) j["t_idle"] = *t.idle;
+  if (r.train_side > 0) j["train_side"] = r.train_side;
   if (!r.bucket_ready.empty()) j["bucket_ready_profile"] = r.bucket_ready;
   if (r.eval) {
     j["test_loss"] = r.eval->loss;

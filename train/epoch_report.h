@@ -22,6 +22,8 @@ struct EpochReport {
   // of the steps before the checkpoint (timed by the run that made it).
   double timed_samples = 0;
   std::optional<EvalResult> eval;
+  // [data] progressive: the side of the epoch's training crops, as its batches came (0: off).
+  int train_side = 0;
   // With --profile: each all-reduce bucket's ready share of the backward pass by the profile's
   // per-node seconds so far (comm_plan.h); empty without.
   std::vector<double> bucket_ready;

@@ -97,7 +97,7 @@ EvalResult evaluate(Forward& forward, Loader& loader, int classes, bool flip) {
   while (loader.next(b)) {
     s.samples += b.n;
     if (flip) {
-      const FlippedScores f = flipped_scores(forward, b, classes, width);
+      const FlippedScores f = flipped_scores(forward, b, classes, b.width > 0 ? b.width : width);
       for (float l : f.losses) s.loss += l;
       count_correct(b.n, classes, f.probs.data(), b.labels.data(), s.top1, s.top5);
       continue;

@@ -18,19 +18,19 @@ static_assert(kPack<bf16> == kBf16ChannelPack);
 // Sizes of the CPU net's flat parameter and state buffers, from its nodes' offsets.
 size_t flat_param_count(const Net& net) {
   size_t n = 0;
-  for (const Node& nd : net.nodes()) n = std::max(n, std::max(nd.w_off + nd.w_count, nd.b_off + nd.b_count));
+  for (const Node& nd : net.built_nodes()) n = std::max(n, std::max(nd.w_off + nd.w_count, nd.b_off + nd.b_count));
   return n;
 }
 
 size_t flat_state_count(const Net& net) {
   size_t n = 0;
-  for (const Node& nd : net.nodes()) n = std::max(n, nd.s_off + nd.s_count);
+  for (const Node& nd : net.built_nodes()) n = std::max(n, nd.s_off + nd.s_count);
   return n;
 }
 
 // Whether node i's only consumer is the loss: its output is the logits.
 bool feeds_only_loss(const Net& net, int i) {
-  const auto& nodes = net.nodes();
+  const auto& nodes = net.built_nodes();
   if (nodes[i].consumers != 1) return false;
   for (const Node& nd : nodes)
     for (int k : nd.in)
@@ -42,7 +42,7 @@ bool feeds_only_loss(const Net& net, int i) {
 // any input or output larger cannot be described (cudnnSetTensor4dDescriptor: not supported).
 void check_tensor_sizes(const Net& net, int max_batch) {
   constexpr long long kLimit = 2147483647;
-  for (const Node& nd : net.nodes()) {
+  for (const Node& nd : net.built_nodes()) {
     size_t widest = nd.out.size();  // the net's input is the first layer's input
     for (const Dims& d : nd.in_dims) widest = std::max(widest, d.size());
     const long long values = (long long)max_batch * (long long)widest;
@@ -55,8 +55,9 @@ void check_tensor_sizes(const Net& net, int max_batch) {
 
 }  // namespace
 
+// Every buffer is sized from the net as built, at its largest input (Net::built_nodes).
 GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputFold fold)
-    : ctx_(ctx), net_(net), max_batch_(max_batch) {
+    : ctx_(ctx), net_(net), max_batch_(max_batch), nodes_(&net.built_nodes()) {
   check_tensor_sizes(net, max_batch);
   Arena& a = arena ? *arena : own_arena_;
   const bool half = ctx.bf16();
@@ -66,14 +67,14 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputF
   a.request(state_, std::max<size_t>(1, flat_state_count(net)));
   a.request(probs_, size_t(max_batch) * std::max(1, net.classes()));
   a.request(losses_, max_batch);
-  const size_t nodes = net.nodes().size();
+  const size_t nodes = net.built_nodes().size();
   buf_.resize(nodes);
   caches_.resize(nodes);
-  input_ = choose_input_layout(net, half, fold);
+  input_ = built_input_ = choose_input_layout(net, half, fold);
   copy_at_.assign(nodes, 0);
   Sizes sizes;
-  sizes.copy = params;  // padded first-layer weights go after the flat ones
-  plan_ = plan_fusions(net.nodes(), half);
+  sizes.copy = params;                            // padded first-layer weights go after the flat ones
+  plan_ = plan_fusions(net.built_nodes(), half);  // by channels and topology: the same at every size
   const size_t part = size_t(max_batch) * plan_.part_values * sizeof(bf16);
   for (size_t i = 0; i < nodes; ++i) set_up_node(a, int(i), sizes);
   if (half) {
@@ -91,13 +92,13 @@ GpuNet::GpuNet(Context& ctx, const Net& net, int max_batch, Arena* arena, InputF
 // convolutions), or fold it (its windows, or 2x2 pixel blocks, into the channels) when its one
 // reader can take that (a stride-2 convolution); fp32 nets read the CPU's plain NCHW.
 InputLayout GpuNet::choose_input_layout(const Net& net, bool half, InputFold fold) {
-  const Dims id = net.input_dims();
+  const Dims id = net.built_input();
   const InputLayout plain = plain_input(id.c, id.h, id.w, id.c);
   if (!half || id.c >= 8) return plain;
   bool padded = true;
   int readers = 0;
   InputUse use;
-  for (const Node& nd : net.nodes())
+  for (const Node& nd : net.built_nodes())
     for (int k : nd.in)
       if (k < 0) {
         ++readers, use = nd.op().input_use(nd);
@@ -114,7 +115,7 @@ InputLayout GpuNet::choose_input_layout(const Net& net, bool half, InputFold fol
 // logits), then what its op asks for, then the scratch its inputs' gradients may need.
 void GpuNet::set_up_node(Arena& a, int i, Sizes& sizes) {
   const bool half = ctx_.bf16();
-  const Node& nd = net_.nodes()[i];
+  const Node& nd = net_.built_nodes()[i];
   NodeBuffers& b = buf_[i];
   b.fp32 = !half || (nd.op().fp32_logits() && feeds_only_loss(net_, i));
   const size_t count = size_t(max_batch_) * nd.out.size(), elem = b.fp32 ? sizeof(float) : sizeof(bf16);
@@ -134,9 +135,26 @@ void GpuNet::set_up_node(Arena& a, int i, Sizes& sizes) {
       sizes.scratch = std::max(sizes.scratch, size_t(max_batch_) * nd.in_dims[k].size() * act);
 }
 
+// The node shapes of each size are made once (Net::nodes_at) and kept, so that the GpuLayer of a
+// pass, which refers to its node, and the plans the ops keep by shape stay valid. Work already
+// queued keeps the shapes it was queued with (kernels take their arguments at launch, a graph at
+// its capture).
+void GpuNet::set_input(int h, int w) {
+  if (h == input_.h && w == input_.w) return;
+  const Dims built = net_.built_input();
+  if (h == built.h && w == built.w) {
+    nodes_ = &net_.built_nodes();
+  } else {
+    auto at = shaped_.find({h, w});
+    if (at == shaped_.end()) at = shaped_.emplace(std::make_pair(h, w), net_.nodes_at({built.c, h, w})).first;
+    nodes_ = &at->second;
+  }
+  input_ = resized_input(built_input_, h, w);
+}
+
 void GpuNet::set_profiling(bool on) {
-  events_.reset(on ? new CudaEvent[4 * net_.nodes().size()] : nullptr);
-  times_.assign(on ? net_.nodes().size() : 0, {0.0, 0.0});
+  events_.reset(on ? new CudaEvent[4 * nodes_->size()] : nullptr);
+  times_.assign(on ? nodes_->size() : 0, {0.0, 0.0});
 }
 
 void GpuNet::collect_profile() {
@@ -181,7 +199,7 @@ void GpuNet::download(std::vector<float>& weights, std::vector<float>& state) co
 }
 
 GpuLayer GpuNet::layer(int i) {
-  const Node& nd = net_.nodes()[i];
+  const Node& nd = (*nodes_)[i];
   const bool half = stores_bf16();
   GpuLayer l(ctx_, nd, i, batch_, buf_[i], half, input_, caches_[i]);
   for (size_t k = 0; k < nd.in.size(); ++k) {
@@ -196,12 +214,12 @@ GpuLayer GpuNet::layer(int i) {
     l.x_add[k] = plan_.adds[i][k];
     if (plan_.skip_grad[i][k]) l.x_grad[k] = nullptr;
     if (const int m = plan_.affine_in[i][k]; m >= 0) {
-      const int src = net_.nodes()[m].in[0];
+      const int src = (*nodes_)[m].in[0];
       l.affine[k] = {static_cast<const bf16*>(src < 0 ? x_ : buf_[src].y.get()), buf_[m].scale_shift.get(),
                      plan_.relu_of[m] >= 0};
       if (plan_.sums_taken[m]) {
         const float* stats = as<float>(buf_[m].aux);  // batch norm keeps its mean and 1 / std there
-        l.grad_sums[k] = {l.affine[k].x, stats, stats + net_.nodes()[m].out.c, buf_[m].grad_sums.get()};
+        l.grad_sums[k] = {l.affine[k].x, stats, stats + (*nodes_)[m].out.c, buf_[m].grad_sums.get()};
       }
     }
   }
@@ -232,7 +250,7 @@ void GpuNet::forward(int n, const void* x, const int32_t* labels, bool train, co
   batch_ = {n, train, labels, key, sample_keys, probs_.get(), losses_.get(), net_.classes()};
   batch_.label_smoothing = float(net_.config().train.label_smoothing);
   x_ = x;
-  const auto& nodes = net_.nodes();
+  const auto& nodes = *nodes_;
   for (int i = 0; i < int(nodes.size()); ++i) {
     if (events_) record_event(events_[4 * i].get(), ctx_.stream());
     if (!plan_.fused[i]) nodes[i].op().gpu_forward(layer(i));  // a fused ReLU's input wrote its output
@@ -241,7 +259,7 @@ void GpuNet::forward(int n, const void* x, const int32_t* labels, bool train, co
 }
 
 void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
-  const auto& nodes = net_.nodes();
+  const auto& nodes = *nodes_;
   for (int idx = int(nodes.size()) - 1; idx >= 0; --idx) {
     const Node& nd = nodes[idx];
     if (events_) record_event(events_[4 * idx + 2].get(), ctx_.stream());
@@ -254,7 +272,7 @@ void GpuNet::backward(const std::function<void(size_t lo, size_t hi)>& ready) {
 // Each input's gradient in turn, into the input's own dy: written by its first consumer, added to
 // by the later ones (by the op itself where it can, else from scratch); the net's input needs none.
 void GpuNet::backward_node(int idx) {
-  const Node& nd = net_.nodes()[idx];
+  const Node& nd = (*nodes_)[idx];
   if (plan_.fused[idx]) return;  // its input's backward pass takes its gradient
   GpuLayer l = layer(idx);
   if (nd.op().gpu_backward_all(l)) return;

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -44,12 +45,17 @@ class GpuNet {
   // buffer; nodes come in reverse order, so the ranges move from the end of the buffer to its start.
   void backward(const std::function<void(size_t lo, size_t hi)>& ready = nullptr);
 
+  // [data] progressive: runs at inputs of h x w from now on, the same channels and neither side
+  // larger than the net as built, whose sizes every buffer has (Net::nodes_at refuses others).
+  // input_layout() follows. Each size's node shapes are kept for the next time it comes.
+  void set_input(int h, int w);
+
   // Whether activations, and so forward()'s input, are bf16 NHWC rather than fp32 NCHW.
   bool stores_bf16() const { return ctx_.bf16(); }
-  // How forward()'s input is stored for a bf16 net: its channels as they are, or for a net whose
-  // input only convolutions read, 3 (or 2..7) padded with zeros to 8, the width cuDNN's NHWC kernels
-  // run fast, or folded for a stride-2 first convolution (its windows, or 2x2 pixel blocks). fp32
-  // nets read plain NCHW (c_stored = c).
+  // How forward()'s input is stored for a bf16 net, at the size set_input gave: its channels as
+  // they are, or for a net whose input only convolutions read, 3 (or 2..7) padded with zeros to 8,
+  // the width cuDNN's NHWC kernels run fast, or folded for a stride-2 first convolution (its
+  // windows, or 2x2 pixel blocks). fp32 nets read plain NCHW (c_stored = c).
   const InputLayout& input_layout() const { return input_; }
   // A bf16 net multiplies with a bf16 copy of the weights. Pass weight_copy() to the fused
   // optimiser updates, which refresh it; after any other change of weights(), call
@@ -104,7 +110,11 @@ class GpuNet {
   // shared buffer of the gradient parts kept apart (FusionPlan::split).
   FusionPlan plan_;
   DeviceBuffer<unsigned char> part_;
-  InputLayout input_;
+  // The nodes the passes run (the net's as built, or shaped_'s at the size set_input gave), and the
+  // input's layout at that size and as built.
+  const std::vector<Node>* nodes_;
+  std::map<std::pair<int, int>, std::vector<Node>> shaped_;  // by input height and width
+  InputLayout input_, built_input_;
   std::vector<size_t> copy_at_;          // per node: where its weights start in weights16_ (w_off unless padded)
   std::unique_ptr<CudaEvent[]> events_;  // 4 per node when profiling: fwd start/end, bwd start/end
   std::vector<std::pair<double, double>> times_;  // per node: forward, backward seconds so far

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "train/cuda/batch_metrics.h"
 #include "train/cuda/step_scalars.h"
 #include "train/data_parallel.h"
 #include "train/optimizer_update.h"
+#include "train/step.h"
 
 namespace convoy::gpu {
 namespace {
@@ -93,8 +95,8 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
   name_ = current_device_text();
   Net& cpu = const_cast<Net&>(net);  // read-only use: the accessors are not const
   input_ = {max_batch, sample.channels, sample.height, sample.width, net_.input_layout()};
-  const Dims in = net.input_dims();
-  if (in.c != input_.c || in.h != input_.h || in.w != input_.w)
+  built_ = net.built_input();  // the largest input: every buffer below is sized for it
+  if (built_.c != input_.c || built_.h != input_.h || built_.w != input_.w)
     fail("GpuStep: the net's input differs from the augmented sample shape");
   // Every device buffer is requested first, so that a step too large for the device is refused
   // before the arena and the pinned host buffers are allocated.
@@ -158,6 +160,18 @@ GpuStep::GpuStep(int device, const Net& net, const Optimizer& opt, const SampleF
 GpuStep::~GpuStep() {
   // Queued work must not outlive the buffers it reads; errors cannot be thrown from here.
   if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+}
+
+// [data] progressive: the net and the input's normalisation at the size of b's samples, before any
+// of its work is queued (what is queued already keeps its size: kernels take their arguments at
+// launch, a graph at its capture). The slots and the input buffer have room for the largest.
+void GpuStep::use_input(const HostBatch& b) {
+  const Dims d = batch_input(b, built_);
+  if (b.pixels.size() != size_t(b.n) * d.size())
+    fail("GpuStep: a batch whose pixels are not " + std::to_string(b.n) + " samples of " + dims_text(d));
+  net_.set_input(d.h, d.w);  // refuses a size larger than the net as built
+  input_.h = d.h, input_.w = d.w;
+  input_.packed = net_.input_layout();
 }
 
 // The slot's raw batch to the net's input: fp32 NCHW, or bf16 NHWC for a bf16 net.
@@ -284,6 +298,7 @@ void GpuStep::train(const HostBatch& b, uint64_t key, double lr) {
   const int k = o_.accumulate;
   if (b.n % k != 0) fail("GpuStep: a batch that does not split into its micro-batches");
   if (b.n / k > max_batch_) fail("GpuStep: batch larger than the one it was built for");
+  use_input(b);
   ++host_opt_.t;
   const TrainRecipe& r = host_opt_.recipe;
   const StepScalars sc = step_scalars(key, lr, r.beta1, r.beta2, host_opt_.t);
@@ -322,9 +337,13 @@ void GpuStep::queue_part(const HostBatch& b, int from, int n, const StepScalars&
   CONVOY_CUDA_CHECK(cudaEventRecord(e.start.get(), s));
   // The first step runs op by op (cuDNN, cuBLAS and NCCL set themselves up on first use, which a
   // capture forbids); each slot's graph of each kind of part is captured at its first full part
-  // after that.
-  if (o_.graph && n == max_batch_ && step_ >= 1) {
-    CudaGraphExec& graph = graph_[graph_index(slot, part)];
+  // after that. So does the first step at each input size ([data] progressive): its convolutions'
+  // plans for that size are made then (plan_for), and their algorithm search may not be captured.
+  // Each size keeps its own graphs: a graph replays the sizes it was captured with.
+  auto [sized, fresh] = graphs_.try_emplace(std::make_pair(input_.h, input_.w));
+  if (fresh) sized->second.first_step = step_;
+  if (o_.graph && n == max_batch_ && step_ > sized->second.first_step) {
+    CudaGraphExec& graph = sized->second.graph[graph_index(slot, part)];
     if (!graph) {
       CONVOY_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
       queue_compute(slot, n, part);
@@ -394,6 +413,7 @@ void GpuStep::evaluate(const HostBatch& b) {
   if (b.pixels.empty() || b.n <= 0 || b.n > max_batch_ || b.flips.size() != size_t(b.n))
     fail("GpuStep: evaluation needs a raw batch within the built size");
   drain();
+  use_input(b);
   Slot& sl = *slots_[0];
   std::memcpy(sl.h<uint8_t>(sl.px), b.pixels.data(), b.pixels.size());
   std::memcpy(sl.h<uint8_t>(sl.flips), b.flips.data(), b.flips.size());

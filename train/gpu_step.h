@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,9 +108,21 @@ class GpuStep {
   size_t device_bytes() const { return arena_.bytes() + ctx_.workspaces_bytes(); }
   InputFold input_fold() const { return net_.input_layout().fold; }
   bool graphed() const {
-    for (const CudaGraphExec& g : graph_)
-      if (g) return true;
+    for (const auto& [size, sized] : graphs_)
+      for (const CudaGraphExec& g : sized.graph)
+        if (g) return true;
     return false;
+  }
+  // Input sizes (height, width) with at least one captured graph, for tests.
+  int graphed_sizes() const {
+    int n = 0;
+    for (const auto& [size, sized] : graphs_)
+      for (const CudaGraphExec& g : sized.graph)
+        if (g) {
+          ++n;
+          break;
+        }
+    return n;
   }
   // Bytes each training step puts on the wire, per rank (0 for one rank).
   double comm_bytes_per_step() const { return sync_ ? sync_->wire_bytes_per_step() : 0.0; }
@@ -121,8 +134,15 @@ class GpuStep {
   struct Part {
     bool first = true, last = true;
   };
-  // A part's graph: one per slot and kind of part.
+  // A part's graph: one per slot and kind of part, for each input size.
   static int graph_index(int slot, Part p) { return slot * 4 + (p.first ? 1 : 0) + (p.last ? 2 : 0); }
+  // The graphs of one input size ([data] progressive trains at several), and the step at which the
+  // size first came, which runs op by op.
+  struct SizeGraphs {
+    long long first_step = 0;
+    CudaGraphExec graph[8];  // by graph_index
+  };
+  void use_input(const HostBatch& b);
   void queue_part(const HostBatch& b, int from, int n, const StepScalars& sc, Part part);
   void queue_normalize(const Slot& sl, int n);
   void queue_compute(int slot, int n, Part part);
@@ -138,7 +158,8 @@ class GpuStep {
   Arena arena_;  // every tensor of the net and of the step, in one allocation
   GpuNet net_;
   Optimizer host_opt_;  // recipe and step count; its arrays live on the device
-  InputShape input_;
+  InputShape input_;    // the batch now queued: its size, and its layout on the device
+  Dims built_;          // the net's input as built, the largest
   int max_batch_, ranks_;
   GpuStepOptions o_;
   std::unique_ptr<GradientSync> sync_;  // several ranks
@@ -158,9 +179,9 @@ class GpuStep {
   DeviceBuffer<MicroCarry> carry_;     // accumulate > 1: their verdict and figures
   double decay_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<std::unique_ptr<StepEvents>> events_;  // a ring of four parts
-  CudaGraphExec graph_[8];                           // by graph_index
-  long long step_ = 0;                               // training steps queued
+  std::vector<std::unique_ptr<StepEvents>> events_;   // a ring of four parts
+  std::map<std::pair<int, int>, SizeGraphs> graphs_;  // by input height and width
+  long long step_ = 0;                                // training steps queued
   // Parts queued: the micro-batches of the steps (with accumulate = 1, the steps themselves).
   long long parts_ = 0;
   std::deque<long long> pending_;  // queued parts whose times are not yet harvested

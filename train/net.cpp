@@ -36,11 +36,12 @@ std::string formatted(const char* fmt, A... a) {
 
 }  // namespace
 
-Net::Net(const NetConfig& cfg, Dims input, int classes, size_t max_params) : cfg_(cfg), input_(input) {
+Net::Net(const NetConfig& cfg, Dims input, int classes, size_t max_params) : cfg_(cfg), input_(input), built_(input) {
   if (!within_limits(input))
     fail_file(cfg_.path, "cannot build the net for input " + dims_text(input) + " (" + kLimitsText + ")");
   if (classes <= 0) classes = cfg_.classes;
   check_classes(classes);
+  data_classes_ = classes;
   size_t wsize = 0, ssize = 0;
   for (const LayerSpec& spec : cfg_.layers) add_node(spec, classes, max_params, wsize, ssize);
   index_.clear();
@@ -49,6 +50,7 @@ Net::Net(const NetConfig& cfg, Dims input, int classes, size_t max_params) : cfg
       fail_at(nodes_[i].spec, "its output is never used (every layer must lead to the loss)");
   fuse_relus();
   if (cfg_.zero_init_residual) find_residual_norms();
+  built_nodes_ = nodes_;
   weights_.assign(wsize, 0.f);
   grads_.assign(wsize, 0.f);
   state_.assign(ssize, 0.f);
@@ -185,15 +187,18 @@ void Net::reserve(int n) {
   if (n <= capacity_) return;
   capacity_ = n;
   size_t scratch = 0;
-  for (Node& nd : nodes_) {
-    const size_t count = size_t(n) * nd.out.size();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& nd = nodes_[i];
+    const Node& built = built_nodes_[i];  // the largest shapes (set_input runs at smaller ones)
+    const size_t count = size_t(n) * built.out.size();
     nd.y.assign(nd.alias >= 0 ? 0 : count, 0.f);
     nd.dy.assign(nd.alias >= 0 ? 0 : count, 0.f);
-    const CpuBuffers keep = nd.op().cpu_buffers(nd, n);
+    const CpuBuffers keep = nd.op().cpu_buffers(built, n);
     if (keep.aux) nd.aux.assign(keep.aux, 0.f);
     if (keep.aux_i32) nd.aux_i32.assign(keep.aux_i32, 0);
     for (size_t k = 0; k < nd.in.size(); ++k)
-      if (nd.in[k] < 0 || nodes_[nd.in[k]].consumers > 1) scratch = std::max(scratch, size_t(n) * nd.in_dims[k].size());
+      if (nd.in[k] < 0 || nodes_[nd.in[k]].consumers > 1)
+        scratch = std::max(scratch, size_t(n) * built.in_dims[k].size());
   }
   scratch_.assign(scratch, 0.f);
   probs_.assign(size_t(n) * classes_, 0.f);
@@ -202,16 +207,55 @@ void Net::reserve(int n) {
 
 size_t Net::bytes_for(int n) const {
   size_t floats = 0, ints = 0, scratch = 0;
-  for (const Node& nd : nodes_) {
+  for (const Node& nd : built_nodes_) {
     if (nd.alias < 0) floats += 2 * size_t(n) * nd.out.size();
     const CpuBuffers keep = nd.op().cpu_buffers(nd, n);
     floats += keep.aux;
     ints += keep.aux_i32;
     for (size_t k = 0; k < nd.in.size(); ++k)
-      if (nd.in[k] < 0 || nodes_[nd.in[k]].consumers > 1) scratch = std::max(scratch, size_t(n) * nd.in_dims[k].size());
+      if (nd.in[k] < 0 || built_nodes_[nd.in[k]].consumers > 1)
+        scratch = std::max(scratch, size_t(n) * nd.in_dims[k].size());
   }
   floats += scratch + size_t(n) * (classes_ + 1);
   return floats * sizeof(float) + ints * sizeof(int32_t);
+}
+
+// Each node's shape rule again, over the new input: the parameters (and so their layout) must come
+// out as built, and no buffer may need to grow.
+std::vector<Node> Net::nodes_at(Dims in) const {
+  if (in.c != built_.c || in.h < 1 || in.w < 1 || in.h > built_.h || in.w > built_.w)
+    fail_file(cfg_.path, "the net built for input " + dims_text(built_) + " cannot run at " + dims_text(in) +
+                             " (the same channels, and neither side larger)");
+  std::vector<Node> nodes = built_nodes_;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node& nd = nodes[i];
+    for (size_t k = 0; k < nd.in.size(); ++k) nd.in_dims[k] = nd.in[k] < 0 ? in : nodes[size_t(nd.in[k])].out;
+    const OpShape s = nd.op().shape(ShapeIn{nd.spec, nd.in_dims, data_classes_, cfg_.path});
+    if (s.weights + s.biases != nd.w_count + nd.b_count || s.state != nd.s_count)
+      fail_at(nd.spec, "its parameters depend on the input's size (" + std::to_string(s.weights + s.biases) +
+                           " at input " + dims_text(in) + ", " + std::to_string(nd.w_count + nd.b_count) + " at " +
+                           dims_text(built_) + " as built): the net runs at one size only (a global pool before " +
+                           "the fc layers makes it run at any)");
+    nd.out = s.out;
+    nd.flops = s.flops;
+    // The ops' kept buffers (dropout's mask, max pooling's argmax) follow their output's size.
+    const Node& b = built_nodes_[i];
+    if (nd.out.size() > b.out.size())
+      fail_at(nd.spec, "its output at input " + dims_text(in) + " (" + dims_text(nd.out) + ") is larger than at " +
+                           dims_text(built_) + " as built (" + dims_text(b.out) + ")");
+  }
+  return nodes;
+}
+
+void Net::set_input(Dims in) {
+  if (in == input_) return;
+  std::vector<Node> shaped = nodes_at(in);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    nodes_[i].in_dims = std::move(shaped[i].in_dims);
+    nodes_[i].out = shaped[i].out;
+    nodes_[i].flops = shaped[i].flops;
+  }
+  input_ = in;
 }
 
 const float* Net::input_of(const Node& nd, int k) const {

@@ -43,10 +43,25 @@ class Net {
   // norm), so this is the last batch norm of each block's branch, which torchvision zeroes.
   // Empty without the key.
   const std::vector<int>& residual_norms() const { return residual_norms_; }
-  // Sizes every buffer for batches of n (a smaller final eval batch reuses the buffers).
+  // Sizes every buffer for batches of n at the input the net was built for, the largest it runs
+  // at (a smaller final eval batch, or a smaller input, reuses the buffers).
   void reserve(int n);
   // The bytes reserve(n) allocates (for a memory bound before any is allocated).
   size_t bytes_for(int n) const;
+
+  // Inputs of other sizes ([data] progressive trains at smaller crops than it evaluates at): the
+  // same parameters run at input `in` from now on, every node reshaped, the buffers kept. Throws
+  // nodes_at's line where the net cannot.
+  void set_input(Dims in);
+  // The nodes shaped for input `in`, without buffers: what set_input(in) gives the net. Throws one
+  // line where the net cannot run at `in`: other channels or a larger side than it was built
+  // for; a layer whose shape rule refuses it (a kernel larger than its input); or a layer whose
+  // parameter count would change (an fc layer after a flatten, where no global pool makes the
+  // net independent of the input's size).
+  std::vector<Node> nodes_at(Dims in) const;
+  // The input and the nodes as built: the largest input, from which every buffer is sized.
+  Dims built_input() const { return built_; }
+  const std::vector<Node>& built_nodes() const { return built_nodes_; }
 
   // Runs the net on x [n, input dims]; returns the mean loss. In training, dropout draws its
   // mask from (key, sample_keys) and batch norm uses and updates batch statistics.
@@ -59,7 +74,7 @@ class Net {
   const float* probs() const { return probs_.data(); }    // [n, classes] after forward
   const float* losses() const { return losses_.data(); }  // [n]
   int classes() const { return classes_; }
-  Dims input_dims() const { return input_; }
+  Dims input_dims() const { return input_; }  // now (set_input); built_input() as built
   const std::vector<float>& input_grad() const { return input_grad_; }
 
   std::vector<float>& weights() { return weights_; }
@@ -95,7 +110,8 @@ class Net {
   float* grad_target(int from);
 
   NetConfig cfg_;
-  Dims input_;
+  Dims input_, built_;
+  int data_classes_ = 0;  // the classes the shape rules were given (fc units = "classes")
   int classes_ = 0, n_ = 0, capacity_ = 0;
   const float* x_ = nullptr;
   const int32_t* labels_ = nullptr;
@@ -103,6 +119,7 @@ class Net {
   uint64_t key_ = 0;
   const uint64_t* sample_keys_ = nullptr;
   std::vector<Node> nodes_;
+  std::vector<Node> built_nodes_;     // nodes_ as built, without buffers
   std::map<std::string, int> index_;  // layer name -> node, while building
   std::vector<int> residual_norms_;
   std::vector<ParamBlock> blocks_;

@@ -209,8 +209,26 @@ void read_train_table(const Reader& r, const toml::table& t, TrainRecipe& tr) {
   tr.min_lr = r.get_num(t, "min_lr", tr.min_lr, 0, 1e3);
 }
 
+// [data] progressive = { min_res = 160, max_res = 192, start_ramp = 65, end_ramp = 76 } (or a
+// [data.progressive] table): FFCV's four keys, each needed, since none has a default that means
+// anything alone. The rules between them and the other [data] keys are augment_problem's.
+void read_progressive(const Reader& r, const toml::node& n, ProgressiveResize& p) {
+  const toml::table* t = n.as_table();
+  if (!t) r.fail_at(n, "'progressive' must be a table { min_res, max_res, start_ramp, end_ramp }");
+  r.only_keys(*t, {"min_res", "max_res", "start_ramp", "end_ramp"}, "[data] progressive");
+  for (const char* key : {"min_res", "max_res", "start_ramp", "end_ramp"})
+    if (!t->get(key))
+      r.fail_at(n, std::string("'progressive' needs ") + key + " (it takes min_res, max_res, " +
+                       "start_ramp and end_ramp)");
+  p.min_res = r.get_int(*t, "min_res", 0, 1, kMaxCrop);
+  p.max_res = r.get_int(*t, "max_res", 0, 1, kMaxCrop);
+  p.start_ramp = r.get_int(*t, "start_ramp", 0, 0, kMaxRampEpoch);
+  p.end_ramp = r.get_int(*t, "end_ramp", 0, 0, kMaxRampEpoch);
+}
+
 void read_data_table(const Reader& r, const toml::table& d, AugmentSpec& a) {
-  r.only_keys(d, {"crop", "pad", "flip", "random_resized_crop", "scale", "ratio", "eval_resize"}, "[data]");
+  r.only_keys(d, {"crop", "pad", "flip", "random_resized_crop", "scale", "ratio", "eval_resize", "progressive"},
+              "[data]");
   a.crop = r.get_int(d, "crop", 0, 0, kMaxCrop);
   a.pad = r.get_int(d, "pad", 0, 0, kMaxPad);
   a.flip = r.get_bool(d, "flip", false);
@@ -218,9 +236,13 @@ void read_data_table(const Reader& r, const toml::table& d, AugmentSpec& a) {
   r.get_range(d, "scale", a.scale, kScaleRange[0], kScaleRange[1]);
   r.get_range(d, "ratio", a.ratio, kRatioRange[0], kRatioRange[1]);
   a.eval_resize = r.get_int(d, "eval_resize", 0, 0, kMaxEvalResize);
+  if (const toml::node* p = d.get("progressive")) read_progressive(r, *p, a.progressive);
   // Each range is checked above at its key's line; what is left are the rules between the keys,
   // the same ones that the Python module's and bench-loader's options meet.
-  if (const std::string problem = augment_problem(a); !problem.empty()) r.fail_at(d, "[data] " + problem);
+  if (const std::string problem = augment_problem(a); !problem.empty()) {
+    const toml::node* p = d.get("progressive");
+    r.fail_at(p && problem.rfind("progressive", 0) == 0 ? *p : d, "[data] " + problem);
+  }
 }
 
 // The op a layer's `type` names, or a mistake that lists the types there are.

@@ -271,12 +271,26 @@ void check_declared_input(const NetConfig& cfg, const Dims& in, const std::strin
                           "; make [net] input say what the net is given, or leave it out");
 }
 
+void check_progressive_sizes(const Net& net, const ProgressiveResize& p) {
+  if (!p.on()) return;
+  const Dims built = net.built_input();
+  for (int side : resolutions(p)) {
+    try {
+      net.nodes_at({built.c, side, side});
+    } catch (const Error& e) {
+      fail(std::string(e.what()) + " ([data] progressive trains at " + std::to_string(side) + "x" +
+           std::to_string(side) + ")");
+    }
+  }
+}
+
 Net net_for_data(const NetConfig& cfg, const ImageShape& shape, size_t classes, const std::string& dir) {
   Net net(cfg, input_dims(shape, cfg.augment), int(classes));
   if (size_t(net.classes()) != classes)
     fail_file(join_path(dir, kDatasetJson), "has " + std::to_string(classes) +
                                                 " classes but the net's last fc layer has " +
                                                 std::to_string(net.classes()) + " outputs");
+  check_progressive_sizes(net, cfg.augment.progressive);
   return net;
 }
 

@@ -49,8 +49,11 @@ DataIdentity trained_on(const Checkpoint& c, const std::string& path);
 Dims input_dims(const ImageShape& shape, const AugmentSpec& a);
 // Refuses a config whose [net] input disagrees with the samples of the data in `dir`.
 void check_declared_input(const NetConfig& cfg, const Dims& in, const std::string& dir);
+// Refuses, in one line naming the layer and the side, a net that cannot run at every side
+// [data] progressive may train at (Net::nodes_at).
+void check_progressive_sizes(const Net& net, const ProgressiveResize& p);
 // The net for data of this shape and classes (those of the dataset in `dir`), whose classes must be
-// as many as the net's outputs.
+// as many as the net's outputs, and which runs at every side of its [data] progressive.
 Net net_for_data(const NetConfig& cfg, const ImageShape& shape, size_t classes, const std::string& dir);
 
 }  // namespace convoy

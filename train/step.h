@@ -16,6 +16,12 @@
 
 namespace convoy {
 
+// The input a batch's samples are: HostBatch::height x width ([data] progressive trains at smaller
+// crops than the net was built for), or for a batch made by hand (0) the net's input as built.
+inline Dims batch_input(const HostBatch& b, Dims built) {
+  return b.height > 0 ? Dims{built.c, b.height, b.width} : built;
+}
+
 // A training epoch's figures on this rank: the loss summed over its samples, the top-1 hits, the
 // samples, and the steps skipped because their loss was NaN or infinite (left out of the rest).
 struct EpochSums {

@@ -205,6 +205,7 @@ int TrainRun::run() {
     const bool resumed = epoch == start_epoch_;
     EpochSums sums = resumed ? carried_ : EpochSums{};
     EpochClock clock;
+    log_train_side(epoch);
     if (const std::optional<int> code = train_epoch(epoch, resumed ? start_step_ : 0, sums, clock)) return *code;
     finish_epoch(epoch, sums, clock);
   }
@@ -214,6 +215,15 @@ int TrainRun::run() {
     std::fflush(stdout);
   }
   return 0;
+}
+
+// [data] progressive: the side the epoch trains at, said where it changes (and where a run starts).
+void TrainRun::log_train_side(int epoch) const {
+  const AugmentSpec& a = spec_.cfg.augment;
+  if (!a.progressive.on()) return;
+  const int side = train_crop(a, epoch);
+  if (epoch > start_epoch_ && side == train_crop(a, epoch - 1)) return;
+  log_info("epoch %d trains at %dx%d ([data] progressive; evaluation at %dx%d)", epoch + 1, side, side, a.crop, a.crop);
 }
 
 // The epoch's steps from `first` (the loader was started on it before); the exit code when a
@@ -301,6 +311,7 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
   r.count_skipped = o_.skip_nonfinite;
   r.times = step_->take_times();
   r.t_io = clock.t_io;
+  if (spec_.cfg.augment.progressive.on()) r.train_side = batch_.height;
   r.train_seconds = clock.whole.seconds();
   if (val_loader_) last_eval_ = evaluate_epoch();
   r.eval = last_eval_;

@@ -42,6 +42,7 @@ class TrainRun {
   void make_the_step();
   std::string micro_text() const;
   void open_metrics();
+  void log_train_side(int epoch) const;
   std::optional<int> train_epoch(int epoch, long long first, EpochSums& sums, EpochClock& clock);
   void log_step(int epoch, long long step, long long first, double lr, EpochSums& sums, const EpochClock& clock);
   std::optional<int> stop_or_checkpoint(int epoch, long long step, EpochSums& sums);

@@ -43,6 +43,17 @@ inline InputLayout patches_input(int c, int h, int w, int k, int pad) {
   return {c, h, w, (k * k * c + 7) / 8 * 8, h_out, w_out, InputFold::patches, k, pad};
 }
 
+// The same layout for samples of h x w ([data] progressive's smaller training crops): the same
+// channels stored, the fold's rows and columns those of that size.
+inline InputLayout resized_input(const InputLayout& l, int h, int w) {
+  switch (l.fold) {
+    case InputFold::blocks: return space_to_depth_input(l.c, h, w, l.k, l.pad);
+    case InputFold::patches: return patches_input(l.c, h, w, l.k, l.pad);
+    case InputFold::none: break;
+  }
+  return plain_input(l.c, h, w, l.c_stored);
+}
+
 // Which sample value stored channel t of stored pixel (i, j) holds: its pixel (y, x) and channel ch,
 // or false where the stored value is zero.
 __host__ __device__ inline bool input_source(const InputLayout& l, int i, int j, int t, int& y, int& x, int& ch) {

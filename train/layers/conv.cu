@@ -1,8 +1,9 @@
 // CUDA twin of conv.cpp: cuDNN convolution with algorithms chosen once per shape (deterministic
 // ones only) and run in the context's preallocated workspace; fp32 NCHW, or bf16 NHWC with fp32
-// accumulation on the tensor cores. Then the conv op's GPU passes: a plan per batch size, and the
+// accumulation on the tensor cores. Then the conv op's GPU passes: a plan per batch shape, and the
 // bf16 weight copy's filters in cuDNN's order (padded for a first layer that reads stored channels).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -334,20 +335,22 @@ using gpu::as;
 using gpu::bf16;
 using gpu::GpuLayer;
 
-// A node's plans, one per batch size, made the first time a batch of that size comes.
+// A node's plans, one per batch size and input height and width ([data] progressive trains at
+// smaller inputs than it evaluates at), made the first time a batch of that shape comes.
 struct ConvPlans final : gpu::OpCache {
-  std::map<int, std::unique_ptr<gpu::ConvPlan>> by_batch;
+  std::map<std::array<int, 3>, std::unique_ptr<gpu::ConvPlan>> by_shape;
 };
 
 const gpu::ConvPlan& plan_for(const GpuLayer& l) {
   if (!l.cache) l.cache = std::make_unique<ConvPlans>();
-  auto& plans = static_cast<ConvPlans&>(*l.cache).by_batch;
-  auto it = plans.find(l.n());
+  auto& plans = static_cast<ConvPlans&>(*l.cache).by_shape;
+  const std::array<int, 3> key{l.n(), l.in().h, l.in().w};
+  auto it = plans.find(key);
   if (it != plans.end()) return *it->second;
   const bool first = l.node.in[0] < 0;
   auto p = std::make_unique<gpu::ConvPlan>(l.ctx, conv_shape(l.node, l.n()), !first, first ? l.input.c_stored : 0,
                                            first ? l.input.fold : InputFold::none);
-  return *plans.emplace(l.n(), std::move(p)).first->second;
+  return *plans.emplace(key, std::move(p)).first->second;
 }
 
 template <typename T>
