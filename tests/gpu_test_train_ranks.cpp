@@ -1,5 +1,5 @@
-// The CUDA backend through mpirun and the real binary: with the same global batch, 2 GPUs (one
-// rank each, gradients all-reduced by NCCL in buckets during the backward pass) end with the
+// The CUDA backend through mpirun and the real binary: with the same global batches (--order global),
+// 2 GPUs (one rank each, gradients all-reduced by NCCL in buckets during the backward pass) end with the
 // weights of 1 GPU after 20 steps in fp32 mode, and both follow the CPU backend (needs 2 GPUs; in
 // bf16 mode the 2-GPU graph replays the op-by-op run exactly, and 1 and 2 GPUs agree to bf16's
 // precision); on one GPU, a run stopped at step 10
@@ -83,7 +83,7 @@ TEST(GpuDataParallel, TwoGpusAgreeWithOneAndWithTheCpu) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
   const std::string tmp = prepare();
   const std::string common = " --config " + tmp + "/net.toml --data " + tmp + "/data --batch 12 --epochs 1" +
-                             " --stop-after 20 --shuffle-files 1 --threads 1 --log-every 0 --seed 3";
+                             " --stop-after 20 --shuffle-files 1 --order global --threads 1 --log-every 0 --seed 3";
   auto train = [&](const std::string& launch, const std::string& flags, const std::string& name) {
     const std::string ckpt = tmp + "/" + name + ".ckpt";
     EXPECT_EQ(run(launch + kTrain + common + flags + " --checkpoint " + fresh(ckpt)), 0) << name;
@@ -105,7 +105,7 @@ TEST(GpuDataParallel, TwoGpusBf16GraphReplaysTheOpByOpRun) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
   const std::string tmp = prepare();
   const std::string common = " --config " + tmp + "/net.toml --data " + tmp + "/data --batch 12 --epochs 1" +
-                             " --stop-after 20 --shuffle-files 1 --threads 1 --log-every 0 --seed 3" +
+                             " --stop-after 20 --shuffle-files 1 --order global --threads 1 --log-every 0 --seed 3" +
                              " --device cuda --precision bf16";
   auto train = [&](const std::string& flags, const std::string& name) {
     const std::string ckpt = tmp + "/" + name + ".ckpt";
