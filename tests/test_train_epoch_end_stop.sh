@@ -4,7 +4,8 @@
 # anything else; one that comes during an epoch's evaluation stops the run at that epoch's end.
 # Either way the two runs' metrics hold each epoch's record once, with the uninterrupted run's
 # figures, and the resumed run ends byte-identical to it: at the first, a middle and the last
-# epoch's end, in an epoch of one step, with [train] ema and accumulate, with [data] progressive.
+# epoch's end, on 2 ranks (the signal to one), in an epoch of one step, with [train] ema and
+# accumulate, with [data] progressive.
 # --checkpoint-every at an epoch's end checkpoints after that end. Each stop is put at its exact
 # step by stalling a write or a read (tests/io_fault_shim.c).
 set -euo pipefail
@@ -15,6 +16,8 @@ trap 'rm -rf "$work"' EXIT
 source "${CONVOY_SRC:?}/tests/refusal.sh"
 # shellcheck source=tests/io_faults.sh
 source "${CONVOY_SRC:?}/tests/io_faults.sh"
+# shellcheck source=tests/rank_death.sh
+source "${CONVOY_SRC:?}/tests/rank_death.sh"  # mpi, rank_pid
 config="${CONVOY_SRC:?}/tests/data/small_conv_bn.toml"
 
 # 300 samples of 8x8: 15 steps an epoch at batch 20, 3 epochs; a validation set of its own.
@@ -130,6 +133,62 @@ stop_in_stall every KILL every.ckpt fsync 2 --checkpoint-every 15
 expect_stop every 137 "1 0 15"
 "$train" --resume "$work/every.ckpt" --threads 1 --log-every 0 2> /dev/null
 cmp "$work/full.ckpt" "$work/every.ckpt" || fail "resumed from an epoch's end, the run differs from the uninterrupted one"
+
+# On 2 ranks, SIGTERM to rank 1 alone at the first epoch's last step (rank 0 held writing the
+# checkpoint after step 14): the ranks agree to stop at once after step 15, and rank 0's checkpoint
+# owes the epoch's end; resumed on 2 ranks, the run ends as the uninterrupted 2-rank run does. The
+# net has no batch norm: each rank evaluates with its own running statistics, and a resumed run's
+# ranks all start from rank 0's (the checkpoint's), so with it any resume on 2 ranks evaluates a
+# little differently, wherever it stopped.
+cat > "$work/no_bn.toml" << 'TOML'
+[train]
+lr = 0.02
+[data]
+flip = true
+[[layer]]
+type = "conv"
+filters = 8
+kernel = 3
+pad = 1
+[[layer]]
+type = "relu"
+[[layer]]
+type = "flatten"
+[[layer]]
+type = "fc"
+units = "classes"
+[[layer]]
+type = "softmax_xent"
+TOML
+args=(--config "$work/no_bn.toml" --data "$work/data" --val "$work/val" --epochs 3 --batch 20 --seed 5 --threads 1
+  --log-every 0)
+ref=two_full
+"${mpi[@]}" "$train" "${args[@]}" --checkpoint "$work/two_full.ckpt" --metrics "$work/two_full.jsonl" 2> /dev/null
+rm -f "$fault_log" "$work/release"
+CONVOY_FAULT_PATH=two.ckpt CONVOY_FAULT_OP=fsync CONVOY_FAULT_NTH=14 CONVOY_FAULT_MODE=stall \
+  CONVOY_FAULT_STALL_MS=60000 CONVOY_FAULT_RELEASE=$work/release CONVOY_FAULT_LOG=$fault_log \
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$shim \
+  "${mpi[@]}" "$train" "${args[@]}" --checkpoint "$work/two.ckpt" --metrics "$work/two.jsonl" --checkpoint-every 1 \
+  > "$work/two.err" 2>&1 &
+job=$!
+rank1=""
+for _ in $(seq 1 600); do
+  [ -n "$rank1" ] || rank1=$(rank_pid "$job" 1)
+  grep -q '^fault' "$fault_log" 2> /dev/null && [ -n "$rank1" ] && caught "$rank1" && break
+  sleep 0.02
+done
+if ! grep -q '^fault' "$fault_log" 2> /dev/null || [ -z "$rank1" ]; then cat "$work/two.err"; fail "two: the stall never came"; fi
+kill -TERM "$rank1"
+sleep 0.1
+touch "$work/release"
+rc=0
+wait "$job" || rc=$?
+[ "$rc" -ne 0 ] || { cat "$work/two.err"; fail "two: mpirun exited 0 though rank 1 was stopped by SIGTERM"; }
+[ "$(ckpt_at "$work/two.ckpt")" = "0 15 15" ] || fail "two: the checkpoint is at $(ckpt_at "$work/two.ckpt"), not 0 15 15"
+"${mpi[@]}" "$train" --resume "$work/two.ckpt" --threads 1 --log-every 0 --metrics "$work/two.jsonl" \
+  > "$work/two.resumed.err" 2>&1 || { cat "$work/two.resumed.err"; fail "two: the resume failed"; }
+cmp "$work/two_full.ckpt" "$work/two.ckpt" || fail "two: the resumed run differs from the uninterrupted one"
+same_epochs "$work/two.jsonl"
 
 # An epoch of one step ([train] ema and accumulate): the first step is the epoch's last. SIGTERM
 # while the loader's first read stalls lands there; the resumed run evaluates the average.
