@@ -106,6 +106,12 @@ grep -q "stopped by signal 15 after step 15 (the last of its epoch" "$work/first
 if grep -q "epoch 1/3: " "$work/first.err"; then fail "the run stopped at once still made the epoch's end"; fi
 resumed first
 grep -q "epoch 1/3: .* | test loss " "$work/first.resumed.err" || { cat "$work/first.resumed.err"; fail "no epoch 1 line on resume"; }
+# That record times no training (the stopped run trained the epoch): no images, 0 images/s, not NaN.
+/usr/bin/python3 - "$work/first.jsonl" << 'PY' || fail "the owed epoch's record claims images it did not time"
+import json, sys
+first = [r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "epoch"][0]
+assert first["images"] == 0 and first["images_per_second"] == 0 and first["input_stall"] == 0, first
+PY
 
 # The same at a middle epoch's end (SIGUSR1, a scheduler's warning) and at the last epoch's: the
 # resumed run evaluates it and, at the last, ends the run with its test accuracy.
