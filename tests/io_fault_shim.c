@@ -9,6 +9,8 @@
 //                    one; calls asking for fewer than 2 bytes are not counted then) or stall (it sleeps
 //                    CONVOY_FAULT_STALL_MS milliseconds, default 5000, and then runs: a hung network
 //                    file system)
+// CONVOY_FAULT_RELEASE optional file: a stall ends as soon as it exists, so that a test can act
+//                    while the program waits at a known point and then let it go on at once
 // CONVOY_FAULT_LOG   optional file: a line "fault <op> <mode> call <n> <path>" when the fault fires,
 //                    and "calls <n>" at exit when any matched, so a test can tell the fault really
 //                    happened and count the calls of a run.
@@ -32,6 +34,7 @@ enum { MAX_FD = 65536 };
 static const char* want_path;
 static const char* want_op_name;
 static const char* log_path;
+static const char* release_path;
 static enum op want_op = OP_NONE;
 static long nth;
 static int mode_short;
@@ -78,6 +81,7 @@ static void setup(void) {
   want_path = getenv("CONVOY_FAULT_PATH");
   want_op_name = getenv("CONVOY_FAULT_OP");
   log_path = getenv("CONVOY_FAULT_LOG");
+  release_path = getenv("CONVOY_FAULT_RELEASE");
   const char* n = getenv("CONVOY_FAULT_NTH");
   const char* mode = getenv("CONVOY_FAULT_MODE");
   nth = n ? atol(n) : 0;
@@ -118,6 +122,16 @@ static void watch(int fd, const char* path) {
   atomic_store(&watched[fd], 1);
 }
 
+// Sleeps stall_ms, or less where the release file appears first (looked for every 10 ms).
+static void stall(void) {
+  const long step_ms = release_path ? 10 : stall_ms;
+  for (long slept = 0; slept < stall_ms; slept += step_ms) {
+    if (release_path && access(release_path, F_OK) == 0) return;
+    const struct timespec t = {step_ms / 1000, (step_ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+  }
+}
+
 // Whether this call is the one to fault; counts it when it matches.
 static int fault_here(int fd, enum op op, size_t n) {
   init();
@@ -135,8 +149,7 @@ static int fault_here(int fd, enum op op, size_t n) {
   pthread_mutex_unlock(&names_mu);
   append_log(line);
   if (!mode_stall) return 1;
-  const struct timespec t = {stall_ms / 1000, (stall_ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
+  stall();
   return 0;  // then the call runs as asked
 }
 

@@ -1,9 +1,11 @@
 // Exact resume: a run stopped mid-epoch (or at an epoch's end) and resumed from its checkpoint
 // ends with bit-identical weights, running statistics and optimiser state to an uninterrupted
-// run; damaged checkpoints are refused; `train eval` reads what training wrote.
+// run, every epoch evaluated once; damaged checkpoints are refused; `train eval` reads what
+// training wrote.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -71,6 +73,28 @@ TrainOptions fresh(const std::string& config, const std::string& data, const std
   return base(config, data, ckpt);
 }
 
+// The metrics file's epoch records, in the order written.
+std::vector<nlohmann::json> epoch_records(const std::string& jsonl) {
+  std::vector<nlohmann::json> out;
+  const std::string text = read_whole_file(jsonl);
+  for (size_t at = 0, end; at < text.size(); at = end + 1) {
+    end = text.find('\n', at);
+    nlohmann::json j = nlohmann::json::parse(text.substr(at, end - at));
+    if (j.at("kind") == "epoch") out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// One record an epoch, in order, each with the uninterrupted run's figures (timings aside).
+void expect_same_epochs(const std::vector<nlohmann::json>& want, const std::vector<nlohmann::json>& got) {
+  ASSERT_EQ(got.size(), want.size()) << "epoch records: " << nlohmann::json(got).dump();
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("epoch record " + std::to_string(i + 1));
+    for (const char* key : {"epoch", "global_step", "train_loss", "train_acc", "test_loss", "test_top1", "test_top5"})
+      EXPECT_EQ(got[i].at(key), want[i].at(key)) << key;
+  }
+}
+
 void expect_same_run(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.info.at("global_step"), b.info.at("global_step"));
   EXPECT_EQ(a.info.at("opt_t"), b.info.at("opt_t"));
@@ -78,6 +102,7 @@ void expect_same_run(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_TRUE(a.weights == b.weights) << "weights differ";
   EXPECT_TRUE(a.state == b.state) << "running statistics differ";
   EXPECT_TRUE(a.m == b.m && a.v == b.v) << "optimiser state differs";
+  EXPECT_TRUE(a.avg_weights == b.avg_weights && a.avg_state == b.avg_state) << "the weights' average differs";
 }
 
 }  // namespace
@@ -113,6 +138,51 @@ TEST(Resume, InterruptedAndResumedEqualsUninterrupted) {
     other.seed = 8;
     ASSERT_EQ(run_training(other, 0, 1), 0);
     EXPECT_FALSE(read_checkpoint(kTmp + "/other.ckpt").weights == a.weights);
+  }
+}
+
+// A run stopped by --stop-after at an epoch's last step makes that epoch's end before it stops: the
+// evaluation, the epoch line and record, a checkpoint at the next epoch's start. Resumed, it goes on
+// with the next epoch, and the two runs' metrics hold each epoch's record once, as the uninterrupted
+// run's. At the last epoch's end the run is simply complete. The same with [train] ema (the average
+// evaluated) and accumulate.
+TEST(Resume, StopAtAnEpochsLastStepKeepsItsEvaluation) {
+  mpi();
+  const std::string data = make_data();
+  for (const std::string& recipe : {std::string(), std::string("ema = 0.7\naccumulate = 2\n")}) {
+    SCOPED_TRACE(recipe);
+    const std::string config = kTmp + "/net_epoch_end.toml";
+    std::string text = net_config("sgd", "onecycle");
+    text.insert(text.find("[data]"), recipe);
+    write_file_atomic(config, text);
+    const std::string full = kTmp + "/full_epochs.ckpt", full_metrics = kTmp + "/full_epochs.jsonl";
+    std::remove(full_metrics.c_str());
+    TrainOptions whole = fresh(config, data, full);
+    whole.metrics = full_metrics;
+    ASSERT_EQ(run_training(whole, 0, 1), 0);
+    const std::vector<nlohmann::json> want = epoch_records(full_metrics);
+    ASSERT_EQ(want.size(), 3u);
+    ASSERT_TRUE(want[0].contains("test_top1"));
+    // 7 steps an epoch: the ends of the first, the second and the last epoch.
+    for (long long stop : {7LL, 14LL, 21LL}) {
+      SCOPED_TRACE(stop);
+      const std::string part = kTmp + "/part_epochs.ckpt", metrics = kTmp + "/part_epochs.jsonl";
+      std::remove(metrics.c_str());
+      TrainOptions first = fresh(config, data, part);
+      first.stop_after = stop;
+      first.metrics = metrics;
+      ASSERT_EQ(run_training(first, 0, 1), 0);
+      EXPECT_EQ(epoch_records(metrics).size(), size_t(stop / 7)) << "the stopped run's last epoch has no record";
+      const Checkpoint stopped = read_checkpoint(part);
+      EXPECT_EQ(stopped.info.at("epoch").get<int>(), stop / 7);
+      EXPECT_EQ(stopped.info.at("step").get<long long>(), 0);
+      TrainOptions second = base("", data, part);
+      second.resume = part;
+      second.metrics = metrics;
+      ASSERT_EQ(run_training(second, 0, 1), 0);
+      expect_same_run(read_checkpoint(full), read_checkpoint(part));
+      expect_same_epochs(want, epoch_records(metrics));
+    }
   }
 }
 

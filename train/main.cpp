@@ -89,7 +89,9 @@ void add_run_options(CLI::App& app, convoy::TrainOptions& t) {
                  "steps between checkpoints (0: only at the end and on signals)")
       ->check(within<long long>(0));
   app.add_option("--resume", t.resume, "continue exactly from this checkpoint, with its config, data and settings");
-  app.add_option("--stop-after", t.stop_after, "stop after this many steps in all (writes the checkpoint)")
+  app.add_option("--stop-after", t.stop_after,
+                 "stop after this many steps in all (writes the checkpoint; at an epoch's last step, after the "
+                 "epoch's evaluation)")
       ->check(within<long long>(1));
 }
 

@@ -128,8 +128,9 @@ void TrainRun::restore() {
   }
   // Global order's epochs are the same at any ranks: there is no other plan to follow.
   plan_ranks_ = spec_.order == SampleOrder::global ? ranks_ : info.value("plan_ranks", saved_on);
-  // The checks of run_spec.cpp (the same data, global batch, seed and window) make this hold.
-  if (start_step_ >= per_epoch_)
+  // The checks of run_spec.cpp (the same data, global batch, seed and window) make this hold. At
+  // per_epoch_ the epoch's steps are all trained, its end owed (owes_end).
+  if (start_step_ > per_epoch_)
     fail_file(o_.resume, "resumes at step " + std::to_string(start_step_ + 1) + " of an epoch of " +
                              std::to_string(per_epoch_) + " steps");
 }
@@ -138,6 +139,7 @@ void TrainRun::restore() {
 // global batches as that plan has them, each rank its share of every one (epoch_plan.h); the next
 // epoch follows this run's own plan.
 void TrainRun::start_first_epoch() {
+  if (owes_end(start_epoch_)) return;  // that end starts the next epoch (finish_epoch)
   if (start_step_ == 0) plan_ranks_ = ranks_;
   train_loader_->start_epoch(start_epoch_, start_step_, plan_ranks_);
   if (plan_ranks_ == ranks_) return;
@@ -208,6 +210,7 @@ int TrainRun::run() {
     log_train_side(epoch);
     if (const std::optional<int> code = train_epoch(epoch, resumed ? start_step_ : 0, sums, clock)) return *code;
     finish_epoch(epoch, sums, clock);
+    if (const std::optional<int> code = after_epoch(epoch)) return *code;
   }
   save(rec_.epochs, 0, EpochSums{});
   if (last_eval_ && rank_ == 0) {
@@ -220,9 +223,10 @@ int TrainRun::run() {
 // [data] progressive: the side the epoch trains at, said where it changes (and where a run starts).
 void TrainRun::log_train_side(int epoch) const {
   const AugmentSpec& a = spec_.cfg.augment;
-  if (!a.progressive.on()) return;
+  if (!a.progressive.on() || owes_end(epoch)) return;
   const int side = train_crop(a, epoch);
-  if (epoch > start_epoch_ && side == train_crop(a, epoch - 1)) return;
+  const int first = owes_end(start_epoch_) ? start_epoch_ + 1 : start_epoch_;  // the first this run trains
+  if (epoch > first && side == train_crop(a, epoch - 1)) return;
   log_info("epoch %d trains at %dx%d ([data] progressive; evaluation at %dx%d)", epoch + 1, side, side, a.crop, a.crop);
 }
 
@@ -263,37 +267,61 @@ void TrainRun::log_step(int epoch, long long step, long long first, double lr, E
                      {"lr", lr}});
 }
 
+TrainRun::StopCause TrainRun::stop_cause() const {
+  bool signalled = stop_signal() != 0;
+  if (ranks_ > 1) signalled = any_rank(signalled);
+  if (signalled) return StopCause::signal;
+  return o_.stop_after > 0 && global_step_ >= o_.stop_after ? StopCause::stop_after : StopCause::none;
+}
+
+// Resumed from a checkpoint written after the epoch's last step: its end is all that is left of it.
+bool TrainRun::owes_end(int epoch) const { return epoch == start_epoch_ && start_step_ == per_epoch_; }
+
+// After an epoch's last step only a signal stops the run here, its checkpoint owing the epoch's end
+// (a scheduler's grace may be a second); the rest is after_epoch's, once the end is made.
 std::optional<int> TrainRun::stop_or_checkpoint(int epoch, long long step, EpochSums& sums) {
   stop_signals_->step_done();
-  bool stop = stop_signal() != 0 || (o_.stop_after > 0 && global_step_ >= o_.stop_after);
-  if (ranks_ > 1) stop = any_rank(stop);
+  const StopCause why = stop_cause();
   const bool at_end = step + 1 == per_epoch_;
-  const bool due = o_.checkpoint_every > 0 && global_step_ % o_.checkpoint_every == 0 && !at_end;
-  if (stop || due) checkpoint_after(epoch, step, at_end, sums);
-  if (!stop) return std::nullopt;
-  return stopped();
+  if (at_end && why != StopCause::signal) return std::nullopt;
+  const bool due = o_.checkpoint_every > 0 && global_step_ % o_.checkpoint_every == 0;
+  if (why != StopCause::none || due) checkpoint_after(epoch, step, sums);
+  if (why == StopCause::none) return std::nullopt;
+  return stopped(at_end ? " (the last of its epoch: a resumed run makes the epoch's evaluation and record first)" : "");
 }
 
 // Within an epoch the checkpoint carries the epoch's sums so far, as each rank's share of the
 // total: on resume each rank's sums restart from the global figure / ranks.
-void TrainRun::checkpoint_after(int epoch, long long step, bool at_end, EpochSums& sums) {
+void TrainRun::checkpoint_after(int epoch, long long step, EpochSums& sums) {
   fold(sums);
-  if (at_end) return save(epoch + 1, 0, EpochSums{});
   EpochSums share = sums;
   if (ranks_ > 1) add_up_ranks(share);
   share.loss /= ranks_, share.correct /= ranks_, share.samples /= ranks_;
   save(epoch, step + 1, share);
 }
 
-int TrainRun::stopped() const {
+// `where`: what the stop line adds after the step.
+int TrainRun::stopped(const char* where) const {
   if (o_.profile && rank_ == 0) std::fprintf(stderr, "%s", net_.profile().c_str());
   const int sig = stop_signal();
-  const char* saved = spec_.checkpoint.empty() ? " (no --checkpoint: nothing saved)" : "";
+  const char* saved = spec_.checkpoint.empty() ? " (no --checkpoint: nothing saved)" : where;
   if (sig)
     log_info("stopped by signal %d after step %lld%s", sig, global_step_, saved);
   else
     log_info("stopped after step %lld%s", global_step_, saved);
   return sig ? 128 + sig : 0;
+}
+
+// After an epoch's end (the last epoch's is the run's): the checkpoint at the next epoch's start
+// where one is due, or the one resumed from owed this end, or the run stops here (--stop-after
+// reached at the epoch's last step, a signal during the evaluation).
+std::optional<int> TrainRun::after_epoch(int epoch) {
+  if (epoch + 1 == rec_.epochs) return std::nullopt;
+  const StopCause why = stop_cause();
+  const bool due = (o_.checkpoint_every > 0 && global_step_ % o_.checkpoint_every == 0) || owes_end(epoch);
+  if (why != StopCause::none || due) save(epoch + 1, 0, EpochSums{});
+  if (why == StopCause::none) return std::nullopt;
+  return stopped(" (at the end of its epoch)");
 }
 
 // The next epoch's first batches are built while this one is evaluated.
@@ -311,7 +339,9 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
   r.count_skipped = o_.skip_nonfinite;
   r.times = step_->take_times();
   r.t_io = clock.t_io;
-  if (spec_.cfg.augment.progressive.on()) r.train_side = batch_.height;
+  // An epoch whose end alone was left to this run trained at its side as the function has it.
+  if (spec_.cfg.augment.progressive.on())
+    r.train_side = owes_end(epoch) ? train_crop(spec_.cfg.augment, epoch) : batch_.height;
   r.train_seconds = clock.whole.seconds();
   if (val_loader_) last_eval_ = evaluate_epoch();
   r.eval = last_eval_;

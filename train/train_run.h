@@ -1,7 +1,9 @@
 // One training run from its spec: the loaders, the net and optimiser (at the checkpoint's state
 // when resuming), the backend's step, and the epoch loop over them: train the epoch, evaluate it,
 // report it, checkpoint. All randomness is a function of (seed, epoch, step, sample id) and the
-// loader can start mid-epoch, so a checkpoint's position plus its arrays is the whole state.
+// loader can start mid-epoch, so a checkpoint's position plus its arrays is the whole state. A
+// checkpoint after an epoch's last step but before its end (evaluation, line, record) is at step
+// steps-per-epoch of that epoch: the run resumed from it makes that end first.
 #pragma once
 #include <memory>
 #include <optional>
@@ -34,6 +36,9 @@ class TrainRun {
     Stopwatch whole;
     double t_io = 0;  // waiting for the loader
   };
+  // What stops the run after a step, the same on every rank: --stop-after, which lets the epoch's
+  // end be made first, or a signal (or the launcher's loss), which stops it at once.
+  enum class StopCause { none, stop_after, signal };
   void restore();
   void start_first_epoch();
   void same_state_on_every_rank();
@@ -45,10 +50,13 @@ class TrainRun {
   void log_train_side(int epoch) const;
   std::optional<int> train_epoch(int epoch, long long first, EpochSums& sums, EpochClock& clock);
   void log_step(int epoch, long long step, long long first, double lr, EpochSums& sums, const EpochClock& clock);
+  StopCause stop_cause() const;
+  bool owes_end(int epoch) const;
   std::optional<int> stop_or_checkpoint(int epoch, long long step, EpochSums& sums);
-  void checkpoint_after(int epoch, long long step, bool at_end, EpochSums& sums);
-  int stopped() const;
+  void checkpoint_after(int epoch, long long step, EpochSums& sums);
+  int stopped(const char* where) const;
   void finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock);
+  std::optional<int> after_epoch(int epoch);
   double fold(EpochSums& sums);
   void check_nonfinite() const;
   void save(int epoch, long long step, const EpochSums& sums);
