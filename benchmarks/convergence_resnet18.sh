@@ -33,7 +33,7 @@
 # finished, shown as cut short. Parts of a study may run in different calls on fresh machines: each
 # call writes its OUTDIR, and a last `PARTS=summary FROM="..."` (here, or on the host) merges them.
 #
-# --smoke: every part on the CPU in about a minute (16 classes of 4 photographs' tiles, 256 training
+# --smoke: every part on the CPU in about a minute (SET_ARGS "--regions 2x2 --classes 16", 256 training
 # and 64 validation images, 32 px crops, 2 epochs of 8 steps, train's CPU backend, PyTorch eager in
 # fp32 with 2 workers); the figures mean nothing.
 #
@@ -57,7 +57,8 @@ train=$(absolute "${TRAIN:-$(tool train)}") datagen=$(absolute "${DATAGEN:-$(too
 python=$(absolute "${PYTHON:-python3}") config=$(realpath "${CONFIG:-$here/configs/resnet18.toml}")
 parts=${PARTS:-convoy-whole convoy-square torch summary} seeds=${SEEDS:-1 2}
 if [ "$smoke" = 1 ]; then
-  epochs=${EPOCHS:-2} images=${IMAGES:-256} per_class=${VAL_PER_CLASS:-4} set_args=${SET_ARGS:---regions 2x2 --classes 16}
+  epochs=${EPOCHS:-2} images=${IMAGES:-256} per_class=${VAL_PER_CLASS:-4}
+  set_args=${SET_ARGS:---regions 2x2 --classes 16}
   batch=${BATCH:-32} crop=${CROP:-32} short=${SHORT:-40} max_side=${MAX_SIDE:-64} square=${SQUARE:-40}
   convoy_args=${CONVOY_ARGS:---device cpu} torch_args=${TORCH_ARGS:---device cpu --no-compile --fp32 --workers 2}
   budget=${BUDGET:-240} run_min=5
@@ -97,7 +98,8 @@ if [ -n "$kinds" ]; then
     "$python" -c 'import torch, torchvision, PIL; print("torch", torch.__version__, "torchvision",
       torchvision.__version__, "Pillow", PIL.__version__)' 2>&1
     echo "convoy: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout')"
-    echo "parts: ${kinds//$'\n'/ }; seeds: $seeds; epochs: $epochs; images: $images + $per_class per class for validation;" \
+    echo "parts: ${kinds//$'\n'/ }; seeds: $seeds; epochs: $epochs;" \
+      "images: $images + $per_class per class for validation;" \
       "set: $set_args; batch $batch, crop $crop; whole: short:$short max-side $max_side; square: $square"
     echo "convoy: train $convoy_args; PyTorch: torch_imagefolder.py $torch_args"
   } >"$out/machine.txt"
@@ -181,5 +183,8 @@ if has summary; then
   cat "$out/summary.md"
 fi
 for k in $kinds; do
-  case " $ready " in *" $k "*) ;; *) echo "$k: its data could not be made (see $out/steps.tsv and the logs)" >&2; exit 1 ;; esac
+  case " $ready " in
+    *" $k "*) ;;
+    *) echo "$k: its data could not be made (see $out/steps.tsv and the logs)" >&2; exit 1 ;;
+  esac
 done

@@ -163,8 +163,8 @@ def plot(s, path):
     fig, (by_time, by_epoch) = plt.subplots(1, 2, figsize=(13, 5))
     for r in s["runs"]:
         pts = [c for c in r["curve"] if c[2] is not None]
-        style = dict(color=colours[r["kind"]], marker="o", markersize=3, linestyle=["-", "--", ":", "-."][(r["seed"] - 1) % 4],
-                     label=f"{LABELS[r['kind']]}, seed {r['seed']}")
+        style = dict(color=colours[r["kind"]], marker="o", markersize=3,
+                     linestyle=["-", "--", ":", "-."][(r["seed"] - 1) % 4], label=f"{LABELS[r['kind']]}, seed {r['seed']}")
         by_time.plot([c[2] for c in pts], [100 * c[1] for c in pts], **style)
         by_epoch.plot([c[0] for c in r["curve"]], [100 * c[1] for c in r["curve"]], **style)
     for ax, xl in ((by_time, "seconds since launch"), (by_epoch, "epoch")):

@@ -160,7 +160,8 @@ def parse_args():
     ap.add_argument("--chunk", type=int, default=64, help="images per task")
     how = ap.add_mutually_exclusive_group()
     how.add_argument("--by-photo", action="store_true",
-                     help="cut class c from photo c only (a set a net can learn: loss curves), not from every photo in turn")
+                     help="cut class c from photo c only (a set a net can learn: loss curves), not from every "
+                          "photo in turn")
     how.add_argument("--regions", type=regions, metavar="WxH", help="a class per tile of each photograph")
     ap.add_argument("--window", type=float, nargs=2, metavar=("LO", "HI"),
                     help="with --regions: the window's side, a fraction of the largest the tile holds (0.4 0.8)")

@@ -61,7 +61,8 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="an ImageFolder root: one folder of JPEGs per class")
     ap.add_argument("--val", help="an ImageFolder root of the validation images (with --epoch-log)")
-    ap.add_argument("--config", help="a convoy config: its recipe and [data] crops (default: torchvision's, lr constant)")
+    ap.add_argument("--config",
+                    help="a convoy config: its recipe and [data] crops (default: torchvision's, lr constant)")
     ap.add_argument("--epoch-log", metavar="FILE", help="evaluate on --val after every epoch; write epoch,test_top1,"
                                                         "train_seconds lines")
     ap.add_argument("--device", default="cuda")
