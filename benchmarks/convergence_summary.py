@@ -156,7 +156,12 @@ def markdown(s):
 
 
 def plot(s, path):
-    import matplotlib
+    """Draws the curves to path; false where this Python has no matplotlib (the tables are still written)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"convergence_summary: no matplotlib in {sys.executable}: {path} not drawn", file=sys.stderr)
+        return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     colours = {"torch": "tab:red", "convoy-whole": "tab:blue", "convoy-square": "tab:green"}
@@ -178,6 +183,7 @@ def plot(s, path):
     by_epoch.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return True
 
 
 def main():
@@ -188,21 +194,20 @@ def main():
     ap.add_argument("--plot", metavar="FILE", help="a PNG of the curves")
     args = ap.parse_args()
     s = summarise(args.dirs)
+    drawn = plot(s, args.plot) if args.plot else False
     md = markdown(s)
     if args.md:
         machines = [open(os.path.join(d, "machine.txt")).read().strip() for d in args.dirs
                     if os.path.exists(os.path.join(d, "machine.txt"))]
         with open(args.md, "w") as f:
             f.write("# ResNet-18 to convergence: convoy against PyTorch\n\n" + "\n\n".join(machines) + "\n\n" + md)
-            if args.plot:
+            if drawn:
                 f.write(f"\n![validation top-1 against seconds since launch]({os.path.basename(args.plot)})\n")
     else:
         print(md, end="")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(s, f, indent=1)
-    if args.plot:
-        plot(s, args.plot)
 
 
 if __name__ == "__main__":
