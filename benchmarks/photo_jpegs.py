@@ -38,18 +38,26 @@ def load_photos(root, min_side=1000):
     return images
 
 
+def shape(rng):
+    """ImageNet's most common shapes: 500x375 landscape, a quarter of them 375x500 portrait."""
+    return (375, 500) if rng.random() < 0.25 else (500, 375)
+
+
+def encode(im, box, size, quality):
+    """The window box of im resized to size with Lanczos, as JPEG bytes."""
+    buf = io.BytesIO()
+    im.crop(box).resize(size, Image.LANCZOS).save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
 def cut(im, rng, quality):
     """One ImageNet-shaped JPEG (its bytes) cut from the photograph im, drawing from rng."""
-    # ImageNet's most common shapes: 500x375 landscape, a quarter of them 375x500 portrait
-    w, h = (375, 500) if rng.random() < 0.25 else (500, 375)
+    w, h = shape(rng)
     # a random window of 1.5x to 4x the output, shrunk to it, as a photo downscaled for the web
     f = rng.uniform(1.5, min(4.0, im.width / w, im.height / h))
     cw, ch = int(w * f), int(h * f)
     x, y = rng.randrange(im.width - cw + 1), rng.randrange(im.height - ch + 1)
-    crop = im.crop((x, y, x + cw, y + ch)).resize((w, h), Image.LANCZOS)
-    buf = io.BytesIO()
-    crop.save(buf, "JPEG", quality=quality)
-    return buf.getvalue()
+    return encode(im, (x, y, x + cw, y + ch), (w, h), quality)
 
 
 def main():
