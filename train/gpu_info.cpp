@@ -5,5 +5,6 @@
 namespace convoy {
 int gpu_count() { return 0; }
 std::string gpu_name(int) { return ""; }
+std::string gpu_libraries() { return ""; }
 }  // namespace convoy
 #endif

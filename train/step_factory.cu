@@ -119,11 +119,12 @@ std::unique_ptr<Step> make_gpu_step(const StepSetup& s) {
   const double setup_s = setup_clock.seconds();
   log_info(
       "CUDA backend on %s (rank 0, set up in %.2f s), %.0f MiB of tensors in one arena, %s math, %s convolution "
-      "algorithms%s, %s%s",
+      "algorithms%s, %s%s; %s",
       step->device_name(), setup_s, double(step->arena_bytes()) / (1 << 20),
       name_of(precision_names(), s.backend.precision).c_str(),
       name_of(conv_algos_names(), s.backend.conv_algos).c_str(), input_fold_note(step->input_fold()),
-      s.backend.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op", sync_note(s, *step).c_str());
+      s.backend.cuda_graph ? "step captured as a CUDA graph" : "step queued op by op", sync_note(s, *step).c_str(),
+      gpu_libraries().c_str());
   return std::make_unique<GpuBackendStep>(std::move(step), setup_s, s.average);
 }
 

@@ -17,6 +17,7 @@
 #include "train/comm_plan.h"
 #include "train/data_parallel.h"
 #include "train/epoch_report.h"
+#include "train/gpu_info.h"
 #include "train/stop_signal.h"
 
 namespace convoy {
@@ -194,7 +195,7 @@ void TrainRun::open_metrics() {
   if (rank_ != 0 || o_.metrics.empty()) return;
   metrics_ = std::make_unique<MetricsLog>(o_.metrics, !o_.resume.empty());
   if (const std::optional<double> setup = step_->setup_seconds())
-    metrics_->write({{"kind", "setup"}, {"gpu_setup_seconds", *setup}});
+    metrics_->write({{"kind", "setup"}, {"gpu_setup_seconds", *setup}, {"gpu_libraries", gpu_libraries()}});
   nlohmann::json plan = comm_plan_record(comm_plan(net_, o_.backend, backend_), net_, ranks_, local_batch_);
   plan["accumulate"] = rec_.accumulate;  // one all-reduce per this many micro-batches
   metrics_->write(plan);
