@@ -356,8 +356,10 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
   if (metrics_) metrics_->write(epoch_record(r));
 }
 
-// With [train] ema, the average's weights are evaluated, and the trained ones put back after.
+// Every rank evaluates rank 0's running statistics (Step::sync_state); with [train] ema, the
+// average's weights, and the trained ones put back after.
 std::optional<EvalResult> TrainRun::evaluate_epoch() {
+  if (ranks_ > 1) step_->sync_state();
   step_->swap_average();
   const EvalResult r = evaluate(*step_, *val_loader_, net_.classes(), rec_.eval_flip);
   step_->swap_average();
@@ -381,9 +383,11 @@ void TrainRun::check_nonfinite() const {
   if (bad.step >= 0) fail_nonfinite(step_base_ + bad.step, per_epoch_, bad.loss);
 }
 
-// `epoch` and `step` are where a resumed run starts.
+// `epoch` and `step` are where a resumed run starts. The checkpoint holds the running statistics
+// every rank now has (rank 0's, Step::sync_state), which a resumed run's ranks all start from.
 void TrainRun::save(int epoch, long long step, const EpochSums& sums) {
   if (spec_.checkpoint.empty()) return;
+  if (ranks_ > 1) step_->sync_state();
   step_->sync_to(net_, opt_);
   if (rank_ != 0) return;
   Checkpoint c;
