@@ -6,10 +6,13 @@
 // and resumed ends bit for bit where an uninterrupted run does, in fp32 and in bf16 (whose bf16
 // weight copy is rebuilt from the checkpoint's fp32 weights). The epoch record counts the bytes
 // each step puts on the wire: bf16 gradients by default with bf16 math, fp32 with --grad-comm fp32.
+// On 2 GPUs with batch norm, a run stopped mid-epoch and resumed evaluates as the uninterrupted one.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -178,4 +181,61 @@ TEST(GpuDataParallel, EpochRecordCountsTheBytesOnTheWire) {
     EXPECT_GE(j->at("t_comm_exposed").get<double>(), 0.0);
     EXPECT_FALSE(j->contains("t_comm"));
   }
+}
+
+namespace {
+
+// kConfig's net with batch norm after its convolution: running statistics that each rank updates
+// from its own share of every batch.
+std::string bn_config() {
+  std::string c = kConfig;
+  const std::string conv_end = "pad = 1\n[[layer]]\ntype = \"relu\"";
+  const size_t at = c.find(conv_end);
+  if (at == std::string::npos) return "";
+  return c.insert(at + std::string("pad = 1\n").size(), "[[layer]]\ntype = \"batch_norm\"\n");
+}
+
+std::vector<nlohmann::json> epoch_records(const std::string& path) {
+  std::vector<nlohmann::json> epochs;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("kind") == "epoch") epochs.push_back(j);
+  }
+  return epochs;
+}
+
+}  // namespace
+
+// On 2 GPUs every rank evaluates, and the checkpoint holds, rank 0's running statistics
+// (Step::sync_state, an NCCL broadcast): a run stopped mid-epoch and resumed on 2 GPUs reports each
+// epoch's evaluation as the uninterrupted run does, and ends with its checkpoint.
+TEST(GpuDataParallel, TwoGpusResumedRunEvaluatesAsTheUninterrupted) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
+  const std::string tmp = prepare();
+  const std::string config = bn_config();
+  ASSERT_FALSE(config.empty()) << "kConfig no longer has the convolution bn_config expects";
+  write_file_atomic(tmp + "/bn.toml", config);
+  const std::string common = " --config " + tmp + "/bn.toml --data " + tmp + "/data --val " + tmp +
+                             "/data --batch 12 --epochs 2 --threads 1 --log-every 0 --seed 3 --device cuda" +
+                             " --precision fp32";
+  auto train = [&](const std::string& flags, const std::string& name) {
+    EXPECT_EQ(run("mpirun -np 2 " + kTrain + common + flags + " --metrics " + tmp + "/" + name + ".jsonl"), 0) << name;
+  };
+  for (const char* name : {"bn-whole", "bn-part"}) std::remove((tmp + "/" + name + ".jsonl").c_str());
+  train(" --checkpoint " + fresh(tmp + "/bn-whole.ckpt"), "bn-whole");
+  train(" --stop-after 10 --checkpoint " + fresh(tmp + "/bn-part.ckpt"), "bn-part");
+  EXPECT_EQ(run("mpirun -np 2 " + kTrain + " --resume " + tmp + "/bn-part.ckpt --threads 1 --log-every 0 --metrics " +
+                tmp + "/bn-part.jsonl"),
+            0);
+  const std::vector<nlohmann::json> whole = epoch_records(tmp + "/bn-whole.jsonl"),
+                                    part = epoch_records(tmp + "/bn-part.jsonl");
+  ASSERT_EQ(whole.size(), 2u);
+  ASSERT_EQ(part.size(), 2u);
+  for (size_t e = 0; e < whole.size(); ++e)
+    for (const char* key : {"train_loss", "test_loss", "test_top1", "test_top5"})
+      EXPECT_EQ(whole[e].at(key), part[e].at(key)) << "epoch " << e + 1 << " " << key;
+  const Checkpoint a = read_checkpoint(tmp + "/bn-whole.ckpt"), b = read_checkpoint(tmp + "/bn-part.ckpt");
+  EXPECT_EQ(a.weights, b.weights);
+  EXPECT_EQ(a.state, b.state);
 }

@@ -142,31 +142,9 @@ cmp "$work/full.ckpt" "$work/every.ckpt" || fail "resumed from an epoch's end, t
 
 # On 2 ranks, SIGTERM to rank 1 alone at the first epoch's last step (rank 0 held writing the
 # checkpoint after step 14): the ranks agree to stop at once after step 15, and rank 0's checkpoint
-# owes the epoch's end; resumed on 2 ranks, the run ends as the uninterrupted 2-rank run does. The
-# net has no batch norm: each rank evaluates with its own running statistics, and a resumed run's
-# ranks all start from rank 0's (the checkpoint's), so with it any resume on 2 ranks evaluates a
-# little differently, wherever it stopped.
-cat > "$work/no_bn.toml" << 'TOML'
-[train]
-lr = 0.02
-[data]
-flip = true
-[[layer]]
-type = "conv"
-filters = 8
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "fc"
-units = "classes"
-[[layer]]
-type = "softmax_xent"
-TOML
-args=(--config "$work/no_bn.toml" --data "$work/data" --val "$work/val" --epochs 3 --batch 20 --seed 5 --threads 1
+# owes the epoch's end; resumed on 2 ranks, the run ends as the uninterrupted 2-rank run does, and
+# evaluates as it does (every rank with rank 0's running statistics, which the checkpoint holds).
+args=(--config "$config" --data "$work/data" --val "$work/val" --epochs 3 --batch 20 --seed 5 --threads 1
   --log-every 0)
 ref=two_full
 "${mpi[@]}" "$train" "${args[@]}" --checkpoint "$work/two_full.ckpt" --metrics "$work/two_full.jsonl" 2> /dev/null

@@ -93,6 +93,12 @@ void CpuStep::swap_average() {
   if (average_) average_->swap_with(net_);
 }
 
+void CpuStep::sync_state() {
+  if (ranks_ == 1) return;
+  broadcast_floats(net_.state());
+  if (average_) broadcast_floats(average_->state);
+}
+
 PhaseTimes CpuStep::take_times() {
   const PhaseTimes t = times_;
   times_ = PhaseTimes{};

@@ -33,6 +33,7 @@ class CpuStep final : public Step {
   PhaseTimes take_times() override;
   void sync_to(Net&, Optimizer&) override {}
   void swap_average() override;
+  void sync_state() override;
   void add_profile_to(Net&) override {}
   std::optional<double> setup_seconds() const override { return std::nullopt; }
   void evaluate(const HostBatch& b) override { forward_.evaluate(b); }

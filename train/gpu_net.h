@@ -73,6 +73,7 @@ class GpuNet {
   float* weights() { return weights_.get(); }
   float* grads() { return grads_.get(); }
   float* state() { return state_.get(); }
+  size_t state_count() const { return state_.size(); }  // at least 1: a net without statistics has an unused one
   size_t param_count() const { return weights_.size(); }
   const float* probs() const { return probs_.get(); }    // device [n, classes]
   const float* losses() const { return losses_.get(); }  // device [n]

@@ -453,4 +453,14 @@ void GpuStep::swap_average() {
   ctx_.synchronize();
 }
 
+// Between steps (the queued ones done), as swap_average: no captured step reads the statistics
+// while they are replaced.
+void GpuStep::sync_state() {
+  if (!sync_) return;
+  drain();
+  sync_->broadcast_from_first(ctx_.stream(), net_.state(), net_.state_count());
+  if (avg_s_.size()) sync_->broadcast_from_first(ctx_.stream(), avg_s_.get(), avg_s_.size());
+  ctx_.synchronize();
+}
+
 }  // namespace convoy::gpu

@@ -98,6 +98,9 @@ class GpuStep {
   void sync_to(Net& net, Optimizer& opt, WeightAverage* average = nullptr);
   // With an average: exchanges it with the weights and running statistics the net computes with.
   void swap_average();
+  // Several ranks (collective): rank 0's running statistics, and its moving average's, on every
+  // rank, broadcast with NCCL (Step::sync_state says why rank 0's); with one rank, nothing.
+  void sync_state();
   // Waits for the queued steps; their phase times since the last take.
   StepTimes take_times();
   // With GpuStepOptions::profile: adds the per-node times of the steps so far to net's profile.

@@ -88,6 +88,14 @@ void GradientSync::flush(cudaStream_t s, const FlatRange& b, const Update& updat
   update({b.lo, b.hi, update_.get()}, gradients());
 }
 
+void GradientSync::broadcast_from_first(cudaStream_t s, float* x, size_t n) {
+  CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
+  CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_.get(), fork_.get(), 0));
+  CONVOY_NCCL_CHECK(ncclBroadcast(x, x, n, ncclFloat, 0, nccl_->get(), comm_.get()));
+  CONVOY_CUDA_CHECK(cudaEventRecord(comm_done_.get(), comm_.get()));
+  CONVOY_CUDA_CHECK(cudaStreamWaitEvent(s, comm_done_.get(), 0));
+}
+
 void GradientSync::wait_for_comm(cudaStream_t s) {
   if (next_ != buckets_.size()) fail("GradientSync: the backward pass left buckets of its plan unfilled");
   CONVOY_CUDA_CHECK(cudaEventRecord(comm_done_.get(), comm_.get()));

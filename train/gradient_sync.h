@@ -45,6 +45,10 @@ class GradientSync {
   // The updates that are left (all of them, without bucket updates) follow on s, which waits for them.
   void finish(cudaStream_t s, const Update& update);
 
+  // Between steps: rank 0's n floats at x (device memory) into every rank's x, on the comm stream
+  // after what s queued so far; s waits for it. Collective: every rank calls it in the same order.
+  void broadcast_from_first(cudaStream_t s, float* x, size_t n);
+
   // Bytes each step puts on the wire, per rank (step_wire_bytes).
   double wire_bytes_per_step() const { return wire_bytes_; }
   const std::vector<FlatRange>& buckets() const { return buckets_; }

@@ -68,6 +68,15 @@ class Step : public Forward {
   // With StepSetup::average: exchanges the weights and running statistics the step trains with
   // their average, so that evaluate() between two calls uses the average; without one, nothing.
   virtual void swap_average() = 0;
+  // Several ranks (collective; nothing with one): puts rank 0's running statistics (batch norm's,
+  // and the moving average's with StepSetup::average) on every rank, so that every rank evaluates
+  // and checkpoints the same ones. Rank 0's rather than the ranks' mean (PyTorch DDP's
+  // broadcast_buffers): rank 0's statistics follow from rank 0's batches alone and no call changes
+  // them, so a run that checkpoints, stops or evaluates at other steps keeps them bit for bit, and a
+  // run resumed from its checkpoint (which holds rank 0's) evaluates exactly as the uninterrupted
+  // one; a mean would replace every rank's at each call and round differently from there. Training
+  // steps never read the running statistics (they normalise by the batch's), so they are unchanged.
+  virtual void sync_state() = 0;
   // With profiling: the per-node times the backend measured itself join net's profile.
   virtual void add_profile_to(Net& net) = 0;
   // The seconds the set-up took, where it is worth a metrics line (the GPU's).

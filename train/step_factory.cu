@@ -98,6 +98,7 @@ class GpuBackendStep final : public Step {
   }
   void sync_to(Net& net, Optimizer& opt) override { step_->sync_to(net, opt, average_); }
   void swap_average() override { step_->swap_average(); }
+  void sync_state() override { step_->sync_state(); }
   void add_profile_to(Net& net) override { step_->add_profile_to(net); }
   std::optional<double> setup_seconds() const override { return setup_s_; }
   std::optional<double> device_bytes() const override { return double(step_->device_bytes()); }

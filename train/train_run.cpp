@@ -68,6 +68,36 @@ void add_up_ranks(EpochSums& s) {
   s.loss = v[0], s.correct = v[1], s.samples = v[2];
 }
 
+// Each rank's loss, hits and samples (3 values a rank, by rank) on every rank; the other ranks' slots
+// are 0 in each rank's copy, so the sum over the ranks is exact.
+std::vector<double> sums_by_rank(const EpochSums& s, int rank, int ranks) {
+  std::vector<double> v(3 * size_t(ranks), 0.0);
+  v[3 * size_t(rank)] = s.loss, v[3 * size_t(rank) + 1] = s.correct, v[3 * size_t(rank) + 2] = s.samples;
+  sum_over_ranks(v.data(), int(v.size()));
+  return v;
+}
+
+// A checkpoint's epoch sums so far as this rank goes on from them. They were saved as each of the
+// saving run's ranks' share of the total, and with several ranks as each rank's own: on as many
+// ranks each rank goes on from its own, so that the epoch's figures add up as the uninterrupted
+// run's do, bit for bit (a share of the total rounds otherwise).
+EpochSums carried_sums(const nlohmann::json& info, int rank, int ranks) {
+  const nlohmann::json& sums = info.at("epoch_sums");
+  const int saved_on = info.at("ranks").get<int>();
+  EpochSums c{sums.at(0).get<double>(), sums.at(1).get<double>(), sums.at(2).get<double>(),
+              info.value("epoch_skipped", 0LL)};
+  const auto own = info.find("epoch_sums_by_rank");
+  if (saved_on == ranks && own != info.end() && own->size() == 3 * size_t(ranks)) {
+    const size_t at = 3 * size_t(rank);
+    c.loss = own->at(at).get<double>(), c.correct = own->at(at + 1).get<double>();
+    c.samples = own->at(at + 2).get<double>();
+  } else if (saved_on != ranks) {
+    const double to_share = double(saved_on) / ranks;
+    c.loss *= to_share, c.correct *= to_share, c.samples *= to_share;
+  }
+  return c;
+}
+
 }  // namespace
 
 TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
@@ -118,15 +148,8 @@ void TrainRun::restore() {
   start_epoch_ = info.at("epoch").get<int>();
   start_step_ = info.at("step").get<long long>();
   global_step_ = info.at("global_step").get<long long>();
-  // The sums were saved as each of the saving run's ranks' share of the total.
-  const nlohmann::json& sums = info.at("epoch_sums");
   const int saved_on = info.at("ranks").get<int>();
-  carried_ = {sums.at(0).get<double>(), sums.at(1).get<double>(), sums.at(2).get<double>(),
-              info.value("epoch_skipped", 0LL)};
-  if (saved_on != ranks_) {
-    const double to_share = double(saved_on) / ranks_;
-    carried_.loss *= to_share, carried_.correct *= to_share, carried_.samples *= to_share;
-  }
+  carried_ = carried_sums(info, rank_, ranks_);
   // Global order's epochs are the same at any ranks: there is no other plan to follow.
   plan_ranks_ = spec_.order == SampleOrder::global ? ranks_ : info.value("plan_ranks", saved_on);
   // The checks of run_spec.cpp (the same data, global batch, seed and window) make this hold. At
@@ -292,13 +315,18 @@ std::optional<int> TrainRun::stop_or_checkpoint(int epoch, long long step, Epoch
 }
 
 // Within an epoch the checkpoint carries the epoch's sums so far, as each rank's share of the
-// total: on resume each rank's sums restart from the global figure / ranks.
+// total (on resume on other ranks each rank's sums restart from the global figure / ranks), and
+// with several ranks each rank's own (on resume on as many ranks, each restarts from its own).
 void TrainRun::checkpoint_after(int epoch, long long step, EpochSums& sums) {
   fold(sums);
   EpochSums share = sums;
-  if (ranks_ > 1) add_up_ranks(share);
+  std::vector<double> by_rank;
+  if (ranks_ > 1) {
+    by_rank = sums_by_rank(sums, rank_, ranks_);
+    add_up_ranks(share);
+  }
   share.loss /= ranks_, share.correct /= ranks_, share.samples /= ranks_;
-  save(epoch, step + 1, share);
+  save(epoch, step + 1, share, by_rank);
 }
 
 // `where`: what the stop line adds after the step.
@@ -357,8 +385,10 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
   if (metrics_) metrics_->write(epoch_record(r));
 }
 
-// With [train] ema, the average's weights are evaluated, and the trained ones put back after.
+// Every rank evaluates rank 0's running statistics (Step::sync_state); with [train] ema, the
+// average's weights, and the trained ones put back after.
 std::optional<EvalResult> TrainRun::evaluate_epoch() {
+  if (ranks_ > 1) step_->sync_state();
   step_->swap_average();
   const EvalResult r = evaluate(*step_, *val_loader_, net_.classes(), rec_.eval_flip);
   step_->swap_average();
@@ -382,9 +412,11 @@ void TrainRun::check_nonfinite() const {
   if (bad.step >= 0) fail_nonfinite(step_base_ + bad.step, per_epoch_, bad.loss);
 }
 
-// `epoch` and `step` are where a resumed run starts.
-void TrainRun::save(int epoch, long long step, const EpochSums& sums) {
+// `epoch` and `step` are where a resumed run starts. The checkpoint holds the running statistics
+// every rank now has (rank 0's, Step::sync_state), which a resumed run's ranks all start from.
+void TrainRun::save(int epoch, long long step, const EpochSums& sums, const std::vector<double>& by_rank) {
   if (spec_.checkpoint.empty()) return;
+  if (ranks_ > 1) step_->sync_state();
   step_->sync_to(net_, opt_);
   if (rank_ != 0) return;
   Checkpoint c;
@@ -396,6 +428,7 @@ void TrainRun::save(int epoch, long long step, const EpochSums& sums) {
                  {"plan_ranks", step > 0 ? plan_ranks_ : ranks_},
                  {"epoch_sums", {sums.loss, sums.correct, sums.samples}},
                  {"epoch_skipped", sums.skipped}});
+  if (!by_rank.empty()) c.info["epoch_sums_by_rank"] = by_rank;
   c.weights = net_.weights();
   c.state = net_.state();
   c.m = opt_.m;

@@ -59,7 +59,8 @@ class TrainRun {
   std::optional<int> after_epoch(int epoch);
   double fold(EpochSums& sums);
   void check_nonfinite() const;
-  void save(int epoch, long long step, const EpochSums& sums);
+  // by_rank: each rank's sums (loss, hits, samples), with several ranks mid-epoch; else empty.
+  void save(int epoch, long long step, const EpochSums& sums, const std::vector<double>& by_rank = {});
 
   const TrainOptions& o_;
   const RunSpec spec_;
@@ -76,7 +77,7 @@ class TrainRun {
   std::optional<WeightAverage> average_;  // [train] ema
   int start_epoch_ = 0;
   long long start_step_ = 0, global_step_ = 0;
-  EpochSums carried_;   // resumed mid-epoch: that epoch's sums so far (this rank's share)
+  EpochSums carried_;   // resumed mid-epoch: that epoch's sums so far (this rank's own, or its share)
   int plan_ranks_ = 0;  // the ranks whose plan this epoch follows (another run's, resumed mid-epoch)
   std::unique_ptr<Step> step_;
   long long step_base_ = 0;  // the global step of step_'s first step (it counts its own from 0)
