@@ -265,7 +265,13 @@ kill_a_rank() {
 $(cat "$out")
 --- processes left on ${node_names[1]}:
 $(for p in $(ip netns pids "$tag-n2"); do ps -o pid=,stat=,wchan:22=,args= -p "$p" | cut -c1-150; done)"
-  echo "datagen.sbatch ($launcher), a rank killed on ${node_names[1]} at $moment: job FAILED $((SECONDS - killed)) s later"
+  local where=""
+  if [ "$moment" = pmix-get ]; then
+    where=" (no shared store: after its PMIx_Get)"
+    ! grep -q 'hit Temporary breakpoint .* pmix_ds[12][12]_lock_rd_get' "$work/gdb.log" ||
+      where=" (holding the shared store's read lock)"
+  fi
+  echo "datagen.sbatch ($launcher), a rank killed on ${node_names[1]} at $moment$where: job FAILED $((SECONDS - killed)) s later"
 }
 kill_a_rank srun start
 kill_a_rank mpirun start
