@@ -23,7 +23,7 @@ base=${TMPDIR:-/tmp}
 # Unix socket paths (munge's, slurmstepd's in the spool folders) must stay under 108 bytes.
 [ "${#base}" -le 40 ] || base=/tmp
 user=$(id -un)
-work="" ctl_pid="" munged_pid=""
+work="" ctl_pid="" munged_pid="" gdb_pid=""
 slurmd_pids=()
 
 # ns_procs_kill <namespace>: kills whatever still runs in it (job steps, ranks, daemons), by id, and
@@ -66,6 +66,8 @@ cleanup() {
   trap - EXIT
   # A reader that went away (| head) must not stop the clean-up half-way.
   trap '' PIPE
+  # gdb runs in this shell's namespaces, not a node's; KILL detaches it from a stopped rank.
+  [ -z "$gdb_pid" ] || kill -KILL "$gdb_pid" 2> /dev/null || true
   if [ -n "$ctl_pid" ] && kill -0 "$ctl_pid" 2> /dev/null; then slurm_cancel_all "$user"; fi
   for i in "${slurmd_pids[@]}"; do slurm_stop "$i"; done
   slurm_stop "$ctl_pid"
@@ -211,17 +213,18 @@ slurm_same_dataset "$work/direct" "$work/dg" 4
 echo "datagen.sbatch, 2 nodes x 2 ranks (mpirun): identical to a one-node run, $((SECONDS - t0)) s"
 
 # ---- A rank that dies ends its job, under either launcher ---------------------------------------
-# in_first_pmix_get <pid> <mark file>: gdb, attached to the stopped rank, runs it to its first
-# PMIx_Get (inside MPI_Init) and, where PMIx keeps the job's data in its shared-memory store (gds
-# ds21 or ds12), on until the rank holds that store's read lock, a lock in memory it shares with
-# its node's PMIx server; there gdb touches the mark file and keeps the rank stopped. Without a
-# shared store the rank stops on its way out of PMIx_Get instead. Prints gdb's process id.
+# in_first_pmix_get <pid> <mark file>: starts gdb (gdb_pid), which attaches to the stopped rank,
+# runs it to its first PMIx_Get (inside MPI_Init) and, where PMIx keeps the job's data in its
+# shared-memory store (gds ds21 or ds12), on until the rank holds that store's read lock, a lock in
+# memory it shares with its node's PMIx server; there gdb creates the mark file and keeps the rank
+# stopped (a sleep inside gdb: nothing forked that could outlive it). Without a shared store the
+# rank stops on its way out of PMIx_Get instead.
 in_first_pmix_get() {
   printf '%s\n' 'set breakpoint pending on' 'handle SIGSTOP nostop noprint nopass' 'break PMIx_Get' \
     continue delete 'tbreak pmix_ds21_lock_rd_get' 'tbreak pmix_ds12_lock_rd_get' finish finish \
-    "shell touch $2" 'shell sleep 120' > "$work/gdb.cmd"
-  timeout 150 gdb -p "$1" -batch -x "$work/gdb.cmd" > "$work/gdb.log" 2>&1 &
-  echo $!
+    "python open('$2', 'w').close()" 'python import time; time.sleep(120)' > "$work/gdb.cmd"
+  gdb -p "$1" -batch -x "$work/gdb.cmd" > "$work/gdb.log" 2>&1 &
+  gdb_pid=$!
 }
 
 # kill_a_rank <launcher> <moment>: datagen.sbatch on 2 nodes x 2 ranks; a rank of this job on the
@@ -230,7 +233,7 @@ in_first_pmix_get() {
 # leaves the others waiting in MPI_Init for it. The job must end (FAILED) within 30 s, not at its
 # time limit.
 kill_a_rank() {
-  local launcher=$1 moment=$2 t0=$SECONDS id victim="" p killed state=RUNNING gdb_pid="" out mark
+  local launcher=$1 moment=$2 t0=$SECONDS id victim="" p killed state=RUNNING out mark
   id=$(CONVOY_BIN="$bin" CONVOY_INPUT="$work/t.tar" CONVOY_OUTPUT="$work/dg-$launcher-$moment" CONVOY_SIZE=28 \
     CONVOY_CHANNELS=1 CONVOY_PER_FILE=50 CONVOY_LAUNCHER=$launcher submit "death-$launcher-$moment" --nodes=2 \
     --ntasks-per-node=2 --cpus-per-task=1 --time=5 scripts/slurm/datagen.sbatch)
@@ -248,7 +251,7 @@ kill_a_rank() {
     # Stopped at once, still in the dynamic loader, so that gdb cannot miss its first PMIx_Get.
     kill -STOP "$victim"
     mark=$work/mark-$id
-    gdb_pid=$(in_first_pmix_get "$victim" "$mark")
+    in_first_pmix_get "$victim" "$mark"
     while [ ! -e "$mark" ]; do
       [ $((SECONDS - t0)) -lt 90 ] || fail "rank $victim of job $id never reached PMIx_Get: $(cat "$work/gdb.log")"
       sleep 0.05
@@ -256,7 +259,11 @@ kill_a_rank() {
   fi
   kill -KILL "$victim"
   killed=$SECONDS
-  if [ -n "$gdb_pid" ]; then kill "$gdb_pid" 2> /dev/null || true; wait "$gdb_pid" 2> /dev/null || true; fi
+  if [ -n "$gdb_pid" ]; then
+    kill -KILL "$gdb_pid" 2> /dev/null || true
+    wait "$gdb_pid" 2> /dev/null || true
+    gdb_pid=""
+  fi
   while [ $((SECONDS - killed)) -lt 30 ]; do
     state=$(slurm_job_state "$id")
     case $state in PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.3 ;; *) break ;; esac
