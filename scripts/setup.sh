@@ -6,7 +6,8 @@
 # CONVOY_BUILD_DIR picks another build folder, CONVOY_CMAKE_ARGS adds CMake options (clang and
 # libomp are for the fuzz targets in fuzz/, which need libFuzzer; clang-format and clang-tidy for
 # scripts/check_style.sh; munge and Slurm for the one-node cluster of tests/test_slurm_cluster.sh, which
-# starts its own daemons and leaves the system's alone).
+# starts its own daemons and leaves the system's alone; gdb for tests/test_slurm_nodes.sh, which stops
+# a rank at a chosen moment of MPI_Init to kill it there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +21,7 @@ PACKAGES=(
   python3-dev pybind11-dev python3-pybind11 python3-pytest python3-torch python3-torchvision
   dataset-fashion-mnist
   clang libclang-rt-14-dev libomp-dev clang-format clang-tidy
-  munge slurmctld slurmd slurm-client
+  munge slurmctld slurmd slurm-client gdb
 )
 
 missing=()

@@ -57,6 +57,13 @@ sweep_mpirun_line() {
   local ranks=$2 nhosts=$3 hostfile=$4
   shift 4
   local all=("$@") v extra
+  # PMIx's shared-memory data store (gds ds21, Open MPI 4.1's default) guards the job's data with a
+  # lock each rank takes to read it; a rank killed while it holds that lock (its PMIx_Get calls in
+  # MPI_Init) leaves its node's PMIx server (mpirun or an orted) waiting for ever, after mpirun has
+  # ended every rank, so the launch, and a Slurm job with it, lasts until its time limit (openpmix
+  # issue 1233). The hash store keeps the data in the server and answers ranks over their socket: no
+  # lock a rank can take with it. mpirun and the orteds it starts through srun inherit this.
+  export PMIX_MCA_gds=${PMIX_MCA_gds:-hash}
   line=("${SWEEP_MPIRUN:-mpirun}" -np "$ranks")
   if [ "${#all[@]}" -gt 0 ]; then
     [ "$nhosts" -le "${#all[@]}" ] || sweep_die "$nhosts hosts asked for, the allocation has ${#all[@]}"

@@ -7,7 +7,7 @@ bin=${CONVOY_BIN:?}
 src=${CONVOY_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 source "$src/tests/slurm_lib.sh"
 slurm_clean_env
-slurm_need_tools munged munge slurmctld slurmd sbatch srun scontrol squeue scancel sinfo ip unshare nsenter
+slurm_need_tools munged munge slurmctld slurmd sbatch srun scontrol squeue scancel sinfo ip unshare nsenter gdb
 [ "$(id -u)" -eq 0 ] || fail "creating network namespaces (ip netns add) needs root; run as root, as CI does"
 
 nodes=3
@@ -23,7 +23,7 @@ base=${TMPDIR:-/tmp}
 # Unix socket paths (munge's, slurmstepd's in the spool folders) must stay under 108 bytes.
 [ "${#base}" -le 40 ] || base=/tmp
 user=$(id -un)
-work="" ctl_pid="" munged_pid=""
+work="" ctl_pid="" munged_pid="" gdb_pid=""
 slurmd_pids=()
 
 # ns_procs_kill <namespace>: kills whatever still runs in it (job steps, ranks, daemons), by id, and
@@ -66,6 +66,8 @@ cleanup() {
   trap - EXIT
   # A reader that went away (| head) must not stop the clean-up half-way.
   trap '' PIPE
+  # gdb runs in this shell's namespaces, not a node's; KILL detaches it from a stopped rank.
+  [ -z "$gdb_pid" ] || kill -KILL "$gdb_pid" 2> /dev/null || true
   if [ -n "$ctl_pid" ] && kill -0 "$ctl_pid" 2> /dev/null; then slurm_cancel_all "$user"; fi
   for i in "${slurmd_pids[@]}"; do slurm_stop "$i"; done
   slurm_stop "$ctl_pid"
@@ -211,34 +213,76 @@ slurm_same_dataset "$work/direct" "$work/dg" 4
 echo "datagen.sbatch, 2 nodes x 2 ranks (mpirun): identical to a one-node run, $((SECONDS - t0)) s"
 
 # ---- A rank that dies ends its job, under either launcher ---------------------------------------
-# kill_a_rank <launcher>: datagen.sbatch on 2 nodes x 2 ranks; a rank on the second node is killed
-# as soon as it has started, which leaves the others waiting in MPI_Init for it. The job must end
-# (FAILED) within 30 s, not at its time limit.
+# in_first_pmix_get <pid> <mark file>: starts gdb (gdb_pid), which attaches to the stopped rank,
+# runs it to its first PMIx_Get (inside MPI_Init) and, where PMIx keeps the job's data in its
+# shared-memory store (gds ds21 or ds12), on until the rank holds that store's read lock, a lock in
+# memory it shares with its node's PMIx server; there gdb creates the mark file and keeps the rank
+# stopped (a sleep inside gdb: nothing forked that could outlive it). Without a shared store the
+# rank stops on its way out of PMIx_Get instead.
+in_first_pmix_get() {
+  printf '%s\n' 'set breakpoint pending on' 'handle SIGSTOP nostop noprint nopass' 'break PMIx_Get' \
+    continue delete 'tbreak pmix_ds21_lock_rd_get' 'tbreak pmix_ds12_lock_rd_get' finish finish \
+    "python open('$2', 'w').close()" 'python import time; time.sleep(120)' > "$work/gdb.cmd"
+  gdb -p "$1" -batch -x "$work/gdb.cmd" > "$work/gdb.log" 2>&1 &
+  gdb_pid=$!
+}
+
+# kill_a_rank <launcher> <moment>: datagen.sbatch on 2 nodes x 2 ranks; a rank of this job on the
+# second node is SIGKILLed at the moment named: "start", as soon as it has exec'd datagen, or
+# "pmix-get", in its first PMIx_Get inside MPI_Init, holding the data store's read lock. Either
+# leaves the others waiting in MPI_Init for it. The job must end (FAILED) within 30 s, not at its
+# time limit.
 kill_a_rank() {
-  local launcher=$1 t0=$SECONDS id victim="" p killed state=RUNNING
-  id=$(CONVOY_BIN="$bin" CONVOY_INPUT="$work/t.tar" CONVOY_OUTPUT="$work/dg-$launcher" CONVOY_SIZE=28 \
-    CONVOY_CHANNELS=1 CONVOY_PER_FILE=50 CONVOY_LAUNCHER=$launcher submit "death-$launcher" --nodes=2 \
+  local launcher=$1 moment=$2 t0=$SECONDS id victim="" p killed state=RUNNING out mark
+  id=$(CONVOY_BIN="$bin" CONVOY_INPUT="$work/t.tar" CONVOY_OUTPUT="$work/dg-$launcher-$moment" CONVOY_SIZE=28 \
+    CONVOY_CHANNELS=1 CONVOY_PER_FILE=50 CONVOY_LAUNCHER=$launcher submit "death-$launcher-$moment" --nodes=2 \
     --ntasks-per-node=2 --cpus-per-task=1 --time=5 scripts/slurm/datagen.sbatch)
+  out=$work/death-$launcher-$moment-$id.out
+  # The victim must be a rank of this job: a rank of the previous one may still be on its way out.
   while [ -z "$victim" ]; do
-    [ $((SECONDS - t0)) -lt 60 ] ||
-      fail "no datagen rank started on ${node_names[1]} within 60 s: $(cat "$work/death-$launcher-$id.out")"
+    [ $((SECONDS - t0)) -lt 60 ] || fail "no datagen rank of job $id started on ${node_names[1]} within 60 s: $(cat "$out")"
     for p in $(ip netns pids "$tag-n2"); do
-      [ "$(cat "/proc/$p/comm" 2> /dev/null)" = datagen ] && victim=$p && break
+      [ "$(cat "/proc/$p/comm" 2> /dev/null)" = datagen ] &&
+        tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "SLURM_JOB_ID=$id" && victim=$p && break
     done
     [ -n "$victim" ] || sleep 0.02
   done
+  if [ "$moment" = pmix-get ]; then
+    # Stopped at once, still in the dynamic loader, so that gdb cannot miss its first PMIx_Get.
+    kill -STOP "$victim"
+    mark=$work/mark-$id
+    in_first_pmix_get "$victim" "$mark"
+    while [ ! -e "$mark" ]; do
+      [ $((SECONDS - t0)) -lt 90 ] || fail "rank $victim of job $id never reached PMIx_Get: $(cat "$work/gdb.log")"
+      sleep 0.05
+    done
+  fi
   kill -KILL "$victim"
   killed=$SECONDS
+  if [ -n "$gdb_pid" ]; then
+    kill -KILL "$gdb_pid" 2> /dev/null || true
+    wait "$gdb_pid" 2> /dev/null || true
+    gdb_pid=""
+  fi
   while [ $((SECONDS - killed)) -lt 30 ]; do
     state=$(slurm_job_state "$id")
     case $state in PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.3 ;; *) break ;; esac
   done
-  [ "$state" = FAILED ] || fail "job $id ($launcher) is $state 30 s after one of its ranks was killed (FAILED expected):
-$(cat "$work/death-$launcher-$id.out")"
-  echo "datagen.sbatch ($launcher), a rank killed on ${node_names[1]}: job FAILED $((SECONDS - killed)) s later"
+  [ "$state" = FAILED ] || fail "job $id ($launcher) is $state 30 s after one of its ranks was killed at $moment (FAILED expected):
+$(cat "$out")
+--- processes left on ${node_names[1]}:
+$(for p in $(ip netns pids "$tag-n2"); do ps -o pid=,stat=,wchan:22=,args= -p "$p" | cut -c1-150; done)"
+  local where=""
+  if [ "$moment" = pmix-get ]; then
+    where=" (no shared store: after its PMIx_Get)"
+    ! grep -q 'hit Temporary breakpoint .* pmix_ds[12][12]_lock_rd_get' "$work/gdb.log" ||
+      where=" (holding the shared store's read lock)"
+  fi
+  echo "datagen.sbatch ($launcher), a rank killed on ${node_names[1]} at $moment$where: job FAILED $((SECONDS - killed)) s later"
 }
-kill_a_rank srun
-kill_a_rank mpirun
+kill_a_rank srun start
+kill_a_rank mpirun start
+kill_a_rank mpirun pmix-get
 
 # ---- train.sbatch (CPU, mpirun): 2 nodes x 1 rank against 1 node x 2 ranks ------------------------
 # train_job <name> <sbatch arguments...>: 2 epochs of tiny_fc from the datagen job's dataset.
