@@ -12,6 +12,7 @@
 #include "datagen/dataset_tools.h"
 #include "datagen/png_codec.h"
 #include "datagen/run.h"
+#include "sanitized.h"
 #include "shared/batch_file.h"
 #include "shared/dataset_meta.h"
 #include "shared/error.h"
@@ -70,14 +71,6 @@ Members noisy_members(int cls, int n, int side) {
   }
   return m;
 }
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CONVOY_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CONVOY_TEST_SANITIZED 1
-#endif
-#endif
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // distributions), the evaluation transform, the same crops for any readers and ranks, and a
 // damaged JPEG sample refused with its file and sample.
 #include <gtest/gtest.h>
+
 #include <turbojpeg.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "input/augment.h"
 #include "input/loader.h"
+#include "sanitized.h"
 #include "shared/atomic_file.h"
 #include "shared/batch_file.h"
 #include "shared/dataset_meta.h"
@@ -304,15 +306,6 @@ TEST(Augment, DamagedJpegSampleNamesFileAndSample) {
     }
   }
 }
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CONVOY_TEST_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CONVOY_TEST_SANITIZED 1
-#endif
 
 TEST(Augment, ABatchTooLargeForMemoryIsOneError) {
   // 8 samples of 60000 x 60000 x 3 bytes (86 GB, more than this machine has): the reader cannot
