@@ -43,8 +43,12 @@ std::string dotted(long long v) {
 
 std::string gpu_libraries() {
   int driver = 0, runtime = 0, nccl = 0, major = 0, minor = 0, patch = 0;
-  std::string s = "driver " + cuda_version_text(cudaDriverGetVersion(&driver), driver);
-  s += ", runtime " + cuda_version_text(cudaRuntimeGetVersion(&runtime), runtime);
+  // Each call is made before its value is read: a function's arguments are evaluated in no set
+  // order, so passing both the call and the value it writes to one function may read it unset.
+  const cudaError_t driver_err = cudaDriverGetVersion(&driver);
+  const cudaError_t runtime_err = cudaRuntimeGetVersion(&runtime);
+  std::string s = "driver " + cuda_version_text(driver_err, driver);
+  s += ", runtime " + cuda_version_text(runtime_err, runtime);
   s += ", cuDNN " + dotted(static_cast<long long>(cudnnGetVersion()));
   if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&

@@ -104,6 +104,9 @@ class ConvPlan {
   // pass first packs the pixels it reads (sub_bytes_ at the workspace's end).
   bool gemm_ = false;
   size_t sub_bytes_ = 0;
+  // fold patches: the forward pass is the same product over the stored windows, [pixels, c_stored]
+  // x [c_stored, c_out], through cuBLAS; the filter gradient stays cuDNN's.
+  bool patches_gemm_ = false;
   // bf16 depthwise 3x3 and 5x5 convolutions run own kernels (depthwise_conv.cu), not cuDNN's.
   bool depthwise_ = false;
   int depthwise_blocks_ = 0;  // the filter gradient's first-pass blocks (DepthwisePlan)
