@@ -85,6 +85,25 @@ def kind_figures(rows, datagen):
     return f
 
 
+def time_to(runs, target):
+    """Mean seconds since launch and training seconds of complete runs to target; a run that ends below it
+    counts its end (where it got its final accuracy)."""
+    hits = [r.first_reaching(target) or r.epochs[-1] for r in runs if r.complete() and r.epochs]
+    return mean([h.wall_seconds for h in hits]), mean([h.train_seconds for h in hits])
+
+
+def common_speedup(f, found, kind, target):
+    """PyTorch's time over the kind's to the lower of the two mean final top-1s, the accuracy both reach:
+    where the kind ends a little below PyTorch, the time to PyTorch's own final accuracy is undefined."""
+    if f["mean_final_top1"] is None or target is None:
+        return
+    common = min(target, f["mean_final_top1"])
+    tw, tt = time_to([r for (k, _), r in found.items() if k == "torch"], common)
+    kw, kt = time_to([r for (k, _), r in found.items() if k == kind], common)
+    f.update({"common_top1": common, "common_wall": kw, "common_train": kt, "torch_common_wall": tw,
+              "torch_common_train": tt, "speedup_common_wall": ratio(tw, kw), "speedup_common_train": ratio(tt, kt)})
+
+
 def summarise(dirs):
     found = find_runs(dirs)
     if not found:
@@ -109,6 +128,7 @@ def summarise(dirs):
                                           if all_reached else None)
         f["gap_met"] = None if f["gap_points"] is None else abs(f["gap_points"]) <= GAP_POINTS
         f["speedup_met"] = None if f["speedup_wall"] is None else f["speedup_wall"] >= SPEEDUP
+        common_speedup(f, found, k, target)
     return {"target": target, "kinds": kinds, "runs": rows}
 
 
@@ -144,6 +164,11 @@ def markdown(s):
             verdict = lambda v: "n/a" if v is None else "met" if v else "not met"  # noqa: E731
             lines.append(f"{LABELS[k]}: final top-1 within {GAP_POINTS} points of PyTorch's: {verdict(f['gap_met'])}; "
                          f"time to PyTorch's final accuracy >= {SPEEDUP}x shorter: {verdict(f['speedup_met'])}")
+            if f.get("common_top1") is not None:
+                lines.append(f"{LABELS[k]}: to {pct(f['common_top1'])} %, the lower of the two mean final top-1s, "
+                             f"{fmt(f['torch_common_wall'], '.1f')} s against {fmt(f['common_wall'], '.1f')} s since "
+                             f"launch ({fmt(f['speedup_common_wall'])}x), {fmt(f['torch_common_train'], '.1f')} s "
+                             f"against {fmt(f['common_train'], '.1f')} s training ({fmt(f['speedup_common_train'])}x)")
     w, q = s["kinds"].get("convoy-whole"), s["kinds"].get("convoy-square")
     if w and q and w["mean_final_top1"] is not None and q["mean_final_top1"] is not None:
         lines.append(f"Whole images over centre squares: {100 * (w['mean_final_top1'] - q['mean_final_top1']):+.2f} "

@@ -174,6 +174,10 @@ def test_summary_merges_parts_and_times_convoy_to_pytorchs_final(tmp_path):
     # Squares: one run cut short, none at the target, datagen's validation run failed.
     assert q["complete"] == 1 and q["reached"] == 0 and q["speedup_wall"] is None and q["datagen_seconds"] is None
     assert q["gap_points"] == pytest.approx(-7)
+    # Squares end below PyTorch: both timed to the squares' 0.65, which both PyTorch runs reach at epoch 2.
+    assert q["common_top1"] == pytest.approx(0.65) and (q["torch_common_wall"], q["common_wall"]) == (82, 30)
+    assert q["speedup_common_wall"] == pytest.approx(82 / 30) and q["speedup_common_train"] == pytest.approx(60 / 24)
+    assert w["common_top1"] == pytest.approx(0.72) and w["speedup_common_wall"] == pytest.approx(98 / 31)
     assert "| convoy-square | 2 | 2/3 (exit 124: cut short) | 60.00 |" in out
     assert "within 0.5 points of PyTorch's: not met; time to PyTorch's final accuracy >= 2.5x shorter: met" in out
     assert "Whole images over centre squares: +7.75 points" in out

@@ -46,7 +46,7 @@ def test_pytorch_twin_has_trains_parameters():
     assert sum(p.numel() for p in model.parameters()) == 272186
     assert model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
     r = dict(script.RECIPE_DEFAULTS, **cfg["train"])
-    assert r["eval_flip"] and r["epochs"] == 30 and r["lr"] == 0.1 and r["schedule"] == "onecycle"
+    assert r["eval_flip"] and r["epochs"] == 60 and r["lr"] == 0.1 and r["schedule"] == "onecycle"
 
 
 def write(path, text):
