@@ -153,9 +153,9 @@ void keep_arithmetic(const TrainOptions& o, const nlohmann::json& info, const st
   const GradComm given_g = grad_comm_for(o.backend.grad_comm, s.precision);
   s.grad_comm = recorded_choice(info, "grad_comm", grad_comm_names(), given_g, ckpt);
   if (o.grad_comm_given && given_g != s.grad_comm)
-    fail("--grad-comm " + name_of(grad_comm_names(), o.backend.grad_comm) + " (" +
-         name_of(grad_comm_names(), given_g) + ") differs from the checkpoint's " +
-         name_of(grad_comm_names(), s.grad_comm) + "; a resumed run keeps its gradients' all-reduce");
+    fail("--grad-comm " + name_of(grad_comm_names(), o.backend.grad_comm) + " (" + name_of(grad_comm_names(), given_g) +
+         ") differs from the checkpoint's " + name_of(grad_comm_names(), s.grad_comm) +
+         "; a resumed run keeps its gradients' all-reduce");
 }
 
 void resume_data(const TrainOptions& o, RunSpec& s) {
