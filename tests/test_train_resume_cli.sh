@@ -104,6 +104,22 @@ grep -q "^train: error: $work/part.ckpt: --batch 20 does not split over 3 ranks"
 if grep -q MPI_ABORT "$work/err.txt"; then cat "$work/err.txt"; fail "the refusal aborted the job"; fi
 cmp "$work/part.ckpt" "$work/part.orig" || fail "a refused resume changed the checkpoint"
 
+# The arithmetic is kept: a run made with --precision fp32 resumes in fp32 (and fp32 gradient
+# all-reduces) with the flags left out, which its record says, and another one given is refused.
+"$train" "${args[@]}" --precision fp32 --checkpoint "$work/fp32.ckpt" --stop-after 5 2> /dev/null
+refused_one_line "--precision tf32 differs from the checkpoint's fp32" "$train" --resume "$work/fp32.ckpt" --threads 1 \
+  --precision tf32
+refused_one_line "--grad-comm bf16 (bf16) differs from the checkpoint's fp32" "$train" --resume "$work/fp32.ckpt" \
+  --threads 1 --grad-comm bf16
+"$train" --resume "$work/fp32.ckpt" --threads 1 --log-every 0 --stop-after 10 --grad-comm auto 2> "$work/r.err" \
+  || { cat "$work/r.err"; fail "resuming an fp32 run with --grad-comm auto failed"; }
+/usr/bin/python3 - "$work/fp32.ckpt" << 'PY' || fail "the resumed fp32 run's checkpoint does not record fp32"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+info = json.loads(raw[48:48 + struct.unpack_from("<Q", raw, 8)[0]])
+assert info["global_step"] == 10 and info["precision"] == "fp32" and info["grad_comm"] == "fp32", info
+PY
+
 # A checkpoint that could not be written is refused before the first step, not after the last.
 refused_one_line "$work/nowhere/run.ckpt" "$train" "${args[@]}" --checkpoint "$work/nowhere/run.ckpt"
 refused_one_line "$work/nowhere/run.ckpt" "${resume[@]}" --checkpoint "$work/nowhere/run.ckpt"

@@ -324,6 +324,8 @@ int body(int argc, char** argv) {
   } catch (const CLI::ParseError& err) {
     return cmd.app.exit(err);
   }
+  cmd.t.precision_given = cmd.app.count("--precision") > 0;
+  cmd.t.grad_comm_given = cmd.app.count("--grad-comm") > 0;
   convoy::MpiContext mpi(&argc, &argv);
   convoy::log_setup("train", mpi.rank(), mpi.size());
   try {

@@ -45,6 +45,8 @@ RunSpec fresh_spec(const TrainOptions& o) {
   if (!o.data.empty()) s.data = identity_of(read_dataset_meta(o.data), o.data);
   s.val = val_of(o.val, s.data);
   s.checkpoint = o.checkpoint;
+  s.precision = o.backend.precision;
+  s.grad_comm = grad_comm_for(o.backend.grad_comm, o.backend.precision);
   return s;
 }
 
@@ -127,6 +129,35 @@ std::pair<std::string, DataIdentity> same_data(const std::string& flag, const st
   fail(flag + " " + given + ": not the " + what + " (" + d + ")");
 }
 
+// A choice the checkpoint recorded by name; a checkpoint of an older train, which recorded none,
+// leaves `fallback` (the command line's).
+template <typename E>
+E recorded_choice(const nlohmann::json& info, const char* key, const Names<E>& names, E fallback,
+                  const std::string& ckpt) {
+  if (!info.contains(key)) return fallback;
+  const std::string name = info.at(key).get<std::string>();
+  for (const auto& [spelling, e] : names)
+    if (spelling == name) return e;
+  fail_file(ckpt, "checkpoint metadata: unknown " + std::string(key) + " \"" + name + "\"");
+}
+
+// The arithmetic is kept: a resumed run in another precision, or with its gradients averaged in
+// another one, would round otherwise from its first step on and end elsewhere than the
+// uninterrupted run. --grad-comm auto given again means what it meant for the recorded precision.
+void keep_arithmetic(const TrainOptions& o, const nlohmann::json& info, const std::string& ckpt, RunSpec& s) {
+  const Precision given_p = o.backend.precision;
+  s.precision = recorded_choice(info, "precision", precision_names(), given_p, ckpt);
+  if (o.precision_given && given_p != s.precision)
+    fail("--precision " + name_of(precision_names(), given_p) + " differs from the checkpoint's " +
+         name_of(precision_names(), s.precision) + "; a resumed run keeps its precision");
+  const GradComm given_g = grad_comm_for(o.backend.grad_comm, s.precision);
+  s.grad_comm = recorded_choice(info, "grad_comm", grad_comm_names(), given_g, ckpt);
+  if (o.grad_comm_given && given_g != s.grad_comm)
+    fail("--grad-comm " + name_of(grad_comm_names(), o.backend.grad_comm) + " (" + name_of(grad_comm_names(), given_g) +
+         ") differs from the checkpoint's " + name_of(grad_comm_names(), s.grad_comm) +
+         "; a resumed run keeps its gradients' all-reduce");
+}
+
 void resume_data(const TrainOptions& o, RunSpec& s) {
   const nlohmann::json& info = s.resume->info;
   std::tie(s.data_dir, s.data) = same_data("--data", o.data, trained_on(*s.resume, o.resume),
@@ -167,6 +198,7 @@ RunSpec resumed_spec(const TrainOptions& o, int ranks) {
     check_plan(info, o.resume);
     s.cfg.train.epochs = epochs_of(o.epochs, info, o.resume);
     check_stop_after(o.stop_after, info, o.resume);
+    keep_arithmetic(o, info, o.resume, s);
     resume_data(o, s);
   } catch (const nlohmann::json::exception& e) {
     fail_file(o.resume, std::string("checkpoint metadata: ") + e.what());
@@ -253,8 +285,17 @@ nlohmann::json run_record(const RunSpec& s, int ranks) {
           {"ranks", ranks},
           {"window_files", s.window_files},
           {"order", order_name(s.order)},
+          {"precision", name_of(precision_names(), s.precision)},
+          {"grad_comm", name_of(grad_comm_names(), s.grad_comm)},
           {"data", to_json(s.data)},
           {"val", s.val ? to_json(*s.val) : nlohmann::json()}};
+}
+
+BackendOptions backend_for(const BackendOptions& given, const RunSpec& s) {
+  BackendOptions b = given;
+  b.precision = s.precision;
+  b.grad_comm = s.grad_comm;
+  return b;
 }
 
 Dims input_dims(const ImageShape& shape, const AugmentSpec& a) {

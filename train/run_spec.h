@@ -27,17 +27,25 @@ struct RunSpec {
   std::string checkpoint;           // where the run saves ("": nowhere)
   std::optional<Checkpoint> resume;
   bool batch_auto = false;  // the batch was chosen by --batch auto, and cfg.train.lr scaled to it
+  // The CUDA backend's arithmetic: its precision and its gradients' all-reduce (resolved, never
+  // automatic). Resuming: the checkpoint's, so that the rest of the run computes as it did.
+  Precision precision = Precision::tf32;
+  GradComm grad_comm = GradComm::bf16;
 };
 
 // A fresh run: the config with --epochs and --batch over its recipe. A resumed run: the
-// checkpoint's config, seed, batch, shuffle window, sample order, data and validation set, each refused in one
+// checkpoint's config, seed, batch, shuffle window, sample order, precision, gradient all-reduce,
+// data and validation set, each refused in one
 // line when given again otherwise (or, for the data, when it has changed since); --epochs may
 // extend it; it saves to --checkpoint, else to the checkpoint it resumed from. Every rank reaches
 // the same verdict without any collective call; `ranks` x [train] accumulate must divide the global
 // batch (a resumed run keeps the checkpoint's on any number of ranks).
 RunSpec read_run_spec(const TrainOptions& o, int ranks);
+// The backend options the run trains with: `given`, its precision and gradient all-reduce the spec's.
+BackendOptions backend_for(const BackendOptions& given, const RunSpec& s);
 // The part of a checkpoint's record that says what the run was made from (config, seed, batch,
-// epochs, ranks, shuffle window, sample order, training and validation data), which read_run_spec checks.
+// epochs, ranks, shuffle window, sample order, precision, gradient all-reduce, training and
+// validation data), which read_run_spec checks.
 nlohmann::json run_record(const RunSpec& s, int ranks);
 // The config a checkpoint carries; `path` names the checkpoint in messages.
 NetConfig config_of(const Checkpoint& c, const std::string& path);

@@ -153,8 +153,11 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   set_threads(o.threads, o.local_ranks);
   RunSpec spec = agreed(rank, ranks, [&] { return read_run_spec(o, ranks); });
   if (o.print_net) return print_net(spec, rank);
-  if (o.batch_auto) choose_batch(o, spec, rank, ranks);
-  TrainRun run(o, std::move(spec), rank, ranks);
+  // A resumed run computes in the checkpoint's precision, whatever the command line's defaults.
+  TrainOptions used = o;
+  used.backend = backend_for(o.backend, spec);
+  if (used.batch_auto) choose_batch(used, spec, rank, ranks);
+  TrainRun run(used, std::move(spec), rank, ranks);
   return run.run();
 }
 
