@@ -119,6 +119,25 @@ raw = open(sys.argv[1], "rb").read()
 info = json.loads(raw[48:48 + struct.unpack_from("<Q", raw, 8)[0]])
 assert info["global_step"] == 10 and info["precision"] == "fp32" and info["grad_comm"] == "fp32", info
 PY
+# So are the input fold, cuDNN's algorithm choice and workspace and the all-reduce's buckets.
+"$train" "${args[@]}" --input-fold blocks --cudnn-algos measure --cudnn-workspace 64 --bucket-mb 2 \
+  --checkpoint "$work/kept.ckpt" --stop-after 5 2> /dev/null
+for flag in "--input-fold none:--input-fold none differs from the checkpoint's blocks" \
+  "--cudnn-algos heuristic:--cudnn-algos heuristic differs from the checkpoint's measure" \
+  "--cudnn-workspace 1024:--cudnn-workspace 1024 differs from the checkpoint's 64" \
+  "--bucket-mb 8:--bucket-mb 8.0 differs from the checkpoint's 2.0"; do
+  # shellcheck disable=SC2086
+  refused_one_line "${flag#*:}" "$train" --resume "$work/kept.ckpt" --threads 1 ${flag%%:*}
+done
+"$train" --resume "$work/kept.ckpt" --threads 1 --log-every 0 --stop-after 10 --cudnn-workspace 64 2> "$work/r.err" \
+  || { cat "$work/r.err"; fail "resuming with the recorded --cudnn-workspace given again failed"; }
+/usr/bin/python3 - "$work/kept.ckpt" << 'PY' || fail "the resumed run's checkpoint does not record its arithmetic"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+info = json.loads(raw[48:48 + struct.unpack_from("<Q", raw, 8)[0]])
+assert info["global_step"] == 10, info
+assert (info["input_fold"], info["cudnn_algos"], info["cudnn_workspace_mb"], info["bucket_mb"]) == ("blocks", "measure", 64, 2.0), info
+PY
 
 # A checkpoint that could not be written is refused before the first step, not after the last.
 refused_one_line "$work/nowhere/run.ckpt" "$train" "${args[@]}" --checkpoint "$work/nowhere/run.ckpt"

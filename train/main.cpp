@@ -324,8 +324,9 @@ int body(int argc, char** argv) {
   } catch (const CLI::ParseError& err) {
     return cmd.app.exit(err);
   }
-  cmd.t.precision_given = cmd.app.count("--precision") > 0;
-  cmd.t.grad_comm_given = cmd.app.count("--grad-comm") > 0;
+  for (const char* flag :
+       {"--precision", "--grad-comm", "--input-fold", "--cudnn-algos", "--cudnn-workspace", "--bucket-mb"})
+    if (cmd.app.count(flag) > 0) cmd.t.arithmetic_given.push_back(flag);
   convoy::MpiContext mpi(&argc, &argv);
   convoy::log_setup("train", mpi.rank(), mpi.size());
   try {

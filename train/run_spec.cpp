@@ -47,6 +47,10 @@ RunSpec fresh_spec(const TrainOptions& o) {
   s.checkpoint = o.checkpoint;
   s.precision = o.backend.precision;
   s.grad_comm = grad_comm_for(o.backend.grad_comm, o.backend.precision);
+  s.input_fold = o.backend.input_fold;
+  s.conv_algos = o.backend.conv_algos;
+  s.cudnn_workspace_mb = o.backend.cudnn_workspace_mb;
+  s.bucket_mb = o.backend.bucket_mb;
   return s;
 }
 
@@ -141,21 +145,51 @@ E recorded_choice(const nlohmann::json& info, const char* key, const Names<E>& n
   fail_file(ckpt, "checkpoint metadata: unknown " + std::string(key) + " \"" + name + "\"");
 }
 
+// A recorded choice, refused in one line where `flag` gave another one.
+template <typename E>
+E keep_choice(const nlohmann::json& info, const char* key, const Names<E>& names, E given, bool was_given,
+              const std::string& ckpt, const char* flag) {
+  const E kept = recorded_choice(info, key, names, given, ckpt);
+  if (was_given && given != kept)
+    fail(std::string(flag) + " " + name_of(names, given) + " differs from the checkpoint's " + name_of(names, kept) +
+         "; a resumed run computes as it did");
+  return kept;
+}
+
+// A recorded number, likewise.
+template <typename T>
+T keep_number(const nlohmann::json& info, const char* key, T given, bool was_given, const char* flag) {
+  if (!info.contains(key)) return given;
+  const T kept = info.at(key).get<T>();
+  if (was_given && given != kept)
+    fail(std::string(flag) + " " + nlohmann::json(given).dump() + " differs from the checkpoint's " +
+         nlohmann::json(kept).dump() + "; a resumed run computes as it did");
+  return kept;
+}
+
 // The arithmetic is kept: a resumed run in another precision, or with its gradients averaged in
 // another one, would round otherwise from its first step on and end elsewhere than the
 // uninterrupted run. --grad-comm auto given again means what it meant for the recorded precision.
 void keep_arithmetic(const TrainOptions& o, const nlohmann::json& info, const std::string& ckpt, RunSpec& s) {
   const Precision given_p = o.backend.precision;
   s.precision = recorded_choice(info, "precision", precision_names(), given_p, ckpt);
-  if (o.precision_given && given_p != s.precision)
+  if (o.given("--precision") && given_p != s.precision)
     fail("--precision " + name_of(precision_names(), given_p) + " differs from the checkpoint's " +
          name_of(precision_names(), s.precision) + "; a resumed run keeps its precision");
   const GradComm given_g = grad_comm_for(o.backend.grad_comm, s.precision);
   s.grad_comm = recorded_choice(info, "grad_comm", grad_comm_names(), given_g, ckpt);
-  if (o.grad_comm_given && given_g != s.grad_comm)
+  if (o.given("--grad-comm") && given_g != s.grad_comm)
     fail("--grad-comm " + name_of(grad_comm_names(), o.backend.grad_comm) + " (" + name_of(grad_comm_names(), given_g) +
          ") differs from the checkpoint's " + name_of(grad_comm_names(), s.grad_comm) +
          "; a resumed run keeps its gradients' all-reduce");
+  const BackendOptions& b = o.backend;
+  s.input_fold = keep_choice(info, "input_fold", input_fold_names(), b.input_fold, o.given("--input-fold"), ckpt,
+                             "--input-fold");
+  s.conv_algos = keep_choice(info, "cudnn_algos", conv_algos_names(), b.conv_algos, o.given("--cudnn-algos"), ckpt,
+                             "--cudnn-algos");
+  s.cudnn_workspace_mb = keep_number(info, "cudnn_workspace_mb", b.cudnn_workspace_mb, o.given("--cudnn-workspace"),
+                                     "--cudnn-workspace");
+  s.bucket_mb = keep_number(info, "bucket_mb", b.bucket_mb, o.given("--bucket-mb"), "--bucket-mb");
 }
 
 void resume_data(const TrainOptions& o, RunSpec& s) {
@@ -287,6 +321,10 @@ nlohmann::json run_record(const RunSpec& s, int ranks) {
           {"order", order_name(s.order)},
           {"precision", name_of(precision_names(), s.precision)},
           {"grad_comm", name_of(grad_comm_names(), s.grad_comm)},
+          {"input_fold", name_of(input_fold_names(), s.input_fold)},
+          {"cudnn_algos", name_of(conv_algos_names(), s.conv_algos)},
+          {"cudnn_workspace_mb", s.cudnn_workspace_mb},
+          {"bucket_mb", s.bucket_mb},
           {"data", to_json(s.data)},
           {"val", s.val ? to_json(*s.val) : nlohmann::json()}};
 }
@@ -295,6 +333,10 @@ BackendOptions backend_for(const BackendOptions& given, const RunSpec& s) {
   BackendOptions b = given;
   b.precision = s.precision;
   b.grad_comm = s.grad_comm;
+  b.input_fold = s.input_fold;
+  b.conv_algos = s.conv_algos;
+  b.cudnn_workspace_mb = s.cudnn_workspace_mb;
+  b.bucket_mb = s.bucket_mb;
   return b;
 }
 

@@ -31,6 +31,12 @@ struct RunSpec {
   // automatic). Resuming: the checkpoint's, so that the rest of the run computes as it did.
   Precision precision = Precision::tf32;
   GradComm grad_comm = GradComm::bf16;
+  // The rest of what sets its sums' order: the stem's input fold (bf16), how cuDNN's algorithms are
+  // chosen and the workspace they may use, the all-reduce's bucket size.
+  InputFold input_fold = InputFold::patches;
+  ConvAlgos conv_algos = ConvAlgos::heuristic;
+  int cudnn_workspace_mb = 1024;
+  double bucket_mb = 8;
 };
 
 // A fresh run: the config with --epochs and --batch over its recipe. A resumed run: the

@@ -71,9 +71,15 @@ struct TrainOptions {
   std::string resume;
   long long stop_after = 0;  // stop (and checkpoint) after this many steps in total; 0: none
   BackendOptions backend;
-  // Whether --precision and --grad-comm were given: a resumed run takes the checkpoint's arithmetic
-  // where they were not, and refuses one given otherwise (run_spec.h).
-  bool precision_given = false, grad_comm_given = false;
+  // The flags of the arithmetic given on the command line (--precision, --grad-comm, --input-fold,
+  // --cudnn-algos, --cudnn-workspace, --bucket-mb): a resumed run takes the checkpoint's where one was
+  // not given, and refuses one given otherwise (run_spec.h).
+  std::vector<std::string> arithmetic_given;
+  bool given(const char* flag) const {
+    for (const std::string& f : arithmetic_given)
+      if (f == flag) return true;
+    return false;
+  }
   bool skip_nonfinite = false;  // a step whose loss is NaN or infinite is skipped (no update), not fatal
   bool print_net = false;
   bool profile = false;  // per-layer forward/backward times after each epoch
