@@ -281,6 +281,41 @@ TEST(Resume, ResumedRunWritesTheCheckpointItResumedFrom) {
   EXPECT_EQ(read_checkpoint(path).info.at("global_step").get<long long>(), 3 * (117 / 16));
 }
 
+// A checkpoint records the device it trained on, resolved (`auto` here: the CPU). A resumed run with
+// --device left out goes on there: one from a GPU stops on a machine without one, naming the flag
+// that moves it, rather than going on on the CPU unasked; --device given moves it.
+TEST(Resume, ResumedRunStaysOnItsDeviceUnlessMoved) {
+  mpi();
+  const std::string data = make_data();
+  const std::string config = kTmp + "/net_device.toml";
+  write_file_atomic(config, net_config("sgd", "constant"));
+  const std::string path = kTmp + "/device.ckpt";
+  TrainOptions o = fresh(config, data, path);
+  o.stop_after = 2;
+  ASSERT_EQ(run_training(o, 0, 1), 0);
+  Checkpoint c = read_checkpoint(path);
+  ASSERT_EQ(c.info.at("device"), "cpu");
+  c.info["device"] = "cuda";  // as a GPU host wrote it
+  write_checkpoint(path, c);
+  TrainOptions r = base("", data, "");
+  r.resume = path;
+  r.stop_after = 4;
+  try {
+    run_training(r, 0, 1);
+    ADD_FAILURE() << "a GPU run resumed on the CPU unasked";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the run trained on a GPU and this process sees none; --device cpu"),
+              std::string::npos)
+        << e.what();
+  }
+  r.backend.device = Device::cpu;
+  r.backend_given = {"--device"};
+  ASSERT_EQ(run_training(r, 0, 1), 0);
+  const Checkpoint moved = read_checkpoint(path);
+  EXPECT_EQ(moved.info.at("device"), "cpu");
+  EXPECT_EQ(moved.info.at("global_step"), 4);
+}
+
 // A checkpoint of an older train (no record of the data it was trained on) is refused by a resume
 // and by an evaluation, naming the checkpoint, rather than run with inputs nobody can check.
 TEST(Resume, CheckpointWithoutARecordOfItsDataIsRefused) {

@@ -325,8 +325,8 @@ int body(int argc, char** argv) {
     return cmd.app.exit(err);
   }
   for (const char* flag :
-       {"--precision", "--grad-comm", "--input-fold", "--cudnn-algos", "--cudnn-workspace", "--bucket-mb"})
-    if (cmd.app.count(flag) > 0) cmd.t.arithmetic_given.push_back(flag);
+       {"--precision", "--grad-comm", "--input-fold", "--cudnn-algos", "--cudnn-workspace", "--bucket-mb", "--device"})
+    if (cmd.app.count(flag) > 0) cmd.t.backend_given.push_back(flag);
   convoy::MpiContext mpi(&argc, &argv);
   convoy::log_setup("train", mpi.rank(), mpi.size());
   try {

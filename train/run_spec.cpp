@@ -51,6 +51,7 @@ RunSpec fresh_spec(const TrainOptions& o) {
   s.conv_algos = o.backend.conv_algos;
   s.cudnn_workspace_mb = o.backend.cudnn_workspace_mb;
   s.bucket_mb = o.backend.bucket_mb;
+  s.device = o.backend.device;
   return s;
 }
 
@@ -190,6 +191,8 @@ void keep_arithmetic(const TrainOptions& o, const nlohmann::json& info, const st
   s.cudnn_workspace_mb = keep_number(info, "cudnn_workspace_mb", b.cudnn_workspace_mb, o.given("--cudnn-workspace"),
                                      "--cudnn-workspace");
   s.bucket_mb = keep_number(info, "bucket_mb", b.bucket_mb, o.given("--bucket-mb"), "--bucket-mb");
+  // --device given moves the run on purpose; left out, it stays where it trained.
+  s.device = o.given("--device") ? b.device : recorded_choice(info, "device", device_names(), b.device, ckpt);
 }
 
 void resume_data(const TrainOptions& o, RunSpec& s) {
@@ -325,6 +328,7 @@ nlohmann::json run_record(const RunSpec& s, int ranks) {
           {"cudnn_algos", name_of(conv_algos_names(), s.conv_algos)},
           {"cudnn_workspace_mb", s.cudnn_workspace_mb},
           {"bucket_mb", s.bucket_mb},
+          {"device", name_of(device_names(), s.device)},
           {"data", to_json(s.data)},
           {"val", s.val ? to_json(*s.val) : nlohmann::json()}};
 }
@@ -337,6 +341,7 @@ BackendOptions backend_for(const BackendOptions& given, const RunSpec& s) {
   b.conv_algos = s.conv_algos;
   b.cudnn_workspace_mb = s.cudnn_workspace_mb;
   b.bucket_mb = s.bucket_mb;
+  b.device = s.device;
   return b;
 }
 

@@ -37,6 +37,9 @@ struct RunSpec {
   ConvAlgos conv_algos = ConvAlgos::heuristic;
   int cudnn_workspace_mb = 1024;
   double bucket_mb = 8;
+  // Where it trains: --device until TrainRun resolves it (cpu or cuda, as recorded). Resuming: the
+  // checkpoint's unless --device is given.
+  Device device = Device::automatic;
 };
 
 // A fresh run: the config with --epochs and --batch over its recipe. A resumed run: the

@@ -71,12 +71,12 @@ struct TrainOptions {
   std::string resume;
   long long stop_after = 0;  // stop (and checkpoint) after this many steps in total; 0: none
   BackendOptions backend;
-  // The flags of the arithmetic given on the command line (--precision, --grad-comm, --input-fold,
-  // --cudnn-algos, --cudnn-workspace, --bucket-mb): a resumed run takes the checkpoint's where one was
-  // not given, and refuses one given otherwise (run_spec.h).
-  std::vector<std::string> arithmetic_given;
+  // The backend flags given on the command line (--precision, --grad-comm, --input-fold, --cudnn-algos,
+  // --cudnn-workspace, --bucket-mb, --device): a resumed run takes the checkpoint's where one was not
+  // given, and refuses one of the arithmetic given otherwise (run_spec.h).
+  std::vector<std::string> backend_given;
   bool given(const char* flag) const {
-    for (const std::string& f : arithmetic_given)
+    for (const std::string& f : backend_given)
       if (f == flag) return true;
     return false;
   }
