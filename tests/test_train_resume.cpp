@@ -73,6 +73,16 @@ TrainOptions fresh(const std::string& config, const std::string& data, const std
   return base(config, data, ckpt);
 }
 
+// A fresh run of net_NAME.toml (SGD, constant lr) stopped after 2 steps; its checkpoint at path, as read.
+Checkpoint stopped_after_two(const std::string& data, const std::string& name, const std::string& path) {
+  const std::string config = kTmp + "/net_" + name + ".toml";
+  write_file_atomic(config, net_config("sgd", "constant"));
+  TrainOptions o = fresh(config, data, path);
+  o.stop_after = 2;
+  if (run_training(o, 0, 1) != 0) throw Error("the run to be resumed failed");
+  return read_checkpoint(path);
+}
+
 // The metrics file's epoch records, in the order written.
 std::vector<nlohmann::json> epoch_records(const std::string& jsonl) {
   std::vector<nlohmann::json> out;
@@ -286,14 +296,8 @@ TEST(Resume, ResumedRunWritesTheCheckpointItResumedFrom) {
 // that moves it, rather than going on on the CPU unasked; --device given moves it.
 TEST(Resume, ResumedRunStaysOnItsDeviceUnlessMoved) {
   mpi();
-  const std::string data = make_data();
-  const std::string config = kTmp + "/net_device.toml";
-  write_file_atomic(config, net_config("sgd", "constant"));
-  const std::string path = kTmp + "/device.ckpt";
-  TrainOptions o = fresh(config, data, path);
-  o.stop_after = 2;
-  ASSERT_EQ(run_training(o, 0, 1), 0);
-  Checkpoint c = read_checkpoint(path);
+  const std::string data = make_data(), path = kTmp + "/device.ckpt";
+  Checkpoint c = stopped_after_two(data, "device", path);
   ASSERT_EQ(c.info.at("device"), "cpu");
   c.info["device"] = "cuda";  // as a GPU host wrote it
   write_checkpoint(path, c);
@@ -320,14 +324,8 @@ TEST(Resume, ResumedRunStaysOnItsDeviceUnlessMoved) {
 // and by an evaluation, naming the checkpoint, rather than run with inputs nobody can check.
 TEST(Resume, CheckpointWithoutARecordOfItsDataIsRefused) {
   mpi();
-  const std::string data = make_data();
-  const std::string config = kTmp + "/net_old.toml";
-  write_file_atomic(config, net_config("sgd", "constant"));
-  const std::string path = kTmp + "/old.ckpt";
-  TrainOptions o = fresh(config, data, path);
-  o.stop_after = 2;
-  ASSERT_EQ(run_training(o, 0, 1), 0);
-  Checkpoint c = read_checkpoint(path);
+  const std::string data = make_data(), path = kTmp + "/old.ckpt";
+  Checkpoint c = stopped_after_two(data, "old", path);
   for (const char* key : {"format", "window_files", "val"}) c.info.erase(key);
   c.info["data"] = data;  // as an older train wrote it: the folder's name alone
   write_checkpoint(path, c);
