@@ -45,13 +45,8 @@ RunSpec fresh_spec(const TrainOptions& o) {
   if (!o.data.empty()) s.data = identity_of(read_dataset_meta(o.data), o.data);
   s.val = val_of(o.val, s.data);
   s.checkpoint = o.checkpoint;
-  s.precision = o.backend.precision;
-  s.grad_comm = grad_comm_for(o.backend.grad_comm, o.backend.precision);
-  s.input_fold = o.backend.input_fold;
-  s.conv_algos = o.backend.conv_algos;
-  s.cudnn_workspace_mb = o.backend.cudnn_workspace_mb;
-  s.bucket_mb = o.backend.bucket_mb;
-  s.device = o.backend.device;
+  s.backend = o.backend;
+  s.backend.grad_comm = grad_comm_for(o.backend.grad_comm, o.backend.precision);
   return s;
 }
 
@@ -172,27 +167,26 @@ T keep_number(const nlohmann::json& info, const char* key, T given, bool was_giv
 // another one, would round otherwise from its first step on and end elsewhere than the
 // uninterrupted run. --grad-comm auto given again means what it meant for the recorded precision.
 void keep_arithmetic(const TrainOptions& o, const nlohmann::json& info, const std::string& ckpt, RunSpec& s) {
-  const Precision given_p = o.backend.precision;
-  s.precision = recorded_choice(info, "precision", precision_names(), given_p, ckpt);
-  if (o.given("--precision") && given_p != s.precision)
-    fail("--precision " + name_of(precision_names(), given_p) + " differs from the checkpoint's " +
-         name_of(precision_names(), s.precision) + "; a resumed run keeps its precision");
-  const GradComm given_g = grad_comm_for(o.backend.grad_comm, s.precision);
-  s.grad_comm = recorded_choice(info, "grad_comm", grad_comm_names(), given_g, ckpt);
-  if (o.given("--grad-comm") && given_g != s.grad_comm)
-    fail("--grad-comm " + name_of(grad_comm_names(), o.backend.grad_comm) + " (" + name_of(grad_comm_names(), given_g) +
-         ") differs from the checkpoint's " + name_of(grad_comm_names(), s.grad_comm) +
-         "; a resumed run keeps its gradients' all-reduce");
   const BackendOptions& b = o.backend;
-  s.input_fold = keep_choice(info, "input_fold", input_fold_names(), b.input_fold, o.given("--input-fold"), ckpt,
+  BackendOptions& k = s.backend;
+  k = b;
+  k.precision = keep_choice(info, "precision", precision_names(), b.precision, o.given("--precision"), ckpt,
+                            "--precision");
+  const GradComm given_g = grad_comm_for(b.grad_comm, k.precision);
+  k.grad_comm = recorded_choice(info, "grad_comm", grad_comm_names(), given_g, ckpt);
+  if (o.given("--grad-comm") && given_g != k.grad_comm)
+    fail("--grad-comm " + name_of(grad_comm_names(), b.grad_comm) + " (" + name_of(grad_comm_names(), given_g) +
+         ") differs from the checkpoint's " + name_of(grad_comm_names(), k.grad_comm) +
+         "; a resumed run keeps its gradients' all-reduce");
+  k.input_fold = keep_choice(info, "input_fold", input_fold_names(), b.input_fold, o.given("--input-fold"), ckpt,
                              "--input-fold");
-  s.conv_algos = keep_choice(info, "cudnn_algos", conv_algos_names(), b.conv_algos, o.given("--cudnn-algos"), ckpt,
+  k.conv_algos = keep_choice(info, "cudnn_algos", conv_algos_names(), b.conv_algos, o.given("--cudnn-algos"), ckpt,
                              "--cudnn-algos");
-  s.cudnn_workspace_mb = keep_number(info, "cudnn_workspace_mb", b.cudnn_workspace_mb, o.given("--cudnn-workspace"),
+  k.cudnn_workspace_mb = keep_number(info, "cudnn_workspace_mb", b.cudnn_workspace_mb, o.given("--cudnn-workspace"),
                                      "--cudnn-workspace");
-  s.bucket_mb = keep_number(info, "bucket_mb", b.bucket_mb, o.given("--bucket-mb"), "--bucket-mb");
+  k.bucket_mb = keep_number(info, "bucket_mb", b.bucket_mb, o.given("--bucket-mb"), "--bucket-mb");
   // --device given moves the run on purpose; left out, it stays where it trained.
-  s.device = o.given("--device") ? b.device : recorded_choice(info, "device", device_names(), b.device, ckpt);
+  k.device = o.given("--device") ? b.device : recorded_choice(info, "device", device_names(), b.device, ckpt);
 }
 
 void resume_data(const TrainOptions& o, RunSpec& s) {
@@ -322,26 +316,21 @@ nlohmann::json run_record(const RunSpec& s, int ranks) {
           {"ranks", ranks},
           {"window_files", s.window_files},
           {"order", order_name(s.order)},
-          {"precision", name_of(precision_names(), s.precision)},
-          {"grad_comm", name_of(grad_comm_names(), s.grad_comm)},
-          {"input_fold", name_of(input_fold_names(), s.input_fold)},
-          {"cudnn_algos", name_of(conv_algos_names(), s.conv_algos)},
-          {"cudnn_workspace_mb", s.cudnn_workspace_mb},
-          {"bucket_mb", s.bucket_mb},
-          {"device", name_of(device_names(), s.device)},
+          {"precision", name_of(precision_names(), s.backend.precision)},
+          {"grad_comm", name_of(grad_comm_names(), s.backend.grad_comm)},
+          {"input_fold", name_of(input_fold_names(), s.backend.input_fold)},
+          {"cudnn_algos", name_of(conv_algos_names(), s.backend.conv_algos)},
+          {"cudnn_workspace_mb", s.backend.cudnn_workspace_mb},
+          {"bucket_mb", s.backend.bucket_mb},
+          {"device", name_of(device_names(), s.backend.device)},
           {"data", to_json(s.data)},
           {"val", s.val ? to_json(*s.val) : nlohmann::json()}};
 }
 
 BackendOptions backend_for(const BackendOptions& given, const RunSpec& s) {
-  BackendOptions b = given;
-  b.precision = s.precision;
-  b.grad_comm = s.grad_comm;
-  b.input_fold = s.input_fold;
-  b.conv_algos = s.conv_algos;
-  b.cudnn_workspace_mb = s.cudnn_workspace_mb;
-  b.bucket_mb = s.bucket_mb;
-  b.device = s.device;
+  BackendOptions b = s.backend;
+  b.cuda_graph = given.cuda_graph;
+  b.bucket_updates = given.bucket_updates;
   return b;
 }
 

@@ -27,34 +27,26 @@ struct RunSpec {
   std::string checkpoint;           // where the run saves ("": nowhere)
   std::optional<Checkpoint> resume;
   bool batch_auto = false;  // the batch was chosen by --batch auto, and cfg.train.lr scaled to it
-  // The CUDA backend's arithmetic: its precision and its gradients' all-reduce (resolved, never
-  // automatic). Resuming: the checkpoint's, so that the rest of the run computes as it did.
-  Precision precision = Precision::tf32;
-  GradComm grad_comm = GradComm::bf16;
-  // The rest of what sets its sums' order: the stem's input fold (bf16), how cuDNN's algorithms are
-  // chosen and the workspace they may use, the all-reduce's bucket size.
-  InputFold input_fold = InputFold::patches;
-  ConvAlgos conv_algos = ConvAlgos::heuristic;
-  int cudnn_workspace_mb = 1024;
-  double bucket_mb = 8;
-  // Where it trains: --device until TrainRun resolves it (cpu or cuda, as recorded). Resuming: the
-  // checkpoint's unless --device is given.
-  Device device = Device::automatic;
+  // The backend it trains with: --precision, --grad-comm (resolved, never automatic), --input-fold,
+  // --cudnn-algos, --cudnn-workspace and --bucket-mb set the arithmetic, and a resumed run keeps the
+  // checkpoint's; the device is --device's until TrainRun resolves it (cpu or cuda, as recorded), and
+  // a resumed run stays on the checkpoint's unless --device is given.
+  BackendOptions backend;
 };
 
 // A fresh run: the config with --epochs and --batch over its recipe. A resumed run: the
-// checkpoint's config, seed, batch, shuffle window, sample order, precision, gradient all-reduce,
-// data and validation set, each refused in one
-// line when given again otherwise (or, for the data, when it has changed since); --epochs may
-// extend it; it saves to --checkpoint, else to the checkpoint it resumed from. Every rank reaches
+// checkpoint's config, seed, batch, shuffle window, sample order, arithmetic (RunSpec::backend),
+// data and validation set, each refused in one line when given again otherwise (or, for the data, when it has changed
+// since); --epochs may extend it; it saves to --checkpoint, else to the checkpoint it resumed from. Every rank reaches
 // the same verdict without any collective call; `ranks` x [train] accumulate must divide the global
 // batch (a resumed run keeps the checkpoint's on any number of ranks).
 RunSpec read_run_spec(const TrainOptions& o, int ranks);
-// The backend options the run trains with: `given`, its precision and gradient all-reduce the spec's.
+// The backend options the run trains with: the spec's, with `given`'s CUDA graph and bucket-update
+// choices (which change no result).
 BackendOptions backend_for(const BackendOptions& given, const RunSpec& s);
 // The part of a checkpoint's record that says what the run was made from (config, seed, batch,
-// epochs, ranks, shuffle window, sample order, precision, gradient all-reduce, training and
-// validation data), which read_run_spec checks.
+// epochs, ranks, shuffle window, sample order, arithmetic and device, training and validation data), which
+// read_run_spec checks.
 nlohmann::json run_record(const RunSpec& s, int ranks);
 // The config a checkpoint carries; `path` names the checkpoint in messages.
 NetConfig config_of(const Checkpoint& c, const std::string& path);

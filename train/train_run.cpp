@@ -102,11 +102,11 @@ EpochSums carried_sums(const nlohmann::json& info, int rank, int ranks) {
 // resumed run with --device left out goes on there, or stops, rather than moving to the CPU where
 // no GPU is visible.
 RunSpec on_device(RunSpec s, const std::string& resumed_from) {
-  if (s.resume && s.device == Device::cuda && gpu_count() == 0)
+  if (s.resume && s.backend.device == Device::cuda && gpu_count() == 0)
     fail("--resume " + resumed_from +
          ": the run trained on a GPU and this process sees none; --device cpu goes on "
          "on the CPU");
-  s.device = choose_backend(s.device) == Backend::gpu ? Device::cuda : Device::cpu;
+  s.backend.device = choose_backend(s.backend.device) == Backend::gpu ? Device::cuda : Device::cpu;
   return s;
 }
 
@@ -115,8 +115,8 @@ RunSpec on_device(RunSpec s, const std::string& resumed_from) {
 TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
     : o_(o), spec_(on_device(std::move(spec), o.resume)), rec_(spec_.cfg.train), rank_(rank), ranks_(ranks),
       local_batch_(rec_.batch / ranks), micro_batch_(local_batch_ / rec_.accumulate),
-      meta_(read_dataset_meta(spec_.data_dir)), backend_(spec_.device == Device::cuda ? Backend::gpu : Backend::cpu),
-      readers_(readers_for(o, backend_)),
+      meta_(read_dataset_meta(spec_.data_dir)),
+      backend_(spec_.backend.device == Device::cuda ? Backend::gpu : Backend::cpu), readers_(readers_for(o, backend_)),
       train_loader_(make_train_loader(
           loader_options(spec_.data_dir, true, o, spec_, rank, ranks, local_batch_, backend_, readers_.readers), meta_,
           readers_.why)),

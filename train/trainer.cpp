@@ -153,7 +153,7 @@ int run_training(const TrainOptions& o, int rank, int ranks) {
   set_threads(o.threads, o.local_ranks);
   RunSpec spec = agreed(rank, ranks, [&] { return read_run_spec(o, ranks); });
   if (o.print_net) return print_net(spec, rank);
-  // A resumed run computes in the checkpoint's precision, whatever the command line's defaults.
+  // A resumed run computes as its checkpoint did, whatever the command line's defaults.
   TrainOptions used = o;
   used.backend = backend_for(o.backend, spec);
   if (used.batch_auto) choose_batch(used, spec, rank, ranks);
