@@ -39,7 +39,8 @@
 #
 # Needs train and datagen (on PATH, as on the GPU host after `source .gpu/rt/env.sh`, else build/) and a
 # python3 with PyTorch, torchvision, Pillow and matplotlib. Environment: PARTS, SEEDS, EPOCHS (16), BUDGET,
-# FROM, IMAGES (64000), VAL_PER_CLASS (50), SET_ARGS, SET_SEED (1), BATCH (256), CROP (224), SHORT (256),
+# FROM, IMAGES (64000), VAL_PER_CLASS (50), SET_ARGS, SET_SEED (1), BATCH (256), CROP (224), SHORT (375:
+# the photos' own short side, so the files keep every pixel PyTorch crops from),
 # MAX_SIDE (512), SQUARE (256), LABEL_SMOOTHING (0.1), CONFIG (configs/resnet18.toml), CONVOY_ARGS ("--device
 # cuda --precision bf16"), TORCH_ARGS (none: torch_imagefolder.py's defaults), DATAGEN_ARGS (none), TRAIN,
 # DATAGEN, PYTHON, WORK (the set and batch files; default a fresh folder under TMPDIR or /tmp, removed
@@ -65,7 +66,7 @@ if [ "$smoke" = 1 ]; then
 else
   epochs=${EPOCHS:-16} images=${IMAGES:-64000} per_class=${VAL_PER_CLASS:-50}
   set_args=${SET_ARGS:---regions 3x2 --spill 0.3}
-  batch=${BATCH:-256} crop=${CROP:-224} short=${SHORT:-256} max_side=${MAX_SIDE:-512} square=${SQUARE:-256}
+  batch=${BATCH:-256} crop=${CROP:-224} short=${SHORT:-375} max_side=${MAX_SIDE:-512} square=${SQUARE:-256}
   convoy_args=${CONVOY_ARGS:---device cuda --precision bf16} torch_args=${TORCH_ARGS:-}
   budget=${BUDGET:-540} run_min=30
 fi
