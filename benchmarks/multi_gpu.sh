@@ -15,7 +15,8 @@
 #           node, those that fit): each node's ranks get their own NCCL_HOSTID (simnode.sh) and NCCL
 #           moves the gradients between nodes through its socket transport on loopback
 #   ddp     benchmarks/pytorch_ddp.py (compile, fused SGD, channels_last, bf16; data on the GPU) on 1 GPU,
-#           on all GPUs of one node and on SIM_LAYOUTS with DDP's bf16 compression hook
+#           on all GPUs of one node and on SIM_LAYOUTS with DDP's bf16 compression hook (DDP_NODE_HOOKS, default
+#           "bf16"; "bf16 powersgd" adds its PowerSGD hook, as ddp-NET-LAYOUT_powersgd)
 # NETS (default "resnet50 resnet18", configs in CONFIG_DIR, default configs/), ENCODINGS ("jpeg raw"),
 # EPOCHS (3; images/s and input stall are over epochs 2 to the last), BATCH_PER_GPU (256), SIZE (256,
 # datagen's), GPUS (default: nvidia-smi's count), TRAIN_ARGS and DDP_ARGS add flags; every step has its own limit and no
@@ -35,6 +36,7 @@ read -r -a nets <<<"${NETS:-resnet50 resnet18}"
 read -r -a encodings <<<"${ENCODINGS:-jpeg raw}"
 read -r -a train_args <<<"${TRAIN_ARGS:-}"
 read -r -a ddp_args <<<"${DDP_ARGS:-}"
+read -r -a node_hooks <<<"${DDP_NODE_HOOKS:-bf16}"
 epochs=${EPOCHS:-3} strong_batch=${STRONG_BATCH:-512} per_gpu=${BATCH_PER_GPU:-256} size=${SIZE:-256}
 configs=${CONFIG_DIR:-$here/configs}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -139,7 +141,10 @@ if [[ $parts == *" ddp "* ]]; then
     ddp "ddp-$net-1" 1 "$net" none
     ((max > 1)) && ddp "ddp-$net-$max" "$max" "$net" none
     while read -r nodes per; do
-      ddp "ddp-$net-${nodes}x$per" $((nodes * per)) "$net" bf16 "$nodes" </dev/null
+      for hook in "${node_hooks[@]}"; do
+        suffix=$([ "$hook" = bf16 ] || echo "_$hook")
+        ddp "ddp-$net-${nodes}x$per$suffix" $((nodes * per)) "$net" "$hook" "$nodes" </dev/null
+      done
     done < <(layouts)
   done
 fi

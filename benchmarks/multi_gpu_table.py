@@ -118,7 +118,8 @@ def ddp_table(run):
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (net, where), name in rows:
         d = ddp(run, name)
-        conv = convoy(run, f"weak-{net}-jpeg-{where}") if where.isdigit() else convoy(run, f"nodes-{net}-{where}")
+        layout = where.split("_")[0]  # ddp-NET-2x1_powersgd: another hook on the same layout
+        conv = convoy(run, f"weak-{net}-jpeg-{layout}") if layout.isdigit() else convoy(run, f"nodes-{net}-{layout}")
         vs = f"{conv['ips'] / d['images_per_s']:.2f}x" if conv and d else ""
         print(f"| {net} | {where} | {d and d['hook'] or ''} | {fmt(d and d['images_per_s'])} | "
               f"{fmt(d and d['ms_per_step'], '.1f')} | {fmt(d and d['compile_seconds'], '.0f')} | "

@@ -4,7 +4,8 @@
 """torchvision's ResNet-18 or ResNet-50 under DDP, timed as it runs fastest: the model in channels_last
 with bf16 autocast, torch.compile (DDP's graph breaks at its buckets), fused SGD, gradients as bucket
 views, and the gradients all-reduced in bf16 by DDP's own compression hook (`--hook bf16`, the default;
-`--hook none` sends them in fp32). The data is on the GPU before timing: each rank holds POOL batches
+`--hook none` sends them in fp32; `--hook powersgd` sends rank-`--powersgd-rank` approximations with error
+feedback, DDP's PowerSGD hook, from the third step on). The data is on the GPU before timing: each rank holds POOL batches
 of random 256 px uint8 images and takes from them a random 224 px window and a flip per sample, so no
 loader is in the timed loop (PyTorch's best case, as benchmarks/pytorch_train.py on one GPU).
 
@@ -29,6 +30,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 import torchvision
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 MEAN = torch.tensor([0.485, 0.456, 0.406]) * 255
@@ -73,6 +75,11 @@ def model_and_optimizer(args, device, local):
               bucket_cap_mb=args.bucket_mb)
     if args.hook == "bf16":
         ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif args.hook == "powersgd":
+        # From the third step: PowerSGD needs two plain steps first with error feedback and warm start.
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                            start_powerSGD_iter=2)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     kw = {"fused": True} if device.type == "cuda" else {}
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-5, **kw)
     net = torch.compile(ddp) if args.compile else ddp
@@ -100,7 +107,9 @@ def main():
     ap.add_argument("--batch-per-gpu", type=int, default=256)
     ap.add_argument("--steps", type=int, default=80, help="timed steps")
     ap.add_argument("--warmup", type=int, default=20, help="untimed steps first (compilation)")
-    ap.add_argument("--hook", default="bf16", choices=["bf16", "none"], help="DDP's gradient compression hook")
+    ap.add_argument("--hook", default="bf16", choices=["bf16", "none", "powersgd"],
+                    help="DDP's gradient compression hook")
+    ap.add_argument("--powersgd-rank", type=int, default=4, help="--hook powersgd's matrix approximation rank")
     ap.add_argument("--bucket-mb", type=float, default=25, help="DDP's bucket_cap_mb")
     ap.add_argument("--no-compile", dest="compile", action="store_false")
     ap.add_argument("--no-bf16", dest="bf16", action="store_false")
@@ -115,7 +124,7 @@ def main():
     if args.crop > args.size:
         ap.error(f"--crop {args.crop} is larger than --size {args.size}")
     if args.device == "cpu" and args.hook == "bf16":
-        ap.error("--hook bf16 needs CUDA and NCCL; give --hook none with --device cpu")
+        ap.error("--hook bf16 needs CUDA and NCCL; give --hook none or powersgd with --device cpu")
 
     rank, size, local = world()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -155,7 +164,9 @@ def main():
     if rank == 0:
         print(json.dumps({
             "model": args.model, "world": size, "sim_nodes": int(os.environ.get("SIM_NODES", 1)),
-            "batch_per_gpu": args.batch_per_gpu, "hook": args.hook, "compile": args.compile, "bf16": args.bf16,
+            "batch_per_gpu": args.batch_per_gpu, "hook": args.hook,
+            "powersgd_rank": args.powersgd_rank if args.hook == "powersgd" else None, "compile": args.compile,
+            "bf16": args.bf16,
             "channels_last": args.channels_last, "steps": args.steps,
             "images_per_s": round(args.steps * args.batch_per_gpu * size / secs, 1),
             "ms_per_step": round(1000 * secs / args.steps, 2), "compile_seconds": round(compile_s, 1),
