@@ -1,11 +1,13 @@
 // The CPU backend's passes give the same bits at any thread count: OpenMP's (one, a few, and far
 // more than the cores) and OpenBLAS's own, which a process that never sets it (a GPU test's CPU
 // reference) takes from the host's core count; also with OpenBLAS's generic x86-64 kernels, which
-// (unlike some CPU-specific ones) split a threaded sgemm's sums otherwise than a serial one.
+// (unlike some CPU-specific ones) split a threaded sgemm's sums otherwise than a serial one. So a run
+// stopped at one --threads and resumed at another ends as the uninterrupted run at a third.
 #include <cblas.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -13,8 +15,13 @@
 #include <vector>
 
 #include "rel_l2.h"
+#include "shared/atomic_file.h"
+#include "shared/mpi_context.h"
+#include "train/checkpoint.h"
 #include "train/net.h"
 #include "train/net_config.h"
+#include "train/synthetic_data.h"
+#include "train/trainer.h"
 
 using namespace convoy;
 
@@ -102,4 +109,44 @@ TEST(ThreadCount, SoWithOpenBlasGenericKernels) {
   const std::string cmd = "OPENBLAS_CORETYPE=Prescott " + std::filesystem::read_symlink("/proc/self/exe").string() +
                           " --gtest_filter=ThreadCount.ResidualNetGivesTheSameBitsAtAnyThreadCount";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+// 16 images of 16x16 a step, so that the convolution's weight gradients sum 4 image groups.
+TEST(ThreadCount, RunResumedAtAnotherThreadCountEndsAsTheUninterruptedOne) {
+  static MpiContext mpi(nullptr, nullptr);
+  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/thread_count";
+  SyntheticSpec spec;
+  spec.file_counts = {40, 40, 40, 40};
+  spec.shape = {16, 16, 1};
+  write_synthetic_dataset(tmp + "/data", spec);
+  write_file_atomic(tmp + "/net.toml", "[train]\nlr = 0.05\n" + conv_bn("c", "filters = 8\npad = 1\n") +
+                                           layer("r", "relu") + layer("gap", "global_avg_pool") +
+                                           layer("fc", "fc", "units = \"classes\"\n") + layer("loss", "softmax_xent"));
+  auto options = [&](int threads, const std::string& ckpt) {
+    std::remove(ckpt.c_str());
+    TrainOptions o;
+    o.config = tmp + "/net.toml";
+    o.data = tmp + "/data";
+    o.epochs = 2;
+    o.batch = 16;
+    o.threads = threads;
+    o.log_every = 0;
+    o.checkpoint = ckpt;
+    return o;
+  };
+  ASSERT_EQ(run_training(options(1, tmp + "/full.ckpt"), 0, 1), 0);
+  TrainOptions first = options(2, tmp + "/part.ckpt");
+  first.stop_after = 7;
+  ASSERT_EQ(run_training(first, 0, 1), 0);
+  TrainOptions second;
+  second.resume = tmp + "/part.ckpt";
+  second.threads = 3;
+  second.log_every = 0;
+  ASSERT_EQ(run_training(second, 0, 1), 0);
+  const Checkpoint a = read_checkpoint(tmp + "/full.ckpt"), b = read_checkpoint(tmp + "/part.ckpt");
+  EXPECT_EQ(a.info.at("global_step"), b.info.at("global_step"));
+  EXPECT_TRUE(a.weights == b.weights) << "weights differ by " << test::rel_l2(b.weights, a.weights);
+  EXPECT_TRUE(a.state == b.state) << "running statistics differ by " << test::rel_l2(b.state, a.state);
+  // The momentum holds the gradients' last bits, which the weights, far larger, round away.
+  EXPECT_TRUE(a.m == b.m) << "momentum differs by " << test::rel_l2(b.m, a.m);
 }
