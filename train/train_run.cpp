@@ -1,5 +1,5 @@
 // TrainRun: set up in the order a run reports itself (the loader, the CUDA backend, the net), then
-// the epochs. A resumed run repeats the uninterrupted one bit for bit (given the same thread count).
+// the epochs. A resumed run repeats the uninterrupted one bit for bit, at any thread count.
 #include "train/train_run.h"
 
 #include <omp.h>

@@ -2,7 +2,6 @@
 // itself; run_eval: a checkpoint's net over a dataset, opened as --val opens one, on the CPU backend.
 #include "train/trainer.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -31,10 +30,9 @@ void set_threads(int threads, int local_ranks) {
   int t = threads;
   if (t <= 0 && std::getenv("OMP_NUM_THREADS")) t = omp_get_max_threads();  // the user's choice
   if (t <= 0) t = std::max(1, omp_get_num_procs() / std::max(1, local_ranks));
+  // Parallelism comes from OpenMP over images; the layers run each BLAS call on its caller's
+  // thread themselves (train/layers/serial_blas.h).
   omp_set_num_threads(t);
-  // Parallelism comes from OpenMP over images; each BLAS call runs on its caller's thread so
-  // the two thread pools never fight over the cores.
-  openblas_set_num_threads(1);
 }
 
 int print_net(const RunSpec& spec, int rank) {

@@ -1,16 +1,18 @@
 // CPU reference convolution: im2col and sgemm. Images go to OpenMP threads in small groups whose
 // columns sit side by side in one matrix, so each sgemm is wide enough to run near the BLAS peak
-// even on 14x14 maps; each BLAS call runs single-threaded on its caller's thread.
+// even on 14x14 maps; each BLAS call runs single-threaded on its caller's thread (SerialBlas).
 #include "train/layers/conv.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "train/layers/elementwise.h"
 #include "train/layers/layer_keys.h"
+#include "train/layers/serial_blas.h"
 
 namespace convoy {
 namespace {
@@ -84,6 +86,24 @@ void col2im(const ConvShape& s, int channels, const float* col, size_t ld, float
       }
 }
 
+// out = parts[0] + parts[1] + ... + parts[count - 1], each element summed in that order however the
+// elements are split over threads; blocks of elements keep the reads sequential.
+void sum_parts(const float* parts, int count, size_t n, float* out) {
+  constexpr size_t kBlock = 4096;
+  const long long blocks = (long long)((n + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static) if (n * size_t(count) > kParallelMin)
+  for (long long b = 0; b < blocks; ++b) {
+    const size_t lo = size_t(b) * kBlock, len = std::min(kBlock, n - lo);
+    float* o = out + lo;
+    std::copy(parts + lo, parts + lo + len, o);
+    for (int p = 1; p < count; ++p) {
+      const float* in = parts + size_t(p) * n + lo;
+#pragma omp simd
+      for (size_t i = 0; i < len; ++i) o[i] += in[i];
+    }
+  }
+}
+
 }  // namespace
 
 void conv_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y) {
@@ -92,6 +112,7 @@ void conv_forward(const ConvShape& s, const float* x, const float* w, const floa
   const size_t in_img = size_t(s.c_in) * s.h_in * s.w_in, out_img = size_t(s.c_out) * P;
   const int per = images_per_group(s), chunks = (s.n + per - 1) / per;
   const size_t ld = size_t(per) * P;
+  const SerialBlas serial;
 #pragma omp parallel
   {
     std::vector<float> col(size_t(K) * ld), out(size_t(cg_out) * ld);
@@ -131,18 +152,19 @@ void conv_backward(const ConvShape& s, const float* x, const float* w, const flo
   const int per = images_per_group(s), chunks = (s.n + per - 1) / per;
   const size_t ld = size_t(per) * P;
   const size_t wn = s.weight_count();
-  const int threads = omp_get_max_threads();
-  // Per-thread partial sums, added in thread order so the result does not depend on timing.
-  std::vector<float> dw_part(size_t(threads) * wn, 0.f), db_part(size_t(threads) * s.c_out, 0.f);
-#pragma omp parallel num_threads(threads)
+  // One partial sum per image group, added in group order: the same bits whichever threads ran the
+  // groups and however many there were (a sum per thread would follow the thread count).
+  std::unique_ptr<float[]> dw_part(new float[size_t(chunks) * wn]);
+  std::vector<float> db_part(size_t(chunks) * s.c_out, 0.f);
+  const SerialBlas serial;
+#pragma omp parallel
   {
-    const int t = omp_get_thread_num();
-    float* my_dw = dw_part.data() + size_t(t) * wn;
-    float* my_db = db_part.data() + size_t(t) * s.c_out;
     std::vector<float> col(size_t(K) * ld), dcol(dx ? size_t(K) * ld : 0), gout(size_t(cg_out) * ld);
 #pragma omp for schedule(static)
     for (int chunk = 0; chunk < chunks; ++chunk) {
       const int n0 = chunk * per, nb = std::min(per, s.n - n0);
+      float* my_dw = dw_part.get() + size_t(chunk) * wn;
+      float* my_db = db_part.data() + size_t(chunk) * s.c_out;
       for (int g = 0; g < s.groups; ++g) {
         // The group's output gradient side by side; with the fused ReLU, zero where the output
         // was not positive (both loads unconditional: a blend, not an unpredictable branch).
@@ -160,9 +182,9 @@ void conv_backward(const ConvShape& s, const float* x, const float* w, const flo
           }
         for (int j = 0; j < nb; ++j)
           im2col(s, cg_in, x + (n0 + j) * in_img + size_t(g) * cg_in * s.h_in * s.w_in, col.data() + size_t(j) * P, ld);
-        // dw_g += gout [cg_out, nb * P] * col^T [nb * P, K]
+        // the group's dw_g = gout [cg_out, nb * P] * col^T [nb * P, K]
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cg_out, K, nb * P, 1.f, gout.data(), int(ld), col.data(),
-                    int(ld), 1.f, my_dw + size_t(g) * cg_out * K, K);
+                    int(ld), 0.f, my_dw + size_t(g) * cg_out * K, K);
         if (!dx) continue;
         // dcol [K, nb * P] = w_g^T [K, cg_out] * gout [cg_out, nb * P]
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, nb * P, cg_out, 1.f, w + size_t(g) * cg_out * K, K,
@@ -173,14 +195,8 @@ void conv_backward(const ConvShape& s, const float* x, const float* w, const flo
       }
     }
   }
-  std::copy(dw_part.begin(), dw_part.begin() + wn, dw);
-  for (int t = 1; t < threads; ++t)
-    for (size_t i = 0; i < wn; ++i) dw[i] += dw_part[size_t(t) * wn + i];
-  if (db) {
-    std::copy(db_part.begin(), db_part.begin() + s.c_out, db);
-    for (int t = 1; t < threads; ++t)
-      for (int c = 0; c < s.c_out; ++c) db[c] += db_part[size_t(t) * s.c_out + c];
-  }
+  sum_parts(dw_part.get(), chunks, wn, dw);
+  if (db) sum_parts(db_part.data(), chunks, size_t(s.c_out), db);
 }
 
 namespace {

@@ -1,14 +1,16 @@
-// CPU reference fully connected layer: three sgemm calls, bias added row by row; the batch is
-// the sgemm's M, so one call covers it.
+// CPU reference fully connected layer: three sgemm calls on the caller's thread (SerialBlas), bias
+// added row by row; the batch is the sgemm's M, so one call covers it.
 #include "train/layers/fc.h"
 
 #include <cblas.h>
 
 #include "train/layers/layer_keys.h"
+#include "train/layers/serial_blas.h"
 
 namespace convoy {
 
 void fc_forward(const FcShape& s, const float* x, const float* w, const float* b, float* y) {
+  const SerialBlas serial;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.n, s.out, s.in, 1.f, x, s.in, w, s.in, 0.f, y, s.out);
   if (b)
     for (int n = 0; n < s.n; ++n)
@@ -16,6 +18,7 @@ void fc_forward(const FcShape& s, const float* x, const float* w, const float* b
 }
 
 void fc_backward(const FcShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw, float* db) {
+  const SerialBlas serial;
   // dw [out, in] = dy^T [out, n] * x [n, in]
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s.out, s.in, s.n, 1.f, dy, s.out, x, s.in, 0.f, dw, s.in);
   if (dx)  // dx [n, in] = dy [n, out] * w [out, in]
