@@ -16,7 +16,8 @@
 #           moves the gradients between nodes through its socket transport on loopback
 #   ddp     benchmarks/pytorch_ddp.py (compile, fused SGD, channels_last, bf16; data on the GPU) on 1 GPU,
 #           on all GPUs of one node and on SIM_LAYOUTS with DDP's bf16 compression hook (DDP_NODE_HOOKS, default
-#           "bf16"; "bf16 powersgd" adds its PowerSGD hook, as ddp-NET-LAYOUT_powersgd)
+#           "bf16"; "bf16 powersgd" adds its PowerSGD hook, as ddp-NET-LAYOUT_powersgd); DDP_ONE_NODE=0 leaves
+#           out the runs on 1 GPU and on one node's GPUs
 # NETS (default "resnet50 resnet18", configs in CONFIG_DIR, default configs/), ENCODINGS ("jpeg raw"),
 # EPOCHS (3; images/s and input stall are over epochs 2 to the last), BATCH_PER_GPU (256), SIZE (256,
 # datagen's), GPUS (default: nvidia-smi's count), TRAIN_ARGS and DDP_ARGS add flags; every step has its own limit and no
@@ -138,8 +139,10 @@ if [[ $parts == *" nodes "* ]]; then
 fi
 if [[ $parts == *" ddp "* ]]; then
   for net in "${nets[@]}"; do
-    ddp "ddp-$net-1" 1 "$net" none
-    ((max > 1)) && ddp "ddp-$net-$max" "$max" "$net" none
+    if [ "${DDP_ONE_NODE:-1}" = 1 ]; then
+      ddp "ddp-$net-1" 1 "$net" none
+      ((max > 1)) && ddp "ddp-$net-$max" "$max" "$net" none
+    fi
     while read -r nodes per; do
       for hook in "${node_hooks[@]}"; do
         suffix=$([ "$hook" = bf16 ] || echo "_$hook")
