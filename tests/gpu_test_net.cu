@@ -196,7 +196,10 @@ const std::string kBlocks = conv_bn("stem", "filters = 16\npad = 1\n", "relu") +
 
 TEST(GpuNet, FmnistStepsMatchCpu) { steps_match("fmnist.toml", {1, 28, 28}, 32, 5); }
 
-TEST(GpuNet, Resnet18StepsMatchCpu) { steps_match("resnet18.toml", {3, 32, 32}, 4, 3); }
+// Batch 16: at batch 4 layer 4's batch norms see 4 values a channel (1x1 maps), which grows any
+// change of summation order about a thousandfold; two CPU runs differing only in OpenBLAS's kernels
+// were 8.9e-3 apart by the second step there, against about 4e-6 at 16.
+TEST(GpuNet, Resnet18StepsMatchCpu) { steps_match("resnet18.toml", {3, 32, 32}, 16, 3); }
 
 // ResNet-50 at initialisation is ill-conditioned in fp32: on the CPU alone, scaling its weights by
 // 1 + 1e-7 x noise (a last-bit change) moves its gradients by 7.8e-3 (relative L2; 5.6e-2 for 1e-6),
