@@ -2,6 +2,7 @@
 // itself; run_eval: a checkpoint's net over a dataset, opened as --val opens one, on the CPU backend.
 #include "train/trainer.h"
 
+#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -30,9 +31,11 @@ void set_threads(int threads, int local_ranks) {
   int t = threads;
   if (t <= 0 && std::getenv("OMP_NUM_THREADS")) t = omp_get_max_threads();  // the user's choice
   if (t <= 0) t = std::max(1, omp_get_num_procs() / std::max(1, local_ranks));
-  // Parallelism comes from OpenMP over images; the layers run each BLAS call on its caller's
-  // thread themselves (train/layers/serial_blas.h).
+  // Parallelism comes from OpenMP over images and every BLAS call runs on its caller's thread. The
+  // layers see to that themselves (train/layers/serial_blas.h); set once here, their guard finds one
+  // thread already and leaves OpenBLAS alone instead of switching it at every layer of every step.
   omp_set_num_threads(t);
+  openblas_set_num_threads(1);
 }
 
 int print_net(const RunSpec& spec, int rank) {
