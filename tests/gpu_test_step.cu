@@ -552,6 +552,51 @@ void sized_graphs_replay(gpu::MathMode math) {
   EXPECT_EQ(graphed.eval_losses, plain.eval_losses);
 }
 
+// The first n samples of b.
+HostBatch first_samples(const HostBatch& b, int n) {
+  HostBatch f = b;
+  f.n = n;
+  f.pixels.resize(b.pixels.size() / size_t(b.n) * size_t(n));
+  f.flips.resize(size_t(n));
+  f.labels.resize(size_t(n));
+  if (!f.keys.empty()) f.keys.resize(size_t(n));
+  return f;
+}
+
+// Evaluation's graphs replay its op-by-op passes bit for bit: a shape's first pass runs op by op,
+// its second is captured and later ones replay it, after a training step too (reading the weights
+// that step left), and a smaller last batch gets a graph of its own. Each pass's losses and
+// probabilities, with and without graphs.
+void evaluation_graphs_replay(gpu::MathMode math, const std::string& config, ImageShape shape) {
+  Batches s(16, 3, config, shape);
+  const HostBatch whole = s.batches[2], part = first_samples(s.batches[2], 10);
+  std::vector<std::vector<float>> figures[2];
+  for (int graph = 0; graph < 2; ++graph) {
+    Net net = s.net;
+    Optimizer opt(s.cfg.train, net.weights().size());
+    gpu::GpuStepOptions o;
+    o.math = math;
+    o.graph = graph == 1;
+    gpu::GpuStep step(0, net, opt, s.aug.format(), 16, 0, 1, o);
+    const auto evaluate = [&](const HostBatch& b) {
+      step.evaluate(b);
+      std::vector<float> f(step.losses(), step.losses() + b.n);
+      f.insert(f.end(), step.probs(), step.probs() + size_t(b.n) * size_t(s.net.classes()));
+      figures[graph].push_back(std::move(f));
+    };
+    evaluate(whole), evaluate(whole), evaluate(whole);
+    step.train(s.batches[0], 500, 0.01);
+    step.train(s.batches[1], 501, 0.01);
+    evaluate(whole), evaluate(whole), evaluate(part), evaluate(part), evaluate(part);
+    EXPECT_EQ(step.eval_graphs(), graph == 1 ? 2 : 0) << config;
+  }
+  ASSERT_EQ(figures[0].size(), 8u);
+  EXPECT_EQ(figures[0], figures[1]) << config;
+  EXPECT_EQ(figures[1][0], figures[1][2]) << config;
+  EXPECT_NE(figures[1][2], figures[1][3]) << config << ": the training steps left the evaluation as it was";
+  EXPECT_EQ(figures[1][3], figures[1][4]) << config;
+}
+
 }  // namespace
 
 TEST(GpuStep, RecipeKeysFollowTheCpuTrainer) { recipe_keys_follow_the_cpu_trainer(); }
@@ -571,6 +616,12 @@ TEST(GpuStep, ProgressiveSizesFollowTheCpuTrainer) { sizes_follow_the_cpu_traine
 TEST(GpuStep, ProgressiveSizesReplayInGraphs) {
   sized_graphs_replay(gpu::MathMode::fp32);
   sized_graphs_replay(gpu::MathMode::bf16);
+}
+
+TEST(GpuStep, EvaluationGraphsReplayTheOpByOpPasses) {
+  evaluation_graphs_replay(gpu::MathMode::fp32, "fmnist.toml", {28, 28, 1});
+  evaluation_graphs_replay(gpu::MathMode::bf16, "fmnist.toml", {28, 28, 1});
+  evaluation_graphs_replay(gpu::MathMode::bf16, "resnet18.toml", {32, 32, 3});
 }
 
 TEST(GpuStep, GraphReplaysTheOpByOpStep) { graph_replays(gpu::MathMode::fp32, 64); }

@@ -409,6 +409,9 @@ StepTimes GpuStep::take_times() {
   return t;
 }
 
+// Evaluation runs a batch at a time and waits for each: op by op its host work (a launch per kernel,
+// cuDNN's and cuBLAS's own calls) is longer than a small net's forward pass, so each shape's pass is
+// replayed from a graph, as the training step is.
 void GpuStep::evaluate(const HostBatch& b) {
   if (b.pixels.empty() || b.n <= 0 || b.n > max_batch_ || b.flips.size() != size_t(b.n))
     fail("GpuStep: evaluation needs a raw batch within the built size");
@@ -422,14 +425,29 @@ void GpuStep::evaluate(const HostBatch& b) {
   std::memcpy(sl.h<StepScalars>(sl.scalars), &sc, sizeof sc);
   cudaStream_t s = ctx_.stream();
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(sl.dev.get(), sl.host.data(), sl.bytes, cudaMemcpyHostToDevice, s));
-  queue_normalize(sl, b.n);
-  net_.forward(b.n, x_.get(), sl.d<int32_t>(sl.labels), false, &sl.d<StepScalars>(sl.scalars)->key,
-               sl.d<uint64_t>(sl.keys));
+  EvalGraph& g = eval_graphs_[{input_.h, input_.w, b.n}];
+  if (o_.graph && !profile_ && g.planned) {
+    if (!g.graph) {
+      CONVOY_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      queue_evaluation(sl, b.n);
+      g.graph = CudaGraphExec::end_capture(s);
+    }
+    g.graph.launch(s);
+  } else {
+    queue_evaluation(sl, b.n);
+    g.planned = true;
+  }
   CONVOY_CUDA_CHECK(
       cudaMemcpyAsync(losses_host_.data(), net_.losses(), b.n * sizeof(float), cudaMemcpyDeviceToHost, s));
   CONVOY_CUDA_CHECK(cudaMemcpyAsync(probs_host_.data(), net_.probs(), size_t(b.n) * net_.classes() * sizeof(float),
                                     cudaMemcpyDeviceToHost, s));
   ctx_.synchronize();
+}
+
+void GpuStep::queue_evaluation(const Slot& sl, int n) {
+  queue_normalize(sl, n);
+  net_.forward(n, x_.get(), sl.d<int32_t>(sl.labels), false, &sl.d<StepScalars>(sl.scalars)->key,
+               sl.d<uint64_t>(sl.keys));
 }
 
 void GpuStep::sync_to(Net& net, Optimizer& opt, WeightAverage* average) {

@@ -4,6 +4,7 @@
 // once as a CUDA graph and replayed. With gradient accumulation the batch goes up and is computed
 // as micro-batches, each but the last captured without the all-reduce and the update.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -127,6 +128,12 @@ class GpuStep {
         }
     return n;
   }
+  // Evaluation passes captured as graphs, one per input size and batch, for tests.
+  int eval_graphs() const {
+    int n = 0;
+    for (const auto& [shape, g] : eval_graphs_) n += g.graph ? 1 : 0;
+    return n;
+  }
   // Bytes each training step puts on the wire, per rank (0 for one rank).
   double comm_bytes_per_step() const { return sync_ ? sync_->wire_bytes_per_step() : 0.0; }
 
@@ -145,7 +152,15 @@ class GpuStep {
     long long first_step = 0;
     CudaGraphExec graph[8];  // by graph_index
   };
+  // An evaluation pass's graph: captured at the second pass of its input size and batch, after the
+  // first, op by op, made the convolutions' plans for that shape (an algorithm search may not be
+  // captured).
+  struct EvalGraph {
+    bool planned = false;
+    CudaGraphExec graph;
+  };
   void use_input(const HostBatch& b);
+  void queue_evaluation(const Slot& sl, int n);
   void queue_part(const HostBatch& b, int from, int n, const StepScalars& sc, Part part);
   void queue_normalize(const Slot& sl, int n);
   void queue_compute(int slot, int n, Part part);
@@ -184,6 +199,7 @@ class GpuStep {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<StepEvents>> events_;   // a ring of four parts
   std::map<std::pair<int, int>, SizeGraphs> graphs_;  // by input height and width
+  std::map<std::array<int, 3>, EvalGraph> eval_graphs_;  // by input height, width and batch
   long long step_ = 0;                                // training steps queued
   // Parts queued: the micro-batches of the steps (with accumulate = 1, the steps themselves).
   long long parts_ = 0;
