@@ -642,13 +642,14 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     EXPECT_LT(rel_l2(to_nchw(dxr, s.n, s.c_in, hw_in), dx), kBf16);
 
     // A stride-2 first layer of up to 4 channels, as GpuNet runs it: 2x2 pixel blocks, a half-size
-    // kernel of stride 1, or each output pixel's window, a 1x1 kernel; the weight copy rearranged to
-    // match (no input gradient).
-    if (s.stride != 2 || s.c_in > 4) continue;
+    // kernel of stride 1, or each output pixel's window, a 1x1 kernel; a stride-1 one (a gray or
+    // colour 3x3 layer) as windows; the weight copy rearranged to match (no input gradient).
+    if (s.stride > 2 || s.c_in > 4 || s.groups != 1 || s.kh < 2) continue;
     for (const InputFold fold : {InputFold::blocks, InputFold::patches}) {
       const bool blocks = fold == InputFold::blocks;
+      if (blocks && s.stride != 2) continue;
       const gpu::InputLayout l = blocks ? gpu::space_to_depth_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad)
-                                        : gpu::patches_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad);
+                                        : gpu::patches_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad, s.stride);
       const int kb = blocks ? (s.kh + 1) / 2 : 1;
       gpu::ConvPlan splan(ctx, s, false, l.c_stored, fold);
       const size_t sw = size_t(s.c_out) * kb * kb * l.c_stored, sat = w.size() + 3;
@@ -1262,18 +1263,19 @@ TEST_F(GpuBf16, NormalizeEqualsCpuRounded) {
   gpu::normalize_input(ctx, s, gpx.get(), gflips.get(), gss.get(), gy.get(), gpu::Layout::nhwc);
   const auto nhwc = to_nhwc(round_bf16(want), n, 3, hw);
   EXPECT_EQ(down_bf16(ctx, gy), nhwc);
-  // Stored as a net's input: padded to 8 channels, and as 2x2 blocks and as windows for a 3x3/2
-  // and a 7x7/2 convolution with padding (zeros where the convolution pads, not the normalised
-  // zero pixel).
+  // Stored as a net's input: padded to 8 channels, and as 2x2 blocks and as windows for a 3x3/2,
+  // a 7x7/2 and a 3x3/1 convolution with padding (zeros where the convolution pads, not the
+  // normalised zero pixel).
   for (const gpu::InputLayout l :
        {gpu::plain_input(3, aug.out_h, aug.out_w, 8), gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 3, 1),
-        gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 7, 3), gpu::patches_input(3, aug.out_h, aug.out_w, 3, 1),
-        gpu::patches_input(3, aug.out_h, aug.out_w, 7, 3)}) {
+        gpu::space_to_depth_input(3, aug.out_h, aug.out_w, 7, 3), gpu::patches_input(3, aug.out_h, aug.out_w, 3, 1, 2),
+        gpu::patches_input(3, aug.out_h, aug.out_w, 7, 3, 2), gpu::patches_input(3, aug.out_h, aug.out_w, 3, 1, 1)}) {
     s.packed = l;
     auto gp = poisoned_bf16(size_t(n) * l.sample_size());
     gpu::normalize_input(ctx, s, gpx.get(), gflips.get(), gss.get(), gp.get(), gpu::Layout::nhwc);
     const auto got = down_bf16(ctx, gp), expected = pack_input(l, n, nhwc);
-    EXPECT_EQ(got, expected) << "fold " << int(l.fold) << ", k " << l.k << ", " << l.c_stored << " channels";
+    EXPECT_EQ(got, expected) << "fold " << int(l.fold) << ", k " << l.k << ", stride " << l.stride << ", " << l.c_stored
+                             << " channels";
   }
 }
 

@@ -104,9 +104,13 @@ InputLayout GpuNet::choose_input_layout(const Net& net, bool half, InputFold fol
         ++readers, use = nd.op().input_use(nd);
         if (!use.padded) padded = false;
       }
-  if (padded && readers == 1 && fold != InputFold::none && id.c <= 4 && use.block_kernel >= 2)
-    return fold == InputFold::blocks ? space_to_depth_input(id.c, id.h, id.w, use.block_kernel, use.block_pad)
-                                     : patches_input(id.c, id.h, id.w, use.block_kernel, use.block_pad);
+  const bool foldable = padded && readers == 1 && id.c <= 4 && use.block_kernel >= 2;
+  // At stride 1 every sample pixel is stored k^2 times: only where the window is small.
+  const int window = use.block_kernel * use.block_kernel * id.c;
+  if (foldable && fold == InputFold::patches && (use.block_stride == 2 || window <= 32))
+    return patches_input(id.c, id.h, id.w, use.block_kernel, use.block_pad, use.block_stride);
+  if (foldable && fold == InputFold::blocks && use.block_stride == 2)
+    return space_to_depth_input(id.c, id.h, id.w, use.block_kernel, use.block_pad);
   if (padded && id.c > 1) return plain_input(id.c, id.h, id.w, 8);
   return plain;
 }

@@ -54,8 +54,8 @@ class GpuNet {
   bool stores_bf16() const { return ctx_.bf16(); }
   // How forward()'s input is stored for a bf16 net, at the size set_input gave: its channels as
   // they are, or for a net whose input only convolutions read, 3 (or 2..7) padded with zeros to 8,
-  // the width cuDNN's NHWC kernels run fast, or folded for a stride-2 first convolution (its
-  // windows, or 2x2 pixel blocks). fp32 nets read plain NCHW (c_stored = c).
+  // the width cuDNN's NHWC kernels run fast, or folded for the first convolution (its windows, at
+  // stride 2 or, for small windows, 1; or 2x2 pixel blocks at stride 2). fp32 nets read plain NCHW (c_stored = c).
   const InputLayout& input_layout() const { return input_; }
   // A bf16 net multiplies with a bf16 copy of the weights. Pass weight_copy() to the fused
   // optimiser updates, which refresh it; after any other change of weights(), call

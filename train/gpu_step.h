@@ -58,7 +58,7 @@ struct GpuStepOptions {
   bool profile = false;            // time every node (waits for each step)
   AlgoSearch algos = AlgoSearch::heuristic;
   size_t workspace_bytes = size_t(1) << 30;   // cuDNN workspace (bounds the algorithms it may use)
-  InputFold input_fold = InputFold::patches;  // bf16: how a stride-2 first convolution reads its input
+  InputFold input_fold = InputFold::patches;  // bf16: how a first convolution of few channels reads its input
   // A step whose loss is not finite never updates the weights or the optimiser state; with this,
   // batch norm's running statistics are kept as they were before it too (a copy per step).
   bool skip_nonfinite = false;
@@ -197,10 +197,10 @@ class GpuStep {
   DeviceBuffer<MicroCarry> carry_;     // accumulate > 1: their verdict and figures
   double decay_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<std::unique_ptr<StepEvents>> events_;   // a ring of four parts
-  std::map<std::pair<int, int>, SizeGraphs> graphs_;  // by input height and width
+  std::vector<std::unique_ptr<StepEvents>> events_;      // a ring of four parts
+  std::map<std::pair<int, int>, SizeGraphs> graphs_;     // by input height and width
   std::map<std::array<int, 3>, EvalGraph> eval_graphs_;  // by input height, width and batch
-  long long step_ = 0;                                // training steps queued
+  long long step_ = 0;                                   // training steps queued
   // Parts queued: the micro-batches of the steps (with accumulate = 1, the steps themselves).
   long long parts_ = 0;
   std::deque<long long> pending_;  // queued parts whose times are not yet harvested

@@ -101,9 +101,9 @@ void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
   app.add_flag("!--no-cuda-graph", b.cuda_graph,
                "CUDA backend: queue each step op by op instead of replaying a captured graph");
   add_choice(app, "--input-fold", b.input_fold, convoy::input_fold_names(),
-             "CUDA backend, bf16: how a stride-2 first convolution (ResNet's 7x7 stem) reads 3-channel input: "
-             "patches = each output pixel's window as one row (a 1x1 convolution), blocks = 2x2 pixel blocks as 16 "
-             "channels, none = 3 channels padded to 8");
+             "CUDA backend, bf16: how a first convolution of few channels (ResNet's 7x7/2 stem, a gray 3x3/1 one) "
+             "reads its input: patches = each output pixel's window as one row (a 1x1 convolution), blocks = 2x2 "
+             "pixel blocks as 16 channels (stride 2), none = 3 channels padded to 8");
   add_choice(app, "--cudnn-algos", b.conv_algos, convoy::conv_algos_names(),
              "CUDA backend: heuristic = deterministic convolution algorithms by cuDNN's ranking (runs repeat bit for "
              "bit); measure = deterministic ones timed at start (the choice, and so the last bits, may differ between "

@@ -43,7 +43,7 @@ struct BackendOptions {
   Device device = Device::automatic;
   Precision precision = Precision::tf32;
   bool cuda_graph = true;                     // replay the step as a captured CUDA graph
-  InputFold input_fold = InputFold::patches;  // bf16: how a stride-2 first convolution reads its input
+  InputFold input_fold = InputFold::patches;  // bf16: how a first convolution of few channels reads its input
   ConvAlgos conv_algos = ConvAlgos::heuristic;
   int cudnn_workspace_mb = 1024;
   // Several ranks: the gradients' all-reduce (bf16 sums, or fp32 means; weights and optimiser state

@@ -1,5 +1,5 @@
 // How a bf16 CUDA net's input samples lie in device memory (fp32 nets read the CPU's NCHW): NHWC
-// padded to whole 16-byte pixels, or folded for the stride-2 first convolution (InputFold).
+// padded to whole 16-byte pixels, or folded for the first convolution (InputFold).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,15 +17,18 @@ namespace convoy::gpu {
 // convolution's padding), then zeros up to c_stored. The convolution is then a ceil(k/2)-square
 // stride-1 one without padding over 4c channels, which cuDNN runs several times faster, and the
 // input is half as large as 3 channels padded to 8.
-// fold patches, for the same reader: stored pixel (i, j) is the convolution's output pixel (i, j)
-// and holds, at channel (ky k + kx) c + ch, channel ch of sample pixel (2i + ky - pad, 2j + kx -
-// pad) (zero outside), then zeros up to c_stored: the convolution is a 1x1 one over k^2 c channels,
-// a plain GEMM for cuDNN, whose filter gradient in particular runs far faster than over 16 channels.
+// fold patches, for a net whose only reader is a k x k convolution of stride s (2, or 1 where the
+// window holds few values: a gray or colour 3x3 first layer): stored pixel (i, j) is the
+// convolution's output pixel (i, j) and holds, at channel (ky k + kx) c + ch, channel ch of sample
+// pixel (s i + ky - pad, s j + kx - pad) (zero outside), then zeros up to c_stored: the convolution
+// is a 1x1 one over k^2 c channels, a plain GEMM, whose filter gradient in particular runs far
+// faster than over 16 channels (and over one channel, far faster than cuDNN's 3x3 kernels).
 struct InputLayout {
   int c = 0, h = 0, w = 0;  // the net's input sample
   int c_stored = 0, h_stored = 0, w_stored = 0;
   InputFold fold = InputFold::none;
-  int k = 0, pad = 0;  // fold blocks and patches: the stride-2 convolution's kernel size and padding
+  int k = 0, pad = 0;  // fold blocks and patches: the convolution's kernel size and padding
+  int stride = 2;      // fold patches: its stride (blocks: always 2)
   __host__ __device__ size_t sample_size() const { return size_t(c_stored) * h_stored * w_stored; }
 };
 
@@ -38,9 +41,9 @@ inline InputLayout space_to_depth_input(int c, int h, int w, int k, int pad) {
   return {c, h, w, (4 * c + 7) / 8 * 8, h_out - 1 + kb, w_out - 1 + kb, InputFold::blocks, k, pad};
 }
 
-inline InputLayout patches_input(int c, int h, int w, int k, int pad) {
-  const int h_out = (h + 2 * pad - k) / 2 + 1, w_out = (w + 2 * pad - k) / 2 + 1;
-  return {c, h, w, (k * k * c + 7) / 8 * 8, h_out, w_out, InputFold::patches, k, pad};
+inline InputLayout patches_input(int c, int h, int w, int k, int pad, int stride) {
+  const int h_out = (h + 2 * pad - k) / stride + 1, w_out = (w + 2 * pad - k) / stride + 1;
+  return {c, h, w, (k * k * c + 7) / 8 * 8, h_out, w_out, InputFold::patches, k, pad, stride};
 }
 
 // The same layout for samples of h x w ([data] progressive's smaller training crops): the same
@@ -48,7 +51,7 @@ inline InputLayout patches_input(int c, int h, int w, int k, int pad) {
 inline InputLayout resized_input(const InputLayout& l, int h, int w) {
   switch (l.fold) {
     case InputFold::blocks: return space_to_depth_input(l.c, h, w, l.k, l.pad);
-    case InputFold::patches: return patches_input(l.c, h, w, l.k, l.pad);
+    case InputFold::patches: return patches_input(l.c, h, w, l.k, l.pad, l.stride);
     case InputFold::none: break;
   }
   return plain_input(l.c, h, w, l.c_stored);
@@ -71,8 +74,8 @@ __host__ __device__ inline bool input_source(const InputLayout& l, int i, int j,
       if (t >= l.k * l.k * l.c) return false;
       const int tap = t / l.c;
       ch = t % l.c;
-      y = 2 * i + tap / l.k - l.pad;
-      x = 2 * j + tap % l.k - l.pad;
+      y = l.stride * i + tap / l.k - l.pad;
+      x = l.stride * j + tap % l.k - l.pad;
       break;
     }
   }

@@ -93,13 +93,13 @@ __global__ void normalize_patches(InputShape s, InputLayout l, const uint8_t* __
   for (int r = threadIdx.x; r < count * K; r += blockDim.x) {
     const int q = r / K, ky = r % K;
     const unsigned g = first + q, n = g / pixels, p = g % pixels;
-    const int i = int(p / unsigned(l.w_stored)), j = int(p % unsigned(l.w_stored)), y = 2 * i + ky - l.pad;
+    const int i = int(p / unsigned(l.w_stored)), j = int(p % unsigned(l.w_stored)), y = l.stride * i + ky - l.pad;
     const bool flip = flips[n] != 0, in_row = y >= 0 && y < s.h;
     const uint8_t* src = hwc + (size_t(n) * s.h + (in_row ? y : 0)) * s.w * C;
     T* dst = rows + q * l.c_stored + ky * K * C;
 #pragma unroll
     for (int kx = 0; kx < K; ++kx) {
-      const int x = 2 * j + kx - l.pad, xs = flip ? s.w - 1 - x : x;
+      const int x = l.stride * j + kx - l.pad, xs = flip ? s.w - 1 - x : x;
       const bool in = in_row && x >= 0 && x < s.w;
 #pragma unroll
       for (int ch = 0; ch < C; ++ch)
@@ -130,6 +130,10 @@ bool normalize_patches_for(Context& ctx, const InputShape& s, const InputLayout&
     launch(normalize_patches<T, 7, 3>);
   else if (l.k == 3 && l.c == 3)
     launch(normalize_patches<T, 3, 3>);
+  else if (l.k == 3 && l.c == 1)
+    launch(normalize_patches<T, 3, 1>);
+  else if (l.k == 5 && l.c == 1)
+    launch(normalize_patches<T, 5, 1>);
   else
     return false;
   return true;

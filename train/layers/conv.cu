@@ -106,18 +106,19 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
   if (s.relu) fail("the CUDA convolution runs its ReLU as a separate node (ConvShape::relu must be off)");
   if (c_stored > 0 && c_stored != s.c_in && (!bf16_ || s.groups != 1 || c_stored < s.c_in))
     fail("ConvPlan: padded input channels need a bf16 plan, one group and at least c_in channels");
-  if (fold != InputFold::none && (!bf16_ || s.groups != 1 || s.stride != 2 || s.kh != s.kw || need_dx ||
+  const bool strided = s.stride == 2 || (fold == InputFold::patches && s.stride == 1);
+  if (fold != InputFold::none && (!bf16_ || s.groups != 1 || !strided || s.kh != s.kw || need_dx ||
                                   c_stored < (fold == InputFold::blocks ? 4 : s.kh * s.kw) * s.c_in))
     fail(
-        "ConvPlan: a folded input needs a bf16 plan of one group, stride 2, a square kernel, no input "
-        "gradient and all the fold's channels stored");
+        "ConvPlan: a folded input needs a bf16 plan of one group, stride 2 (patches: 1 or 2), a square kernel, "
+        "no input gradient and all the fold's channels stored");
   const int cx = s.groups == 1 ? c_stored_ : s.c_in;  // channels of x as stored
   // A folded input: cuDNN sees the stored layout, a stride-1 unpadded convolution of half the kernel
   // (blocks) or 1x1 (patches).
   int xh = s.h_in, xw = s.w_in, fh = s.kh, fw = s.kw, pad = s.pad, stride = s.stride;
   if (fold != InputFold::none) {
     const InputLayout l = fold == InputFold::blocks ? space_to_depth_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad)
-                                                    : patches_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad);
+                                                    : patches_input(s.c_in, s.h_in, s.w_in, s.kh, s.pad, s.stride);
     xh = l.h_stored, xw = l.w_stored, pad = 0, stride = 1;
     fh = fw = fold == InputFold::blocks ? (s.kh + 1) / 2 : 1;
   }
@@ -375,7 +376,7 @@ void conv_bwd(const GpuLayer& l) {
 
 gpu::InputUse ConvOp::input_use(const Node& nd) const {
   const ConvParams& p = params_of<ConvParams>(nd.spec);
-  return {p.groups == 1, p.stride == 2 && p.kernel >= 2 ? p.kernel : 0, p.pad};
+  return {p.groups == 1, (p.stride == 1 || p.stride == 2) && p.kernel >= 2 ? p.kernel : 0, p.pad, p.stride};
 }
 
 // bf16: the copy holds the filters in cuDNN's [c_out, kh, kw, c] order; the first layer's, when the

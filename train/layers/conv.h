@@ -98,7 +98,7 @@ class ConvPlan {
   bool has_dx_ = true;
   bool bf16_ = false;
   int c_stored_ = 0;                  // channels per pixel of x and w as stored (shape_.c_in / groups unless padded)
-  InputFold fold_ = InputFold::none;  // how x is folded for this stride-2 first convolution
+  InputFold fold_ = InputFold::none;  // how x is folded for this first convolution
   // bf16 1x1 convolutions of one group on unpadded input are matrix products over the pixels,
   // [pixels, c_in] x [c_in, c_out], run through cuBLAS (see conv.cu); of stride > 1, the forward
   // pass first packs the pixels it reads (sub_bytes_ at the workspace's end).

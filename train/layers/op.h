@@ -25,8 +25,9 @@ struct GpuLayer;  // likewise
 // (InputFold) when the only one can.
 struct InputUse {
   bool padded = false;   // takes zero channels after the real ones
-  int block_kernel = 0;  // > 0: a stride-2 convolution of this kernel size, which can take folded input
+  int block_kernel = 0;  // > 0: a convolution of this kernel size at stride 1 or 2, which can take folded input
   int block_pad = 0;     // its zero padding
+  int block_stride = 0;  // and its stride
 };
 }  // namespace gpu
 #endif
