@@ -552,11 +552,15 @@ TEST_F(GpuBf16, ConvForwardBackward) {
                       ConvShape{2, 32, 14, 14, 32, 3, 3, 1, 1, 32}, ConvShape{2, 96, 15, 15, 96, 3, 3, 2, 1, 96},
                       ConvShape{2, 8, 9, 9, 16, 3, 3, 1, 1, 8},     ConvShape{3, 32, 8, 8, 16, 1, 1, 1, 0, 2},
                       ConvShape{2, 16, 11, 11, 16, 5, 5, 2, 2, 16}, ConvShape{2, 960, 7, 7, 960, 3, 3, 1, 1, 960},
-                      ConvShape{4, 24, 40, 40, 24, 3, 3, 1, 0, 24}, ConvShape{3, 40, 13, 9, 40, 5, 5, 1, 2, 40}}) {
+                      ConvShape{4, 24, 40, 40, 24, 3, 3, 1, 0, 24}, ConvShape{3, 40, 13, 9, 40, 5, 5, 1, 2, 40},
+                      ConvShape{3, 16, 11, 9, 16, 3, 3, 1, 1, 1},   ConvShape{2, 32, 7, 7, 24, 3, 3, 1, 1, 1},
+                      ConvShape{2, 8, 9, 9, 16, 5, 5, 1, 2, 1},     ConvShape{2, 16, 10, 10, 8, 3, 3, 1, 0, 1}}) {
     // (Then 1x1 of stride 2, whose forward pass packs the pixels it reads, odd sizes first;
     // depthwise as MobileNetV2's at stride 1 and 2 and with two filters per channel, and a grouped
     // 1x1, which takes cuDNN's kernels, not the product through cuBLAS; last, depthwise 5x5, 960
-    // channels (two lanes a block in the filter gradient's sums), unpadded over 200 blocks of sums.)
+    // channels (two lanes a block in the filter gradient's sums), unpadded over 200 blocks of sums;
+    // then few-channel stride-1 ones, whose filter gradient is a product over each output pixel's
+    // window: 3x3 "same", 32 to 24 channels, 5x5, and 3x3 without padding.)
     const int c = s.c_in / s.groups, rs = s.kh * s.kw, hw_in = s.h_in * s.w_in, hw_out = s.h_out() * s.w_out();
     auto x = round_bf16(randn(s.in_count(), 1)), dy = round_bf16(randn(s.out_count(), 4));
     auto w = randn(s.weight_count(), 2, 0.2f), b = randn(s.c_out, 3);
@@ -569,6 +573,11 @@ TEST_F(GpuBf16, ConvForwardBackward) {
     gpu::ConvPlan plan(ctx, s);
     const bool depthwise = s.groups == s.c_in && s.c_out == s.c_in && s.c_in % 8 == 0 && (s.kh == 3 || s.kh == 5);
     EXPECT_EQ(plan.depthwise_, depthwise) << "own depthwise kernels for c_in " << s.c_in << " groups " << s.groups;
+    const bool windows = s.groups == 1 && s.stride == 1 && s.kh >= 2 && s.c_in % 8 == 0 && s.c_out % 8 == 0 &&
+                         s.c_in <= 32 && s.c_out <= 64;
+    EXPECT_EQ(plan.cols_bytes_ > 0, windows) << "filter gradient over window rows, c_in " << s.c_in;
+    const bool packed = s.kh == 1 && s.stride == 2 && s.groups == 1 && s.c_in <= 32 && s.c_out <= 64;
+    EXPECT_EQ(plan.packed_filter_grad_, packed) << "filter gradient over packed pixels, c_in " << s.c_in;
     auto gw32 = up(w);
     std::vector<gpu::WeightSegment> seg;
     if (c > 1 && rs > 1) seg.push_back({0, w.size(), c, rs, 0, c});

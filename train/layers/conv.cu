@@ -40,6 +40,20 @@ __global__ void subsample_pixels(unsigned total, int cp, int stride, int h_in, i
   }
 }
 
+// cols[q, t, :] = the 16-byte packs (cp per pixel) of input pixel (s i + ky - pad, s j + kx - pad) of
+// output pixel q = (n, i, j) and tap t = ky k + kx, zero outside the input: each output pixel's
+// window as one row, for the filter gradient's product.
+__global__ void window_rows(unsigned total, int cp, int k, int stride, int pad, int h_in, int w_in, int h_out,
+                            int w_out, const uint4* __restrict__ x, uint4* __restrict__ cols) {
+  CONVOY_GRID_STRIDE(e, total) {
+    const unsigned pack = unsigned(e) % cp, rest = unsigned(e) / cp, t = rest % unsigned(k * k), q = rest / (k * k);
+    const unsigned n = q / (h_out * w_out), r = q % (h_out * w_out);
+    const int y = int(r / w_out) * stride + int(t) / k - pad, xx = int(r % w_out) * stride + int(t) % k - pad;
+    const bool in = y >= 0 && y < h_in && xx >= 0 && xx < w_in;
+    cols[e] = in ? x[((size_t(n) * h_in + y) * w_in + xx) * cp + pack] : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // Output pixels of a convolution: the rows of its matrix product form.
 int pixels_out(const ConvShape& s) {
   const long long rows = (long long)s.n * s.h_out() * s.w_out();
@@ -151,6 +165,9 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
   if (gemm_ && s.stride > 1) {
     plan_subsample(ctx);
     gemm_ = sub_bytes_ > 0;  // else cuDNN's strided kernels: the packed pixels would not fit the workspace
+    // Few channels: the filter gradient is the product too (cuDNN's kernel for ResNet-20's 16-to-32
+    // shortcut ran on one thread block, 92 us at batch 128 on an H200); wider ones keep cuDNN's.
+    packed_filter_grad_ = gemm_ && s.c_in <= 32 && s.c_out <= 64;
   }
   if (gemm_ && s.stride == 1) return;
   // cuDNN 9.19 ran this 1x1 convolution over 152 channels in 4-5 ms a ResNet step (batch 256,
@@ -162,6 +179,22 @@ ConvPlan::ConvPlan(Context& ctx, const ConvShape& s, bool need_dx, int c_stored,
     if (depthwise_) return;
   }
   choose_algorithms(ctx, s, need_dx);
+  plan_window_rows(ctx);
+}
+
+// A stride-1 convolution over few channels (c_in <= 32, c_out <= 64; Fashion-MNIST's ResNet-20)
+// takes its filter gradient as one product, dw [c_out, k k c_in] = dy^T [c_out, pixels] x
+// cols [pixels, k k c_in], over each output pixel's window written out at the workspace's start:
+// cuDNN 9.19's filter-gradient kernels for these shapes ran 24-30 thread blocks on a 132-unit
+// H200, 61-72 us a 16- or 32-channel 3x3 layer at batch 128.
+void ConvPlan::plan_window_rows(Context& ctx) {
+  const ConvShape& s = shape_;
+  if (!bf16_ || fold_ != InputFold::none || s.groups != 1 || s.stride != 1 || c_stored_ != s.c_in || s.c_in % 8 != 0 ||
+      s.c_out % 8 != 0 || s.c_in > 32 || s.c_out > 64 || s.kh != s.kw || s.kh < 2)
+    return;
+  const size_t row = size_t(s.kh) * s.kw * s.c_in, bytes = size_t(pixels_out(s)) * row * sizeof(bf16);
+  if (bytes > ctx.workspace_bytes() / 2 || row > INT32_MAX) return;
+  cols_bytes_ = bytes;
 }
 
 // cuDNN's algorithms for the passes this plan runs through it.
@@ -266,23 +299,47 @@ void conv_backward(Context& ctx, const ConvPlan& p, const float* x, const float*
 
 // bf16: cuDNN's NHWC bias addition is slow, so an own pass adds the fp32 bias to the rounded output,
 // and another sums its gradient in fp32.
+namespace {
+
+// A strided 1x1 convolution's input pixels, packed at the workspace's end (ConvPlan::sub_bytes_);
+// x itself where the plan packs none.
+const bf16* packed_pixels(Context& ctx, const ConvPlan& p, const bf16* x) {
+  if (!p.sub_bytes_) return x;
+  const ConvShape& s = p.shape_;
+  bf16* packed = reinterpret_cast<bf16*>(static_cast<char*>(ctx.workspace()) + ctx.workspace_bytes() - p.sub_bytes_);
+  const int cp = s.c_in / 8;
+  const size_t total = size_t(s.n) * s.h_out() * s.w_out() * cp;
+  subsample_pixels<<<grid_for(total), 256, 0, ctx.stream()>>>(unsigned(total), cp, s.stride, s.h_in, s.w_in, s.h_out(),
+                                                              s.w_out(), reinterpret_cast<const uint4*>(x),
+                                                              reinterpret_cast<uint4*>(packed));
+  CONVOY_CUDA_CHECK_LAUNCH();
+  return packed;
+}
+
+// dw_scratch [c_out, k, k, c_in] (bf16, cuDNN's filter order) = dy^T cols, cols being each output
+// pixel's window as a row (ConvPlan::plan_window_rows).
+void window_filter_grad(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* dy, bf16* dw_scratch) {
+  const ConvShape& s = p.shape_;
+  bf16* cols = static_cast<bf16*>(ctx.workspace());
+  const int cp = s.c_in / 8, row = s.kh * s.kw * s.c_in;
+  const size_t total = size_t(pixels_out(s)) * s.kh * s.kw * cp;
+  window_rows<<<grid_for(total), 256, 0, ctx.stream()>>>(unsigned(total), cp, s.kh, s.stride, s.pad, s.h_in, s.w_in,
+                                                         s.h_out(), s.w_out(), reinterpret_cast<const uint4*>(x),
+                                                         reinterpret_cast<uint4*>(cols));
+  CONVOY_CUDA_CHECK_LAUNCH();
+  // Column-major dw^T [k k c_in, c_out] = cols^T(as stored) dy.
+  gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, row, s.c_out, pixels_out(s), cols, row, dy, s.c_out, dw_scratch, CUDA_R_16BF, row,
+       0.f);
+}
+
+}  // namespace
+
 void conv_forward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w, const float* b, bf16* y) {
   if (!p.bf16_) fail("ConvPlan: an fp32 plan run on bf16 tensors");
   const ConvShape& s = p.shape_;
   const float one = 1.f, zero = 0.f;
   if (p.gemm_ || p.patches_gemm_) {
-    const bf16* xs = x;
-    if (p.sub_bytes_) {
-      bf16* packed = reinterpret_cast<bf16*>(static_cast<char*>(ctx.workspace()) + ctx.workspace_bytes() -
-                                             p.sub_bytes_);
-      const int cp = s.c_in / 8;
-      const size_t total = size_t(s.n) * s.h_out() * s.w_out() * cp;
-      subsample_pixels<<<grid_for(total), 256, 0, ctx.stream()>>>(
-          unsigned(total), cp, s.stride, s.h_in, s.w_in, s.h_out(), s.w_out(), reinterpret_cast<const uint4*>(x),
-          reinterpret_cast<uint4*>(packed));
-      CONVOY_CUDA_CHECK_LAUNCH();
-      xs = packed;
-    }
+    const bf16* xs = packed_pixels(ctx, p, x);
     // y [pixels, c_out] = x [pixels, k] w^T, row-major: column-major y^T = w^T(as stored) x^T, over
     // the c_in channels or the stored windows' c_stored.
     const int k = p.patches_gemm_ ? p.c_stored_ : s.c_in;
@@ -318,17 +375,26 @@ void conv_backward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w
     if (dx) depthwise_backward_data(ctx, s, dy, w, dx, dx_add);
     return;
   }
-  CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, p.x_, x, p.y_, dy, p.conv_, p.bwd_filter_,
-                                                    ctx.workspace(), ctx.workspace_bytes(), &zero, p.w_, dw_scratch));
+  if (p.packed_filter_grad_) {
+    // Strided 1x1: dw from the pixels the forward pass read, packed again; dx stays cuDNN's.
+    gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, s.c_in, s.c_out, pixels_out(s), packed_pixels(ctx, p, x), s.c_in, dy, s.c_out,
+         dw, CUDA_R_32F, s.c_in, 0.f);
+  } else if (p.cols_bytes_) {
+    window_filter_grad(ctx, p, x, dy, dw_scratch);
+  } else {
+    CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, p.x_, x, p.y_, dy, p.conv_, p.bwd_filter_,
+                                                      ctx.workspace(), ctx.workspace_bytes(), &zero, p.w_, dw_scratch));
+  }
+  if (dx)
+    CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,
+                                                    ctx.workspace(), ctx.workspace_bytes(), dx_add ? &one : &zero, p.x_,
+                                                    dx));
+  if (p.packed_filter_grad_) return;  // dw is written
   const size_t count = s.weight_count();
   widen_filter_grad<<<grid_for(count), 256, 0, ctx.stream()>>>(unsigned(count), unsigned(s.c_in / s.groups),
                                                                unsigned(s.kh * s.kw), unsigned(p.c_stored_), p.fold_,
                                                                unsigned(s.kh), dw_scratch, dw);
   CONVOY_CUDA_CHECK_LAUNCH();
-  if (dx)
-    CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, p.w_, w, p.y_, dy, p.conv_, p.bwd_data_,
-                                                    ctx.workspace(), ctx.workspace_bytes(), dx_add ? &one : &zero, p.x_,
-                                                    dx));
 }
 
 }  // namespace convoy::gpu

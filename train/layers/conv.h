@@ -101,18 +101,24 @@ class ConvPlan {
   InputFold fold_ = InputFold::none;  // how x is folded for this first convolution
   // bf16 1x1 convolutions of one group on unpadded input are matrix products over the pixels,
   // [pixels, c_in] x [c_in, c_out], run through cuBLAS (see conv.cu); of stride > 1, the forward
-  // pass first packs the pixels it reads (sub_bytes_ at the workspace's end).
+  // pass first packs the pixels it reads (sub_bytes_ at the workspace's end), and so does the
+  // filter gradient's where the channels are few.
   bool gemm_ = false;
   size_t sub_bytes_ = 0;
+  bool packed_filter_grad_ = false;  // strided, few channels: the filter gradient over the packed pixels too
   // fold patches: the forward pass is the same product over the stored windows, [pixels, c_stored]
   // x [c_stored, c_out], through cuBLAS; the filter gradient stays cuDNN's.
   bool patches_gemm_ = false;
+  // > 0: the filter gradient is one cuBLAS product over each output pixel's window, written as a row
+  // at the workspace's start (this many bytes; few-channel stride-1 convolutions, see conv.cu).
+  size_t cols_bytes_ = 0;
   // bf16 depthwise 3x3 and 5x5 convolutions run own kernels (depthwise_conv.cu), not cuDNN's.
   bool depthwise_ = false;
   int depthwise_blocks_ = 0;  // the filter gradient's first-pass blocks (DepthwisePlan)
 
  private:
   void plan_subsample(Context& ctx);
+  void plan_window_rows(Context& ctx);
   void choose_algorithms(Context& ctx, const ConvShape& s, bool need_dx);
 };
 
