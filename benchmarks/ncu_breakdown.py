@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # Groups a ResNet step's kernels, as Nsight Compute's raw CSV lists them, into the table of
-# docs/PERFORMANCE.md: milliseconds per step, share, and the DRAM bytes each group moves per second.
+# docs/perf/HISTORY.md: milliseconds per step, share, and the DRAM bytes each group moves per second.
 """usage: benchmarks/ncu_breakdown.py NCU.csv [STEPS]
 
 NCU.csv from (STEPS steps, default 2: a set of one batch, --epochs 2)
