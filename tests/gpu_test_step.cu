@@ -27,6 +27,14 @@ using convoy::test::Batches;
 
 namespace {
 
+// A one-rank step's options: its math, and captured graphs or op by op.
+gpu::GpuStepOptions step_options(gpu::MathMode math, bool graph) {
+  gpu::GpuStepOptions o;
+  o.math = math;
+  o.graph = graph;
+  return o;
+}
+
 void graph_replays(gpu::MathMode math, int n, const std::string& config = "fmnist.toml",
                    ImageShape shape = {28, 28, 1}) {
   Batches s(n, 7, config, shape);
@@ -35,10 +43,7 @@ void graph_replays(gpu::MathMode math, int n, const std::string& config = "fmnis
   for (int graph = 0; graph < 2; ++graph) {
     Net net = s.net;
     Optimizer opt(s.cfg.train, net.weights().size());
-    gpu::GpuStepOptions o;
-    o.math = math;
-    o.graph = graph == 1;
-    gpu::GpuStep step(0, net, opt, s.aug.format(), n, 0, 1, o);
+    gpu::GpuStep step(0, net, opt, s.aug.format(), n, 0, 1, step_options(math, graph == 1));
     for (size_t k = 0; k < s.batches.size(); ++k) step.train(s.batches[k], 500 + k, 0.01);
     EXPECT_EQ(step.graphed(), graph == 1);
     metrics[graph] = step.take_metrics();
@@ -574,10 +579,7 @@ void evaluation_graphs_replay(gpu::MathMode math, const std::string& config, Ima
   for (int graph = 0; graph < 2; ++graph) {
     Net net = s.net;
     Optimizer opt(s.cfg.train, net.weights().size());
-    gpu::GpuStepOptions o;
-    o.math = math;
-    o.graph = graph == 1;
-    gpu::GpuStep step(0, net, opt, s.aug.format(), 16, 0, 1, o);
+    gpu::GpuStep step(0, net, opt, s.aug.format(), 16, 0, 1, step_options(math, graph == 1));
     const auto evaluate = [&](const HostBatch& b) {
       step.evaluate(b);
       std::vector<float> f(step.losses(), step.losses() + b.n);
