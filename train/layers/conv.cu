@@ -297,8 +297,6 @@ void conv_backward(Context& ctx, const ConvPlan& p, const float* x, const float*
                                                     dx));
 }
 
-// bf16: cuDNN's NHWC bias addition is slow, so an own pass adds the fp32 bias to the rounded output,
-// and another sums its gradient in fp32.
 namespace {
 
 // A strided 1x1 convolution's input pixels, packed at the workspace's end (ConvPlan::sub_bytes_);
@@ -334,6 +332,8 @@ void window_filter_grad(Context& ctx, const ConvPlan& p, const bf16* x, const bf
 
 }  // namespace
 
+// bf16: cuDNN's NHWC bias addition is slow, so an own pass adds the fp32 bias to the rounded output,
+// and another sums its gradient in fp32.
 void conv_forward(Context& ctx, const ConvPlan& p, const bf16* x, const bf16* w, const float* b, bf16* y) {
   if (!p.bf16_) fail("ConvPlan: an fp32 plan run on bf16 tensors");
   const ConvShape& s = p.shape_;
