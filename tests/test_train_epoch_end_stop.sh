@@ -7,7 +7,9 @@
 # epoch's end, on 2 ranks (the signal to one), in an epoch of one step, with [train] ema and
 # accumulate, with [data] progressive.
 # --checkpoint-every at an epoch's end checkpoints after that end. Each stop is put at its exact
-# step by stalling a write or a read (tests/io_fault_shim.c).
+# step by stalling a write or a read (tests/io_fault_shim.c). A stalled read runs with one reader:
+# with more, another reader may read ahead into the next epoch first, and the stall would then be
+# that read-ahead, which the epoch does not wait for.
 set -euo pipefail
 train=${CONVOY_BIN:?}/train
 work=$(mktemp -d "${TMPDIR:-/tmp}/convoy_epoch_end_stop.XXXXXX")
@@ -125,7 +127,7 @@ grep -Eq '^test accuracy: 0\.[0-9]{4}$' "$work/last.out" || fail "the resumed la
 
 # SIGINT during the first epoch's evaluation (its first read of the validation set stalled): the
 # epoch's record is written, and the run stops at its end without training another step.
-stop_in_stall eval INT "$work/val/" pread 1
+stop_in_stall eval INT "$work/val/" pread 1 --readers 1
 expect_stop eval 130 "1 0 15"
 grep -q "epoch 1/3: .* | test loss " "$work/eval.err" || { cat "$work/eval.err"; fail "the evaluation under way was not finished"; }
 resumed eval
@@ -182,7 +184,7 @@ args=(--config "$work/ema.toml" --data "$work/one" --val "$work/val" --epochs 3 
   --log-every 0)
 ref=one_full
 "$train" "${args[@]}" --checkpoint "$work/one_full.ckpt" --metrics "$work/one_full.jsonl" 2> /dev/null
-stop_in_stall one TERM "$work/one/" pread 1
+stop_in_stall one TERM "$work/one/" pread 1 --readers 1
 expect_stop one 143 "0 1 1"
 resumed one
 
