@@ -1,5 +1,5 @@
-// Where a test binary finds the repository's configs/, also when it runs on another machine than
-// the one that built it (test binaries packed for a GPU host, where the build's source path is absent).
+// Where a test binary finds the repository's configs/ and the tools it runs, also on another machine
+// than the one that built it (test binaries packed for a GPU host, where the build's paths are absent).
 #pragma once
 #include <cstdlib>
 #include <filesystem>
@@ -28,12 +28,30 @@ inline std::string find_configs_dir(const char* configs_env, const char* source_
   return (fs::path(CONVOY_SOURCE_DIR) / "configs").string();
 }
 
+// A tool the tests run (train, datagen), by name: the path `env` names; else a file of that name beside
+// the binary or in the folder above it (a packed bin/; <build>/tests under <build>); else `compiled`.
+inline std::string find_tool(const std::string& name, const char* env, const std::string& exe,
+                             const std::string& compiled) {
+  namespace fs = std::filesystem;
+  if (env && *env) return env;
+  if (exe.empty()) return compiled;
+  std::error_code ec;
+  const fs::path dir = fs::path(exe).parent_path();
+  for (const fs::path& d : {dir, dir.parent_path()})
+    if (fs::is_regular_file(d / name, ec)) return (d / name).string();
+  return compiled;
+}
+
+// This process's binary, or "" where /proc cannot tell.
+inline std::string self_exe() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "" : exe.string();
+}
+
 inline std::string configs_dir() {
-  static const std::string dir = [] {
-    std::error_code ec;
-    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    return find_configs_dir(std::getenv("CONVOY_CONFIGS"), std::getenv("CONVOY_SOURCE_DIR"), ec ? "" : exe.string());
-  }();
+  static const std::string dir = find_configs_dir(std::getenv("CONVOY_CONFIGS"), std::getenv("CONVOY_SOURCE_DIR"),
+                                                  self_exe());
   return dir;
 }
 

@@ -1,4 +1,4 @@
-// tests/source_dir.h, the configs/ lookup of the GPU test binaries, checked on the CPU: environment
+// tests/source_dir.h, how the GPU test binaries find configs/ and train, checked on the CPU: environment
 // first, then the binary's own location (a packed copy elsewhere), then the compiled-in source path.
 #include "source_dir.h"
 
@@ -60,4 +60,20 @@ TEST_F(SourceDir, CompiledPathWhenNothingElseHasConfigs) {
 
 TEST_F(SourceDir, ThisBinaryFindsTheRepositoryConfigs) {
   EXPECT_TRUE(fs::is_regular_file(convoy::test::config_path("fmnist.toml"))) << convoy::test::configs_dir();
+}
+
+TEST_F(SourceDir, ToolsFoundByEnvironmentBesideOrAboveTheBinary) {
+  using convoy::test::find_tool;
+  const fs::path root = make_package("tools", false);
+  const std::string exe = (root / "bin" / "gpu_test_faults").string();
+  EXPECT_EQ(find_tool("train", nullptr, exe, "/build/train"), "/build/train");
+  std::ofstream(root / "train") << "";  // <build>/train for <build>/tests/...
+  EXPECT_EQ(find_tool("train", nullptr, (root / "tests" / "gpu_test_faults").string(), "/build/train"),
+            (root / "train").string());
+  std::ofstream(root / "bin" / "train") << "";  // a packed bin/ holding both
+  EXPECT_EQ(find_tool("train", nullptr, exe, "/build/train"), (root / "bin" / "train").string());
+  EXPECT_EQ(find_tool("train", "/opt/train", exe, "/build/train"), "/opt/train");
+  EXPECT_EQ(find_tool("train", "", "", "/build/train"), "/build/train");
+  fs::create_directories(root / "bin" / "datagen");  // a folder of that name is not the tool
+  EXPECT_EQ(find_tool("datagen", nullptr, exe, "/build/datagen"), "/build/datagen");
 }

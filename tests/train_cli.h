@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "source_dir.h"
+
 namespace convoy::test {
 
-// CONVOY_TEST_TMP is <build>/tests/tmp and the tools land in <build>; CONVOY_TRAIN names the
-// binary where the tests run away from their build folder (a GPU host).
-inline const std::string kTrain = std::getenv("CONVOY_TRAIN") ? std::getenv("CONVOY_TRAIN")
-                                                              : std::string(CONVOY_TEST_TMP) + "/../../train";
+// The train binary: CONVOY_TRAIN, else one beside the test binary or a folder above it (a packed
+// bin/; <build>/train for <build>/tests), else <build>/train as compiled in (CONVOY_TEST_TMP is
+// <build>/tests/tmp).
+inline const std::string kTrain = find_tool("train", std::getenv("CONVOY_TRAIN"), self_exe(),
+                                            std::string(CONVOY_TEST_TMP) + "/../../train");
 
 inline const char* kConfig = R"(
 [train]
