@@ -34,8 +34,8 @@ Files:
   --scratch DIR       metrics files and attempt logs (default FILE.d)
   --train PATH        the train binary (default \$CONVOY_BIN/train, else build/train)
   --dry-run           print the command of every attempt that would run, run nothing
-Environment: NCCL_NVLS_ENABLE is always 0; NCCL_DEBUG defaults to WARN; every NCCL_*, OMP_NUM_THREADS
-and CUDA_DEVICE_ORDER set here travels to remote ranks. SWEEP_MPIRUN, SWEEP_MPI_ARGS, SWEEP_KILL_AFTER
+Environment: NCCL_NVLS_ENABLE is always 0; NCCL_DEBUG defaults to WARN; every NCCL_*, OMP_NUM_THREADS,
+CUDA_DEVICE_ORDER and CUDA_DEVICE_MAX_CONNECTIONS set here travels to remote ranks. SWEEP_MPIRUN, SWEEP_MPI_ARGS, SWEEP_KILL_AFTER
 as for sweep-datagen.sh.
 EOF
 }
@@ -113,7 +113,7 @@ fi
 export NCCL_NVLS_ENABLE=0
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 # CUDA_VISIBLE_DEVICES stays behind: each host's scheduler sets its own.
-SWEEP_EXPORT="${SWEEP_EXPORT:-} $(env | sed -n 's/^\(NCCL_[A-Za-z0-9_]*\|CUDA_DEVICE_ORDER\|OMP_NUM_THREADS\)=.*/\1/p' | sort | tr '\n' ' ')"
+SWEEP_EXPORT="${SWEEP_EXPORT:-} $(env | sed -n 's/^\(NCCL_[A-Za-z0-9_]*\|CUDA_DEVICE_ORDER\|CUDA_DEVICE_MAX_CONNECTIONS\|OMP_NUM_THREADS\)=.*/\1/p' | sort | tr '\n' ' ')"
 export SWEEP_EXPORT
 
 [ -n "$scratch" ] || scratch=$csv.d

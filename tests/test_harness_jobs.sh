@@ -56,12 +56,13 @@ expect "$work/l-dg.txt" "cpu1 slots=3 cpu2 slots=3"
 expect "$work/l-dg.txt" "+ mpirun -np 6 --hostfile"
 expect "$work/l-dg.txt" "--output /data/out --threads 0"
 expect "$work/l-dg.txt" "$src/build/datagen"
-env LSB_HOSTS="gpu7 gpu7 gpu7 gpu7 gpu9 gpu9 gpu9 gpu9" LSB_DJOB_NUMPROC=8 CONVOY_DRY_RUN=1 \
+env LSB_HOSTS="gpu7 gpu7 gpu7 gpu7 gpu9 gpu9 gpu9 gpu9" LSB_DJOB_NUMPROC=8 CONVOY_DRY_RUN=1 CUDA_DEVICE_MAX_CONNECTIONS=32 \
   CONVOY_CONFIG=c.toml CONVOY_DATA=/data/train CONVOY_EPOCHS=3 CONVOY_BATCH=512 \
   bash "$src/scripts/lsf/train.lsf" > "$work/l-tr.txt" 2>&1
 expect "$work/l-tr.txt" "gpu7 slots=4 gpu9 slots=4"
 expect "$work/l-tr.txt" "+ mpirun -np 8 --hostfile"
 expect "$work/l-tr.txt" "train --config c.toml --data /data/train --device cuda --epochs 3 --batch 512"
+expect "$work/l-tr.txt" "-x CUDA_DEVICE_MAX_CONNECTIONS "  # set by the user: every rank's CUDA gets it
 
 # Sweep mode inside an allocation: the whole grid rendered, hosts from the scheduler.
 "${slurm_env[@]}" CONVOY_INPUT=/data/in.tar CONVOY_SWEEP_ARGS="--ranks 2,4 --threads 1,2 --hosts 1,2 --repeats 1 --csv $work/g.csv" \
