@@ -128,4 +128,8 @@ TEST(BucketPlan, WireBytes) {
   EXPECT_EQ(step_wire_bytes(plan_buckets(ranges, 4, 8 << 20), 4, 2), 4 * params + 4);
   EXPECT_EQ(step_wire_bytes(plan_buckets(ranges, 2, 4 << 20), 2, 4), 1.5 * (2 * params + 4));
   EXPECT_EQ(step_wire_bytes(plan_buckets(ranges, 2, 4 << 20), 2, 1), 0.0);
+  // fp8: a byte a gradient, and each bucket's 4-byte scale before it.
+  const std::vector<FlatRange> b8 = plan_buckets(ranges, 4, 8 << 20);
+  EXPECT_EQ(step_wire_bytes(b8, 1, 2, 4), params + 4 + 4.0 * double(b8.size()));
+  EXPECT_EQ(step_wire_bytes(b8, 1, 2, 4) - step_wire_bytes(b8, 1, 2), 4.0 * double(b8.size()));
 }

@@ -68,6 +68,10 @@ TEST(CommPlan, TheCudaBackendsBucketsAndTheCpuBackendsOneAllReduce) {
   // The fc layer's 2 M weights (the first bucket) are ready early; the stem's (the last) at the end.
   EXPECT_LT(ready.front(), 0.05);
   EXPECT_DOUBLE_EQ(ready.back(), 1.0);
+  o.grad_comm = GradComm::fp8;
+  EXPECT_EQ(comm_plan(net, o, Backend::gpu).wire_elem_bytes, 1u);
+  EXPECT_EQ(comm_plan(net, o, Backend::gpu).grad_comm, "fp8");
+  EXPECT_EQ(comm_plan(net, o, Backend::gpu).buckets, gpu.buckets);  // cut by fp32 bytes whatever the wire
   o.grad_comm = GradComm::fp32;
   EXPECT_EQ(comm_plan(net, o, Backend::gpu).wire_elem_bytes, 4u);
 

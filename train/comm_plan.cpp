@@ -14,7 +14,7 @@ CommPlan comm_plan(const Net& net, const BackendOptions& o, Backend backend) {
     return p;
   }
   const GradComm g = grad_comm_for(o.grad_comm, o.precision);
-  p.wire_elem_bytes = g == GradComm::bf16 ? 2 : 4;
+  p.wire_elem_bytes = grad_comm_elem_bytes(g);
   p.grad_comm = name_of(grad_comm_names(), g);
   p.overlap = true;
   p.bucket_updates = o.bucket_updates;

@@ -3,7 +3,10 @@
 // update stream for its all-reduce, so neither holds up the backward pass nor the next all-reduce.
 #include "train/gradient_sync.h"
 
+#include <cuda_fp8.h>
+
 #include <algorithm>
+#include <cmath>
 
 namespace convoy::gpu {
 namespace {
@@ -11,6 +14,50 @@ namespace {
 __global__ void round_to_bf16(size_t lo, size_t hi, const float* __restrict__ g, bf16* __restrict__ out) {
   for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x)
     out[i] = __float2bfloat16_rn(g[i]);
+}
+
+// fp8 on the wire: each rank's gradients times limit / amax, rounded to e4m3, so that the ranks' sum
+// stays within half of e4m3's largest value (448): the ring's partial sums, rounded at every hop, never
+// pass it. amax is the bucket's largest magnitude on any rank (the same scale everywhere); a bucket of
+// zeros (or of a non-finite amax) keeps the scale 1.
+__device__ inline float fp8_scale(float amax, float limit) { return amax > 0 && isfinite(amax) ? limit / amax : 1.f; }
+
+// The largest |g| of [lo, hi), as the bits of a non-negative float (ordered as unsigned), into *amax.
+__global__ void bucket_amax(size_t lo, size_t hi, const float* __restrict__ g, unsigned* __restrict__ amax) {
+  float m = 0;
+  for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(g[i]));
+  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, off));
+  __shared__ float warp_max[32];
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (unsigned w = 1; w < blockDim.x / 32; ++w) m = fmaxf(m, warp_max[w]);
+  atomicMax(amax, __float_as_uint(m));
+}
+
+__global__ void scale_to_fp8(size_t lo, size_t hi, const float* __restrict__ g, const float* __restrict__ amax,
+                             float limit, __nv_fp8_storage_t* __restrict__ out) {
+  const float s = fp8_scale(*amax, limit);
+  for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __nv_cvt_float_to_fp8(g[i] * s, __NV_SATFINITE, __NV_E4M3);
+}
+
+__global__ void widen_fp8(size_t lo, size_t hi, const __nv_fp8_storage_t* __restrict__ q,
+                          const float* __restrict__ amax, float limit, bf16* __restrict__ out) {
+  const float inv = 1.f / fp8_scale(*amax, limit);
+  for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * inv);
+}
+
+// NCCL sums e4m3 from version 2.24 on GPUs of compute capability 9.0 or newer.
+void require_fp8_wire(int device) {
+  int major = 0, version = 0;
+  CONVOY_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CONVOY_NCCL_CHECK(ncclGetVersion(&version));
+  if (major < 9 || version < 22400)
+    fail("--grad-comm fp8 needs a GPU of compute capability 9.0 or newer and NCCL 2.24 or newer (here " +
+         std::to_string(major) + ".x and NCCL " + std::to_string(version) + "); use bf16");
 }
 
 size_t flat_param_count(const Net& net) {
@@ -25,23 +72,30 @@ GradientSync::GradientSync(Arena& arena, const Net& net, int ranks, const GradSy
     : o_(o), ranks_(ranks), params_(flat_param_count(net)) {
   // Buckets are cut by their fp32 gradients' bytes, whatever goes on the wire: in bf16 they carry
   // as many gradients in half the bytes (measured best on a slow link, docs/PERFORMANCE.md).
-  const size_t elem = o.precision == GradComm::bf16 ? sizeof(bf16) : sizeof(float);
   buckets_ = plan_buckets(backward_ranges(net.nodes()), sizeof(float), o.bucket_bytes);
   // Bucket updates leave alone what no bucket holds: every parameter must be in one.
   size_t covered = 0;
   for (const FlatRange& b : buckets_) covered += b.size();
   if (covered != params_) fail("GradientSync: the net's parameter ranges do not cover its flat buffer");
-  wire_bytes_ = step_wire_bytes(buckets_, elem, ranks);
-  if (o.precision == GradComm::bf16) arena.request(sums_, std::max<size_t>(1, params_));
+  wire_bytes_ = step_wire_bytes(buckets_, grad_comm_elem_bytes(o.precision), ranks, grad_comm_scale_bytes(o.precision));
+  if (o.precision == GradComm::bf16 || o.precision == GradComm::fp8) arena.request(sums_, std::max<size_t>(1, params_));
+  if (o.precision != GradComm::fp8) return;
+  arena.request(fp8_, std::max<size_t>(1, params_));
+  arena.request(amax_, std::max<size_t>(1, buckets_.size()));
 }
 
 void GradientSync::start(int rank, float* grads) {
+  if (o_.precision == GradComm::fp8) {
+    int device = 0;
+    CONVOY_CUDA_CHECK(cudaGetDevice(&device));
+    require_fp8_wire(device);
+  }
   nccl_ = std::make_unique<NcclComm>(rank, ranks_);
   grads_ = grads;
 }
 
 Gradients GradientSync::gradients() const {
-  if (o_.precision == GradComm::bf16) return {nullptr, sums_.get(), ranks_};
+  if (o_.precision == GradComm::bf16 || o_.precision == GradComm::fp8) return {nullptr, sums_.get(), ranks_};
   return {grads_, nullptr, 1};  // averaged in place by ncclAvg
 }
 
@@ -73,7 +127,9 @@ void GradientSync::flush(cudaStream_t s, const FlatRange& b, const Update& updat
   CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_.get(), fork_.get(), 0));
   cudaStream_t c = comm_.get();
-  if (o_.precision == GradComm::bf16) {
+  if (o_.precision == GradComm::fp8) {
+    all_reduce_fp8(c, b);
+  } else if (o_.precision == GradComm::bf16) {
     round_to_bf16<<<grid_for(b.size()), 256, 0, c>>>(b.lo, b.hi, grads_, sums_.get());
     CONVOY_CUDA_CHECK_LAUNCH();
     bf16* x = sums_.get() + b.lo;
@@ -86,6 +142,25 @@ void GradientSync::flush(cudaStream_t s, const FlatRange& b, const Update& updat
   CONVOY_CUDA_CHECK(cudaEventRecord(reduced_.get(), c));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(update_.get(), reduced_.get(), 0));
   update({b.lo, b.hi, update_.get()}, gradients());
+}
+
+// The bucket's largest magnitude, all-reduced with max, sets one scale on every rank; the scaled e4m3
+// gradients are summed in place, then widened into the bf16 sums the update reads (it divides by the
+// ranks), so that the updates are those of bf16 on the wire.
+void GradientSync::all_reduce_fp8(cudaStream_t c, const FlatRange& b) {
+  float* amax = amax_.get() + next_;
+  auto* q = reinterpret_cast<__nv_fp8_storage_t*>(fp8_.get());
+  const float limit = 224.f / float(ranks_);
+  CONVOY_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), c));
+  bucket_amax<<<std::min(grid_for(b.size()), 1024u), 256, 0, c>>>(b.lo, b.hi, grads_,
+                                                                  reinterpret_cast<unsigned*>(amax));
+  CONVOY_CUDA_CHECK_LAUNCH();
+  CONVOY_NCCL_CHECK(ncclAllReduce(amax, amax, 1, ncclFloat, ncclMax, nccl_->get(), c));
+  scale_to_fp8<<<grid_for(b.size()), 256, 0, c>>>(b.lo, b.hi, grads_, amax, limit, q);
+  CONVOY_CUDA_CHECK_LAUNCH();
+  CONVOY_NCCL_CHECK(ncclAllReduce(q + b.lo, q + b.lo, b.size(), ncclFloat8e4m3, ncclSum, nccl_->get(), c));
+  widen_fp8<<<grid_for(b.size()), 256, 0, c>>>(b.lo, b.hi, q, amax, limit, sums_.get());
+  CONVOY_CUDA_CHECK_LAUNCH();
 }
 
 void GradientSync::broadcast_from_first(cudaStream_t s, float* x, size_t n) {

@@ -1,6 +1,6 @@
 // A training step's gradients averaged over the ranks while the backward pass runs: NCCL all-reduces
-// of the buckets bucket_plan.h cuts, on an urgent stream of their own, in bf16 or fp32; and each
-// bucket's optimiser update queued as soon as its all-reduce ends (or one update after the last).
+// of the buckets bucket_plan.h cuts, on an urgent stream of their own, in bf16, fp32 or scaled fp8; and
+// each bucket's optimiser update queued as soon as its all-reduce ends (or one update after the last).
 #pragma once
 #include <functional>
 #include <memory>
@@ -27,8 +27,8 @@ class GradientSync {
   // Queues the update of the span's parameters from g on the span's stream.
   using Update = std::function<void(const UpdateSpan& at, const Gradients& g)>;
 
-  // Plans the buckets of net's flat gradient buffer and requests the bf16 sums' buffer from the
-  // arena (before its owner commits it).
+  // Plans the buckets of net's flat gradient buffer and requests the sums' buffers from the arena
+  // (before its owner commits it).
   GradientSync(Arena& arena, const Net& net, int ranks, const GradSyncOptions& o);
   // Once the arena is committed: joins the NCCL communicator of every rank (collective) and takes the
   // flat gradient buffer the backward pass writes.
@@ -55,6 +55,7 @@ class GradientSync {
 
  private:
   void flush(cudaStream_t s, const FlatRange& b, const Update& update);
+  void all_reduce_fp8(cudaStream_t c, const FlatRange& b);
   Gradients gradients() const;
 
   GradSyncOptions o_;
@@ -64,7 +65,11 @@ class GradientSync {
   double wire_bytes_ = 0;
   std::unique_ptr<NcclComm> nccl_;
   float* grads_ = nullptr;
-  DeviceBuffer<bf16> sums_;  // bf16: the rounded gradients, summed in place by the all-reduces
+  DeviceBuffer<bf16> sums_;  // bf16 and fp8: the gradients' sums, in bf16 (bf16: summed in place)
+  // fp8: each bucket's gradients scaled and rounded to e4m3, summed in place, then widened into sums_;
+  // the scale follows from amax_, the bucket's largest magnitude on any rank (one float a bucket).
+  DeviceBuffer<unsigned char> fp8_;
+  DeviceBuffer<float> amax_;
   CudaStream comm_{CudaStream::Urgent{}}, update_;
   CudaEvent fork_, reduced_, comm_done_, updates_done_;
   size_t next_ = 0;  // the bucket the backward pass fills now

@@ -27,7 +27,8 @@ const Names<ConvAlgos>& conv_algos_names() {
 }
 
 const Names<GradComm>& grad_comm_names() {
-  static const Names<GradComm> names{{"auto", GradComm::automatic}, {"bf16", GradComm::bf16}, {"fp32", GradComm::fp32}};
+  static const Names<GradComm> names{
+      {"auto", GradComm::automatic}, {"bf16", GradComm::bf16}, {"fp32", GradComm::fp32}, {"fp8", GradComm::fp8}};
   return names;
 }
 
@@ -41,5 +42,17 @@ GradComm grad_comm_for(GradComm asked, Precision precision) {
   if (asked != GradComm::automatic) return asked;
   return precision == Precision::fp32 ? GradComm::fp32 : GradComm::bf16;
 }
+
+size_t grad_comm_elem_bytes(GradComm g) {
+  switch (g) {
+    case GradComm::bf16: return 2;
+    case GradComm::fp8: return 1;
+    case GradComm::automatic:
+    case GradComm::fp32: break;
+  }
+  return 4;
+}
+
+size_t grad_comm_scale_bytes(GradComm g) { return g == GradComm::fp8 ? sizeof(float) : 0; }
 
 }  // namespace convoy

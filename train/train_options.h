@@ -16,8 +16,9 @@ enum class Device { cpu, cuda, automatic };            // automatic: a GPU when 
 enum class Precision { fp32, tf32, bf16 };             // CUDA backend: exact float, tensor cores, bf16 NHWC activations
 enum class ConvAlgos { heuristic, measure, fastest };  // CUDA backend: how cuDNN's algorithms are chosen
 // CUDA backend, several ranks: the gradients' precision on the wire; automatic: fp32 with
-// Precision::fp32 (exact float arithmetic asked for), else bf16.
-enum class GradComm { automatic, bf16, fp32 };
+// Precision::fp32 (exact float arithmetic asked for), else bf16. fp8 (e4m3, scaled per bucket) only
+// when asked.
+enum class GradComm { automatic, bf16, fp32, fp8 };
 
 // A choice's spellings, in the order the help text lists them.
 template <typename E>
@@ -28,8 +29,12 @@ const Names<ConvAlgos>& conv_algos_names();
 const Names<InputFold>& input_fold_names();
 const Names<GradComm>& grad_comm_names();
 const Names<SampleOrder>& order_names();
-// GradComm::automatic resolved for the precision; bf16 and fp32 as they are.
+// GradComm::automatic resolved for the precision; the others as they are.
 GradComm grad_comm_for(GradComm asked, Precision precision);
+// Bytes a gradient takes on the wire (fp32 4, bf16 2, fp8 1), and the bytes of the scale each bucket's
+// all-reduce needs first (fp8: its largest magnitude, all-reduced with max; else none).
+size_t grad_comm_elem_bytes(GradComm g);
+size_t grad_comm_scale_bytes(GradComm g);
 
 template <typename E>
 const std::string& name_of(const Names<E>& names, E value) {
