@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+# A table of train runs' phase times a step, from the --metrics files of a folder (comm_variants.sh's
+# runs): where a step's time goes beside another layout or variant of the same net.
+"""step_phases.py DIR: Markdown on stdout, a row per DIR/*.jsonl (sorted by name). Over each run's epochs
+2 to the last (epoch 1 holds the set-up and the graphs' capture; alone when it is the only one): images/s,
+and rank 0's forward, backward, exposed all-reduce, update and idle milliseconds a step (steps = the
+epochs' samples over the global batch, ranks x the comm plan's local batch), the input stall and the
+megabytes a step puts on the wire."""
+import json
+import os
+import sys
+
+PHASES = ("t_fwd", "t_bwd", "t_comm_exposed", "t_update", "t_idle")
+
+
+def records(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def row(path):
+    """The run's figures, or None where it wrote no epoch."""
+    recs = records(path)
+    plans = [r for r in recs if r.get("kind") == "comm_plan"]
+    epochs = [r for r in recs if r.get("kind") == "epoch"]
+    if not epochs or not plans:
+        return None
+    timed = epochs[1:] or epochs
+    batch = plans[0]["local_batch"] * plans[0]["ranks"]
+    images = sum(e["images"] for e in timed)
+    seconds = sum(e["train_seconds"] for e in timed)
+    steps = images / batch
+    ms = [1000.0 * sum(e.get(p, 0.0) for e in timed) / steps for p in PHASES]
+    stall = sum(e.get("input_stall", 0.0) * e["train_seconds"] for e in timed) / seconds if seconds else 0.0
+    wire = sum(e.get("comm_bytes_per_step", 0.0) for e in timed) / len(timed) / 1e6
+    return [f"{images / seconds:,.0f}" if seconds else "-"] + [f"{m:.2f}" for m in ms] + [f"{100 * stall:.2f}",
+                                                                                           f"{wire:.1f}"]
+
+
+def main(argv):
+    if len(argv) != 2 or not os.path.isdir(argv[1]):
+        print(__doc__, file=sys.stderr)
+        return 2
+    print("| run | img/s | fwd ms | bwd ms | exposed comm ms | update ms | idle ms | input stall % | MB on the wire |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in sorted(os.listdir(argv[1])):
+        if not name.endswith(".jsonl"):
+            continue
+        r = row(os.path.join(argv[1], name))
+        cells = r if r else ["no epoch written"] + [""] * 8
+        print(f"| {name[:-6]} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
