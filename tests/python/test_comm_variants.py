@@ -13,25 +13,6 @@ BENCH = os.path.join(SRC, "benchmarks")
 sys.path.insert(0, BENCH)
 import step_phases  # noqa: E402
 
-TINY = """
-[data]
-crop = 8
-[[layer]]
-type = "conv"
-filters = 4
-kernel = 3
-pad = 1
-[[layer]]
-type = "relu"
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "fc"
-units = 4
-[[layer]]
-type = "softmax_xent"
-"""
-
 
 def test_phases_are_over_the_epochs_after_the_first(tmp_path):
     recs = [{"kind": "comm_plan", "local_batch": 4, "ranks": 2},
@@ -50,9 +31,8 @@ def test_phases_are_over_the_epochs_after_the_first(tmp_path):
 
 @pytest.mark.smoke
 def test_every_layout_runs_every_variant(tmp_path):
-    (tmp_path / "tiny.toml").write_text(TINY)
-    data = synth(tmp_path / "d", files=4, per_file=16, size=8, channels=3, classes=4)
-    env = dict(os.environ, TRAIN=TRAIN, NETS="tiny", CONFIG_DIR=str(tmp_path), DATA=data, LAYOUTS="1 2x1",
+    data = synth(tmp_path / "d", files=4, per_file=16, size=28, channels=1, classes=10)
+    env = dict(os.environ, TRAIN=TRAIN, NETS="fmnist", DATA=data, LAYOUTS="1 2x1",
                BATCH_PER_GPU="8", EPOCHS_PER_GPU="2", TRAIN_ARGS="--device cpu --threads 1",
                VARIANTS="default||;short|OMP_NUM_THREADS=1|--stop-after 12",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -61,12 +41,12 @@ def test_every_layout_runs_every_variant(tmp_path):
     assert p.returncode == 0, p.stderr
     table = (tmp_path / "out" / "table.md").read_text().splitlines()
     names = [line.split(" | ")[0][2:] for line in table[2:]]
-    assert names == ["tiny_1_default", "tiny_1_short", "tiny_2x1_default", "tiny_2x1_short"], table
+    assert names == ["fmnist_1_default", "fmnist_1_short", "fmnist_2x1_default", "fmnist_2x1_short"], table
     for line in table[2:]:
         assert "no epoch" not in line, line
     def epochs(name):
         recs = [json.loads(x) for x in open(tmp_path / "out" / f"{name}.jsonl")]
         return [r for r in recs if r.get("kind") == "epoch"], [r for r in recs if r.get("kind") == "comm_plan"]
     # 64 samples: at 1 GPU 8 steps an epoch, 3 epochs; --stop-after 12 ends the variant within its second.
-    assert len(epochs("tiny_1_default")[0]) == 3 and len(epochs("tiny_1_short")[0]) == 1
-    assert epochs("tiny_2x1_default")[1][0]["ranks"] == 2 and len(epochs("tiny_2x1_default")[0]) == 5
+    assert len(epochs("fmnist_1_default")[0]) == 3 and len(epochs("fmnist_1_short")[0]) == 1
+    assert epochs("fmnist_2x1_default")[1][0]["ranks"] == 2 and len(epochs("fmnist_2x1_default")[0]) == 5
