@@ -10,6 +10,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from iteration_model import per_step  # noqa: E402
+
 PHASES = ("t_fwd", "t_bwd", "t_comm_exposed", "t_update", "t_idle")
 
 
@@ -32,15 +35,14 @@ def row(path):
     if not epochs or not plans:
         return None
     timed = epochs[1:] or epochs
-    batch = plans[0]["local_batch"] * plans[0]["ranks"]
-    images = sum(e["images"] for e in timed)
+    steps, images_per_second, per = per_step(timed, plans[0]["local_batch"] * plans[0]["ranks"], PHASES)
+    if steps <= 0:
+        return ["-"] + [""] * 8
     seconds = sum(e["train_seconds"] for e in timed)
-    steps = images / batch
-    ms = [1000.0 * sum(e.get(p, 0.0) for e in timed) / steps for p in PHASES]
-    stall = sum(e.get("input_stall", 0.0) * e["train_seconds"] for e in timed) / seconds if seconds else 0.0
+    stall = sum(e.get("input_stall", 0.0) * e["train_seconds"] for e in timed) / seconds
     wire = sum(e.get("comm_bytes_per_step", 0.0) for e in timed) / len(timed) / 1e6
-    return [f"{images / seconds:,.0f}" if seconds else "-"] + [f"{m:.2f}" for m in ms] + [f"{100 * stall:.2f}",
-                                                                                           f"{wire:.1f}"]
+    return ([f"{images_per_second:,.0f}"] + [f"{1000.0 * per[p]:.2f}" for p in PHASES] +
+            [f"{100 * stall:.2f}", f"{wire:.1f}"])
 
 
 def main(argv):

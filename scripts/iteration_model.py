@@ -120,6 +120,20 @@ def timed_epochs(epochs, first):
     return kept or epochs[-1:]
 
 
+PHASES = ("t_h2d", "t_fwd", "t_bwd", "t_update", "t_comm_exposed")
+
+
+def per_step(epochs, global_batch, phases=PHASES):
+    """(steps, images/s, {phase: seconds a step}) over these epoch records at this global batch; steps is
+    0 where they trained no images or took no time."""
+    images = sum(e["images"] for e in epochs)
+    seconds = sum(e["train_seconds"] for e in epochs)
+    steps = images / global_batch
+    if steps <= 0 or seconds <= 0:
+        return 0, 0.0, {}
+    return steps, images / seconds, {k: sum(e.get(k, 0.0) for e in epochs) / steps for k in phases}
+
+
 def load_run(path, first_epoch=2, ready_from=None):
     """The run's comm_plan and its timed epochs summed into per-step figures."""
     records = read_records(path)
@@ -132,13 +146,10 @@ def load_run(path, first_epoch=2, ready_from=None):
         raise BadInput(f"{path}: no epoch record (the run ended before its first epoch)")
     used = timed_epochs(epochs, first_epoch)
     ranks, batch = int(plan["ranks"]), int(plan["local_batch"])
-    images = sum(e["images"] for e in used)
-    seconds = sum(e["train_seconds"] for e in used)
-    steps = images / (ranks * batch)
-    if steps <= 0 or seconds <= 0:
+    steps, images_per_second, per = per_step(used, ranks * batch)
+    if steps <= 0:
         raise BadInput(f"{path}: its timed epochs trained no images")
-    per = {k: sum(e.get(k, 0.0) for e in used) / steps for k in ("t_h2d", "t_fwd", "t_bwd", "t_update",
-                                                                  "t_comm_exposed")}
+    seconds = sum(e["train_seconds"] for e in used)
     t_iter = seconds / steps
     gpu = per["t_h2d"] + per["t_fwd"] + per["t_bwd"] + per["t_update"] + per["t_comm_exposed"]
     ready, source = plan["bucket_ready_flops"], "FLOPs"
@@ -150,7 +161,7 @@ def load_run(path, first_epoch=2, ready_from=None):
                        "(the profile run's bucket plan differs)")
     return Run(path=path, ranks=ranks, local_batch=batch, t_iter=t_iter, t_io=max(0.0, t_iter - gpu),
                t_h2d=per["t_h2d"], t_fwd=per["t_fwd"], t_bwd=per["t_bwd"], t_update=per["t_update"],
-               t_comm_exposed=per["t_comm_exposed"], images_per_second=images / seconds,
+               t_comm_exposed=per["t_comm_exposed"], images_per_second=images_per_second,
                bucket_bytes=[float(b) for b in plan["bucket_bytes"]],
                bucket_elements=[float(e) for e in plan["bucket_elements"]], ready=[float(f) for f in ready],
                ready_source=source, overlap=bool(plan["overlap"]), bucket_updates=bool(plan["bucket_updates"]),

@@ -78,7 +78,7 @@ GradientSync::GradientSync(Arena& arena, const Net& net, int ranks, const GradSy
   for (const FlatRange& b : buckets_) covered += b.size();
   if (covered != params_) fail("GradientSync: the net's parameter ranges do not cover its flat buffer");
   wire_bytes_ = step_wire_bytes(buckets_, grad_comm_elem_bytes(o.precision), ranks, grad_comm_scale_bytes(o.precision));
-  if (o.precision == GradComm::bf16 || o.precision == GradComm::fp8) arena.request(sums_, std::max<size_t>(1, params_));
+  if (sums_in_bf16()) arena.request(sums_, std::max<size_t>(1, params_));
   if (o.precision != GradComm::fp8) return;
   arena.request(fp8_, std::max<size_t>(1, params_));
   arena.request(amax_, std::max<size_t>(1, buckets_.size()));
@@ -95,7 +95,7 @@ void GradientSync::start(int rank, float* grads) {
 }
 
 Gradients GradientSync::gradients() const {
-  if (o_.precision == GradComm::bf16 || o_.precision == GradComm::fp8) return {nullptr, sums_.get(), ranks_};
+  if (sums_in_bf16()) return {nullptr, sums_.get(), ranks_};
   return {grads_, nullptr, 1};  // averaged in place by ncclAvg
 }
 

@@ -56,6 +56,8 @@ class GradientSync {
  private:
   void flush(cudaStream_t s, const FlatRange& b, const Update& update);
   void all_reduce_fp8(cudaStream_t c, const FlatRange& b);
+  // bf16 and fp8 on the wire leave the update bf16 sums to read (sums_); fp32 averages in place.
+  bool sums_in_bf16() const { return o_.precision == GradComm::bf16 || o_.precision == GradComm::fp8; }
   Gradients gradients() const;
 
   GradSyncOptions o_;
