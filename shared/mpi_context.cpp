@@ -4,6 +4,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "shared/error.h"
 
@@ -47,7 +51,22 @@ MpiContext::MpiContext(int* argc, char*** argv, Start start) {
   CONVOY_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
   CONVOY_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
   CONVOY_MPI_CHECK(MPI_Comm_size(local, &local_size_));
+  int leader = rank_;
+  CONVOY_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local));
   CONVOY_MPI_CHECK(MPI_Comm_free(&local));
+  hosts_ = count_hosts(leader);
+}
+
+// NCCL takes ranks with the same NCCL_HOSTID (where it is set) for one host, else those of one
+// machine; the ranks agree on the count, which says whether the gradients leave a host.
+int MpiContext::count_hosts(int local_leader) const {
+  const char* id = std::getenv("NCCL_HOSTID");
+  const std::string key = id && *id ? std::string("id:") + id : "node:" + std::to_string(local_leader);
+  unsigned long long mine = std::hash<std::string>{}(key);
+  std::vector<unsigned long long> all(size_t(size_), 0);
+  CONVOY_MPI_CHECK(
+      MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD));
+  return int(std::set<unsigned long long>(all.begin(), all.end()).size());
 }
 
 MpiContext::~MpiContext() {

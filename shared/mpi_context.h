@@ -32,12 +32,15 @@ class MpiContext {
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }  // rank among the processes of this node
   int local_size() const { return local_size_; }
+  int hosts() const { return hosts_; }               // the hosts the ranks span, as NCCL sees them (NCCL_HOSTID)
   bool initialized() const { return initialized_; }  // whether MPI was started
   // A failure on one rank must not leave the others waiting in a collective forever.
   [[noreturn]] void abort(int code) const;
 
  private:
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int count_hosts(int local_leader) const;
+
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, hosts_ = 1;
   bool initialized_ = false;
 };
 

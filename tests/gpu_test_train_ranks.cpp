@@ -5,7 +5,8 @@
 // precision); on one GPU, a run stopped at step 10
 // and resumed ends bit for bit where an uninterrupted run does, in fp32 and in bf16 (whose bf16
 // weight copy is rebuilt from the checkpoint's fp32 weights). The epoch record counts the bytes
-// each step puts on the wire: bf16 gradients by default with bf16 math, fp32 with --grad-comm fp32.
+// each step puts on the wire: bf16 gradients by default with bf16 math, fp32 with --grad-comm fp32,
+// fp8 by default between hosts (NCCL_HOSTID) on GPUs that sum it, and a resume on one host keeps it.
 // On 2 GPUs with batch norm, a run stopped mid-epoch and resumed evaluates as the uninterrupted one.
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 #include "shared/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/gpu_info.h"
+#include "train/step.h"
 #include "train/synthetic_data.h"
 #include "train_cli.h"
 
@@ -181,6 +183,50 @@ TEST(GpuDataParallel, EpochRecordCountsTheBytesOnTheWire) {
     EXPECT_GE(j->at("t_comm_exposed").get<double>(), 0.0);
     EXPECT_FALSE(j->contains("t_comm"));
   }
+}
+
+namespace {
+
+// The metrics file's comm_plan record.
+nlohmann::json plan_record(const std::string& path) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (const auto j = nlohmann::json::parse(line); j.at("kind") == "comm_plan") return j;
+  return {};
+}
+
+}  // namespace
+
+// --grad-comm auto between hosts (2 ranks that NCCL tells apart by NCCL_HOSTID, and joins through
+// its sockets as it would two machines): fp8 where the GPUs sum it, a byte a gradient plus the
+// buckets' scales and the loss verdict; else bf16. A resume on one host keeps the checkpoint's choice.
+TEST(GpuDataParallel, AutoSendsFp8BetweenHostsAndAResumeOnOneKeepsIt) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
+  const std::string tmp = prepare();
+  const std::string ckpt = fresh(tmp + "/hosts.ckpt"), m = tmp + "/hosts.jsonl", resumed = tmp + "/hosts-r.jsonl";
+  std::remove(m.c_str());
+  std::remove(resumed.c_str());
+  const std::string rank = kTrain + " --config " + tmp + "/net.toml --data " + tmp +
+                           "/data --batch 12 --epochs 1 --threads 1 --log-every 0 --seed 3 --device cuda --precision "
+                           "bf16 --metrics " +
+                           m + " --checkpoint " + ckpt;
+  const std::string sockets = " -x NCCL_IB_DISABLE=1 -x NCCL_NET=Socket -x NCCL_SOCKET_IFNAME=lo -x NCCL_HOSTID=";
+  ASSERT_EQ(run("mpirun -np 1" + sockets + "a " + rank + " : -np 1" + sockets + "b " + rank), 0);
+  const bool fp8 = fp8_wire_supported(Device::cuda, 0);
+  const nlohmann::json plan = plan_record(m);
+  ASSERT_FALSE(plan.is_null()) << m;
+  EXPECT_EQ(plan.at("hosts"), 2);
+  EXPECT_EQ(plan.at("grad_comm"), fp8 ? "fp8" : "bf16");
+  const double params = plan.at("params").get<double>(), buckets = double(plan.at("bucket_bytes").size());
+  EXPECT_EQ(last_epoch_record(m).at("comm_bytes_per_step").get<double>(),
+            fp8 ? params + 4 * buckets + 4 : 2 * params + 4);
+  EXPECT_EQ(read_checkpoint(ckpt).info.at("grad_comm"), fp8 ? "fp8" : "bf16");
+
+  ASSERT_EQ(run("mpirun -np 2 " + kTrain + " --resume " + ckpt + " --epochs 2 --log-every 0 --metrics " + resumed), 0);
+  const nlohmann::json again = plan_record(resumed);
+  ASSERT_FALSE(again.is_null()) << resumed;
+  EXPECT_EQ(again.at("hosts"), 1);
+  EXPECT_EQ(again.at("grad_comm"), plan.at("grad_comm"));
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // iteration-time model reads: hand-made nodes, the shipped ResNet-50, and train's record and profile.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -58,8 +59,9 @@ TEST(CommPlan, TheCudaBackendsBucketsAndTheCpuBackendsOneAllReduce) {
   EXPECT_TRUE(gpu.overlap);
   EXPECT_TRUE(gpu.bucket_updates);
   EXPECT_EQ(gpu.wire_elem_bytes, 2u);
-  const nlohmann::json r = comm_plan_record(gpu, net, 2, 256);
+  const nlohmann::json r = comm_plan_record(gpu, net, 2, 1, 256);
   EXPECT_EQ(r.at("params").get<size_t>(), net.weights().size());
+  EXPECT_EQ(r.at("hosts"), 1);
   ASSERT_EQ(r.at("bucket_bytes").size(), gpu.buckets.size());
   EXPECT_EQ(r.at("bucket_bytes")[0].get<double>(), 2.0 * double(gpu.buckets[0].size()));
   const std::vector<double> ready = r.at("bucket_ready_flops").get<std::vector<double>>();
@@ -79,6 +81,20 @@ TEST(CommPlan, TheCudaBackendsBucketsAndTheCpuBackendsOneAllReduce) {
   EXPECT_EQ(cpu.buckets, (std::vector<FlatRange>{{0, net.weights().size()}}));
   EXPECT_FALSE(cpu.overlap);
   EXPECT_EQ(cpu.wire_elem_bytes, 4u);
+}
+
+// --grad-comm auto: fp32 for exact arithmetic; fp8 only where the gradients leave a host and every
+// rank sums fp8; else bf16. A choice given is kept whatever the reach.
+TEST(CommPlan, AutoSendsFp8OnlyBetweenHostsThatAllSumIt) {
+  const CommReach one_host{1, true}, hosts{2, true}, hosts_no_fp8{2, false};
+  EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::bf16, one_host), GradComm::bf16);
+  EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::bf16, hosts), GradComm::fp8);
+  EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::tf32, hosts), GradComm::fp8);
+  EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::bf16, hosts_no_fp8), GradComm::bf16);
+  EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::fp32, hosts), GradComm::fp32);
+  EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::bf16), GradComm::bf16);
+  for (GradComm g : {GradComm::bf16, GradComm::fp32, GradComm::fp8})
+    for (const CommReach& r : {one_host, hosts, hosts_no_fp8}) EXPECT_EQ(grad_comm_for(g, Precision::bf16, r), g);
 }
 
 TEST(CommPlan, TrainWritesTheRecordAndWithProfileTheMeasuredShares) {
@@ -105,4 +121,31 @@ TEST(CommPlan, TrainWritesTheRecordAndWithProfileTheMeasuredShares) {
   EXPECT_EQ(plans[0].at("bucket_bytes")[0].get<double>(), 4.0 * plans[0].at("params").get<double>());
   for (const nlohmann::json& e : records(m, "epoch"))
     EXPECT_EQ(e.at("bucket_ready_profile"), nlohmann::json::array({1.0})) << e.dump();
+}
+
+// The record's hosts are those NCCL sees: ranks of one machine are one host, unless NCCL_HOSTID
+// (which NCCL takes for the host's identity, as benchmarks/simnode.sh sets it) tells them apart.
+TEST(CommPlan, TheRecordCountsTheHostsAsNcclSeesThem) {
+  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/comm_plan_hosts";
+  make_dirs(tmp);
+  write_file_atomic(tmp + "/net.toml", test::kConfig);
+  SyntheticSpec spec;
+  spec.file_counts.assign(4, 6);
+  spec.classes = 4;
+  write_synthetic_dataset(tmp + "/data", spec);
+  const std::string args = " " + test::kTrain + " --config " + tmp + "/net.toml --data " + tmp +
+                           "/data --batch 12 --epochs 1 --threads 1 --log-every 0 --device cpu --metrics ";
+  auto hosts = [&](const std::string& launch, const std::string& name) {
+    const std::string m = tmp + "/" + name + ".jsonl";
+    std::remove(m.c_str());
+    EXPECT_EQ(test::run(launch + " 2> " + tmp + "/err"), 0) << name << ": " << read_whole_file(tmp + "/err");
+    const std::vector<nlohmann::json> plans = records(m, "comm_plan");
+    return plans.size() == 1 ? plans[0].at("hosts").get<int>() : -1;
+  };
+  EXPECT_EQ(hosts("mpirun -np 2" + args + tmp + "/one.jsonl", "one"), 1);
+  EXPECT_EQ(hosts("mpirun -np 2 -x NCCL_HOSTID=same" + args + tmp + "/same.jsonl", "same"), 1);
+  EXPECT_EQ(hosts("mpirun -np 1 -x NCCL_HOSTID=a" + args + tmp + "/two.jsonl : -np 1 -x NCCL_HOSTID=b" + args + tmp +
+                      "/two.jsonl",
+                  "two"),
+            2);
 }

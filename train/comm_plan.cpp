@@ -50,7 +50,7 @@ std::vector<double> profiled_backward_cost(const std::vector<Node>& nodes) {
   return c;
 }
 
-nlohmann::json comm_plan_record(const CommPlan& p, const Net& net, int ranks, int local_batch) {
+nlohmann::json comm_plan_record(const CommPlan& p, const Net& net, int ranks, int hosts, int local_batch) {
   nlohmann::json elements = nlohmann::json::array(), bytes = nlohmann::json::array();
   size_t params = 0;
   for (const FlatRange& b : p.buckets) {
@@ -60,6 +60,7 @@ nlohmann::json comm_plan_record(const CommPlan& p, const Net& net, int ranks, in
   }
   return {{"kind", "comm_plan"},
           {"ranks", ranks},
+          {"hosts", hosts},
           {"local_batch", local_batch},
           {"params", params},
           {"grad_comm", p.grad_comm},

@@ -37,8 +37,8 @@ std::vector<double> bucket_ready_fractions(const std::vector<Node>& nodes, const
 std::vector<double> flops_cost(const std::vector<Node>& nodes);
 std::vector<double> profiled_backward_cost(const std::vector<Node>& nodes);
 
-// The metrics file's "comm_plan" record: ranks, batch per rank, the plan, each bucket's elements and
-// bytes on the wire, and its ready share by FLOPs.
-nlohmann::json comm_plan_record(const CommPlan& p, const Net& net, int ranks, int local_batch);
+// The metrics file's "comm_plan" record: ranks, the hosts they span, batch per rank, the plan, each
+// bucket's elements and bytes on the wire, and its ready share by FLOPs.
+nlohmann::json comm_plan_record(const CommPlan& p, const Net& net, int ranks, int hosts, int local_batch);
 
 }  // namespace convoy

@@ -50,14 +50,15 @@ __global__ void widen_fp8(size_t lo, size_t hi, const __nv_fp8_storage_t* __rest
     out[i] = __float2bfloat16_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * inv);
 }
 
-// NCCL sums e4m3 from version 2.24 on GPUs of compute capability 9.0 or newer.
 void require_fp8_wire(int device) {
+  if (fp8_wire_supported(device)) return;
   int major = 0, version = 0;
   CONVOY_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   CONVOY_NCCL_CHECK(ncclGetVersion(&version));
-  if (major < 9 || version < 22400)
-    fail("--grad-comm fp8 needs a GPU of compute capability 9.0 or newer and NCCL 2.24 or newer (here " +
-         std::to_string(major) + ".x and NCCL " + std::to_string(version) + "); use bf16");
+  fail(
+      "fp8 gradients on the wire (--grad-comm fp8, or a checkpoint that chose it) need a GPU of compute capability "
+      "9.0 or newer and NCCL 2.24 or newer (here " +
+      std::to_string(major) + ".x and NCCL " + std::to_string(version) + ")");
 }
 
 size_t flat_param_count(const Net& net) {
@@ -67,6 +68,14 @@ size_t flat_param_count(const Net& net) {
 }
 
 }  // namespace
+
+// NCCL sums e4m3 from version 2.24 on GPUs of compute capability 9.0 or newer.
+bool fp8_wire_supported(int device) {
+  int major = 0, version = 0;
+  CONVOY_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CONVOY_NCCL_CHECK(ncclGetVersion(&version));
+  return major >= 9 && version >= 22400;
+}
 
 GradientSync::GradientSync(Arena& arena, const Net& net, int ranks, const GradSyncOptions& o)
     : o_(o), ranks_(ranks), params_(flat_param_count(net)) {

@@ -16,6 +16,9 @@
 
 namespace convoy::gpu {
 
+// Whether NCCL sums e4m3 on this GPU (compute capability 9.0 or newer, NCCL 2.24 or newer).
+bool fp8_wire_supported(int device);
+
 struct GradSyncOptions {
   GradComm precision = GradComm::bf16;
   size_t bucket_bytes = size_t(8) << 20;  // an all-reduce's fp32 gradient bytes (plan_buckets)

@@ -9,9 +9,11 @@
 #include "shared/log.h"
 #include "shared/mpi_context.h"
 #include "train/blas_setup.h"
+#include "train/data_parallel.h"
 #include "train/flag_ranges.h"
 #include "train/gpu_info.h"
 #include "train/net_config.h"
+#include "train/step.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 
@@ -116,7 +118,8 @@ void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
              "CUDA backend, several ranks: the gradients' all-reduce in bf16 (half the bytes: summed in bf16, "
              "divided by the ranks in fp32), fp32 (averaged in fp32) or fp8 (a quarter: e4m3 scaled per bucket "
              "by its largest magnitude on any rank, summed in fp8; Hopper GPUs or newer); auto (default): fp32 "
-             "with --precision fp32, else bf16. Weights and optimiser state stay fp32 either way");
+             "with --precision fp32, else fp8 where the ranks span hosts (as NCCL sees them: NCCL_HOSTID) and "
+             "every GPU sums fp8, else bf16. Weights and optimiser state stay fp32 either way");
   app.add_option("--bucket-mb", b.bucket_mb,
                  "CUDA backend, several ranks: all-reduce bucket size in MiB of fp32 gradients, half that on the "
                  "wire in bf16, a quarter in fp8 (the last buckets of the backward pass are smaller)")
@@ -259,9 +262,19 @@ int run_bench_loader(BenchLoaderArgs& a, const convoy::MpiContext& mpi) {
   return mpi.rank() == 0 ? convoy::run_loader_bench(a.o) : 0;
 }
 
+// What --grad-comm auto is resolved for (train_options.h): whether the ranks span hosts and, if so,
+// whether every rank's GPU and NCCL sum fp8 (asked of the GPUs only then).
+convoy::CommReach comm_reach(const convoy::TrainOptions& t, const convoy::MpiContext& mpi) {
+  convoy::CommReach r;
+  r.hosts = mpi.hosts();
+  if (r.hosts > 1) r.fp8 = !convoy::any_rank(!convoy::fp8_wire_supported(t.backend.device, t.local_rank));
+  return r;
+}
+
 int start_tune_batch(convoy::TrainOptions& t, const convoy::MpiContext& mpi) {
   t.local_rank = mpi.local_rank();
   t.local_ranks = mpi.local_size();
+  t.reach = comm_reach(t, mpi);
   t.batch_auto = true;
   return convoy::run_tune_batch(t, mpi.rank(), mpi.size());
 }
@@ -269,6 +282,7 @@ int start_tune_batch(convoy::TrainOptions& t, const convoy::MpiContext& mpi) {
 int start_training(convoy::TrainOptions& t, const convoy::MpiContext& mpi) {
   t.local_rank = mpi.local_rank();
   t.local_ranks = mpi.local_size();
+  t.reach = comm_reach(t, mpi);
   if (t.config.empty() && t.resume.empty()) convoy::fail("--config is required (or --resume)");
   if (t.data.empty() && t.resume.empty() && !t.print_net) convoy::fail("--data is required (or --resume)");
   // A resumed run saves to the checkpoint it resumed from unless --checkpoint names another.

@@ -46,7 +46,7 @@ RunSpec fresh_spec(const TrainOptions& o) {
   s.val = val_of(o.val, s.data);
   s.checkpoint = o.checkpoint;
   s.backend = o.backend;
-  s.backend.grad_comm = grad_comm_for(o.backend.grad_comm, o.backend.precision);
+  s.backend.grad_comm = grad_comm_for(o.backend.grad_comm, o.backend.precision, o.reach);
   return s;
 }
 
@@ -165,16 +165,17 @@ T keep_number(const nlohmann::json& info, const char* key, T given, bool was_giv
 
 // The arithmetic is kept: a resumed run in another precision, or with its gradients averaged in
 // another one, would round otherwise from its first step on and end elsewhere than the
-// uninterrupted run. --grad-comm auto given again means what it meant for the recorded precision.
+// uninterrupted run. --grad-comm auto given again takes the recorded choice, whatever the ranks'
+// reach now: fp8 chosen across hosts stays fp8 on one.
 void keep_arithmetic(const TrainOptions& o, const nlohmann::json& info, const std::string& ckpt, RunSpec& s) {
   const BackendOptions& b = o.backend;
   BackendOptions& k = s.backend;
   k = b;
   k.precision = keep_choice(info, "precision", precision_names(), b.precision, o.given("--precision"), ckpt,
                             "--precision");
-  const GradComm given_g = grad_comm_for(b.grad_comm, k.precision);
+  const GradComm given_g = grad_comm_for(b.grad_comm, k.precision, o.reach);
   k.grad_comm = recorded_choice(info, "grad_comm", grad_comm_names(), given_g, ckpt);
-  if (o.given("--grad-comm") && given_g != k.grad_comm)
+  if (o.given("--grad-comm") && b.grad_comm != GradComm::automatic && given_g != k.grad_comm)
     fail("--grad-comm " + name_of(grad_comm_names(), b.grad_comm) + " (" + name_of(grad_comm_names(), given_g) +
          ") differs from the checkpoint's " + name_of(grad_comm_names(), k.grad_comm) +
          "; a resumed run keeps its gradients' all-reduce");

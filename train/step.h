@@ -91,6 +91,10 @@ enum class Backend { cpu, gpu };
 // build without CUDA) is an error.
 Backend choose_backend(Device device);
 
+// Whether this rank's GPU for `device` (the local rank's, as the step picks it) can sum fp8
+// gradients with NCCL; false on the CPU backend and in a build without CUDA.
+bool fp8_wire_supported(Device device, int local_rank);
+
 // What a step is built from. net and opt: the topology and the state to start from, which the CPU
 // step trains in place; sample: the raw batches' sample shape and normalisation (the loader's);
 // max_batch: the largest micro-batch (with accumulate = 1, the largest batch).

@@ -14,6 +14,8 @@ Backend choose_backend(Device device) {
   return Backend::cpu;
 }
 
+bool fp8_wire_supported(Device, int) { return false; }
+
 std::unique_ptr<Step> make_step(Backend, const StepSetup& s) { return make_cpu_step(s); }
 
 }  // namespace convoy

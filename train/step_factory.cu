@@ -137,6 +137,11 @@ Backend choose_backend(Device device) {
   return device == Device::cuda || (device == Device::automatic && gpus > 0) ? Backend::gpu : Backend::cpu;
 }
 
+bool fp8_wire_supported(Device device, int local_rank) {
+  const int gpus = device == Device::cpu ? 0 : gpu_count();
+  return gpus > 0 && gpu::fp8_wire_supported(local_rank % gpus);
+}
+
 std::unique_ptr<Step> make_step(Backend backend, const StepSetup& s) {
   return backend == Backend::gpu ? make_gpu_step(s) : make_cpu_step(s);
 }

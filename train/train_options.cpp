@@ -38,9 +38,10 @@ const Names<SampleOrder>& order_names() {
   return names;
 }
 
-GradComm grad_comm_for(GradComm asked, Precision precision) {
+GradComm grad_comm_for(GradComm asked, Precision precision, CommReach reach) {
   if (asked != GradComm::automatic) return asked;
-  return precision == Precision::fp32 ? GradComm::fp32 : GradComm::bf16;
+  if (precision == Precision::fp32) return GradComm::fp32;
+  return reach.hosts > 1 && reach.fp8 ? GradComm::fp8 : GradComm::bf16;
 }
 
 size_t grad_comm_elem_bytes(GradComm g) {

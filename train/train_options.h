@@ -16,9 +16,16 @@ enum class Device { cpu, cuda, automatic };            // automatic: a GPU when 
 enum class Precision { fp32, tf32, bf16 };             // CUDA backend: exact float, tensor cores, bf16 NHWC activations
 enum class ConvAlgos { heuristic, measure, fastest };  // CUDA backend: how cuDNN's algorithms are chosen
 // CUDA backend, several ranks: the gradients' precision on the wire; automatic: fp32 with
-// Precision::fp32 (exact float arithmetic asked for), else bf16. fp8 (e4m3, scaled per bucket) only
-// when asked.
+// Precision::fp32 (exact float arithmetic asked for); else fp8 (e4m3, scaled per bucket) where the
+// ranks span hosts and every rank's GPU and NCCL can sum it, where the link is the bound; else bf16.
 enum class GradComm { automatic, bf16, fp32, fp8 };
+
+// Where the ranks' gradients travel, which GradComm::automatic is resolved for: the hosts the ranks
+// span (MpiContext::hosts), and whether every rank can sum e4m3 (fp8_wire_supported, step.h).
+struct CommReach {
+  int hosts = 1;
+  bool fp8 = false;
+};
 
 // A choice's spellings, in the order the help text lists them.
 template <typename E>
@@ -29,8 +36,8 @@ const Names<ConvAlgos>& conv_algos_names();
 const Names<InputFold>& input_fold_names();
 const Names<GradComm>& grad_comm_names();
 const Names<SampleOrder>& order_names();
-// GradComm::automatic resolved for the precision; the others as they are.
-GradComm grad_comm_for(GradComm asked, Precision precision);
+// GradComm::automatic resolved for the precision and the ranks' reach; the others as they are.
+GradComm grad_comm_for(GradComm asked, Precision precision, CommReach reach = {});
 // Bytes a gradient takes on the wire (fp32 4, bf16 2, fp8 1), and the bytes of the scale each bucket's
 // all-reduce needs first (fp8: its largest magnitude, all-reduced with max; else none).
 size_t grad_comm_elem_bytes(GradComm g);
@@ -69,6 +76,7 @@ struct TrainOptions {
   std::optional<int> window_files;      // the shuffle window in batch files; unset: 4 (resuming: the checkpoint's)
   std::optional<SampleOrder> order;     // how samples are dealt to ranks; unset: local (resuming: the checkpoint's)
   int local_rank = 0, local_ranks = 1;  // this rank's place on its node (MpiContext): GPU, default sizes
+  CommReach reach;                      // what --grad-comm auto is resolved for
   int log_every = 100;
   std::string metrics;     // JSONL path ("" = none)
   std::string checkpoint;  // written every checkpoint_every steps, on a signal and at the end; resuming: --resume's

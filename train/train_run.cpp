@@ -136,11 +136,11 @@ TrainRun::TrainRun(const TrainOptions& o, RunSpec spec, int rank, int ranks)
   make_the_step();
   schedule_.emplace(rec_, per_epoch_ * rec_.epochs, per_epoch_);
   log_info(
-      "%s: %zu parameters, %.1f MFLOPs/image; %llu training samples, %d rank(s) x %d threads (BLAS %s), batch %d "
+      "%s: %zu parameters, %.1f MFLOPs/image; %llu training samples, %d rank(s)%s x %d threads (BLAS %s), batch %d "
       "(%d per rank%s), %lld steps/epoch",
       spec_.cfg.path.c_str(), net_.weights().size(), net_.flops_per_image() / 1e6,
-      (unsigned long long)meta_.num_samples, ranks, omp_get_max_threads(), blas_core_name(), rec_.batch, local_batch_,
-      micro_text().c_str(), per_epoch_);
+      (unsigned long long)meta_.num_samples, ranks, hosts_text().c_str(), omp_get_max_threads(), blas_core_name(),
+      rec_.batch, local_batch_, micro_text().c_str(), per_epoch_);
   open_metrics();
   stop_signals_.emplace(rank_ == 0 && !o_.checkpoint.empty());
 }
@@ -226,12 +226,18 @@ std::string TrainRun::micro_text() const {
          " ([train] accumulate)";
 }
 
+// " on 2 hosts" where the ranks span hosts (as NCCL sees them), else "".
+std::string TrainRun::hosts_text() const {
+  return o_.reach.hosts > 1 ? " on " + std::to_string(o_.reach.hosts) + " hosts" : "";
+}
+
 void TrainRun::open_metrics() {
   if (rank_ != 0 || o_.metrics.empty()) return;
   metrics_ = std::make_unique<MetricsLog>(o_.metrics, !o_.resume.empty());
   if (const std::optional<double> setup = step_->setup_seconds())
     metrics_->write({{"kind", "setup"}, {"gpu_setup_seconds", *setup}, {"gpu_libraries", gpu_libraries()}});
-  nlohmann::json plan = comm_plan_record(comm_plan(net_, o_.backend, backend_), net_, ranks_, local_batch_);
+  nlohmann::json plan = comm_plan_record(comm_plan(net_, o_.backend, backend_), net_, ranks_, o_.reach.hosts,
+                                         local_batch_);
   plan["accumulate"] = rec_.accumulate;  // one all-reduce per this many micro-batches
   metrics_->write(plan);
 }

@@ -46,6 +46,7 @@ class TrainRun {
   std::optional<EvalResult> evaluate_epoch();
   void make_the_step();
   std::string micro_text() const;
+  std::string hosts_text() const;
   void open_metrics();
   void log_train_side(int epoch) const;
   std::optional<int> train_epoch(int epoch, long long first, EpochSums& sums, EpochClock& clock);
