@@ -1,5 +1,6 @@
 # benchmarks/step_phases.py's figures from metrics records, and benchmarks/comm_variants.sh run end to end
-# on the CPU: every layout runs every variant, the variant's flags reach train, the table has a row each.
+# on the CPU: every layout runs every variant, the variant's flags reach train, the table has a row each;
+# benchmarks/allreduce_link.py on two CPU ranks.
 import json
 import os
 import subprocess
@@ -50,3 +51,20 @@ def test_every_layout_runs_every_variant(tmp_path):
     # 64 samples: at 1 GPU 8 steps an epoch, 3 epochs; --stop-after 12 ends the variant within its second.
     assert len(epochs("fmnist_1_default")[0]) == 3 and len(epochs("fmnist_1_short")[0]) == 1
     assert epochs("fmnist_2x1_default")[1][0]["ranks"] == 2 and len(epochs("fmnist_2x1_default")[0]) == 5
+
+
+@pytest.mark.smoke
+def test_allreduce_link_reports_each_size_once(tmp_path):
+    # benchmarks/allreduce_link.py on 2 CPU ranks (gloo): one line a size from rank 0, bus bandwidth as
+    # nccl-tests defines it (2 ranks: the algorithm bandwidth itself).
+    pytest.importorskip("torch")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", MASTER_PORT="29547")
+    p = subprocess.run(["mpirun", "-np", "2", sys.executable, os.path.join(BENCH, "allreduce_link.py"), "--device",
+                        "cpu", "--mb", "0.5", "2", "--iters", "2"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [r["mb"] for r in lines] == [0.5, 2.0], p.stdout
+    for r in lines:
+        assert r["ranks"] == 2 and r["dtype"] == "float32" and r["ms"] > 0, r
+        assert r["busbw_gbs"] == pytest.approx(r["algbw_gbs"], rel=1e-2), r
