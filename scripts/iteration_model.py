@@ -25,6 +25,10 @@ them (busbw = 2 (n-1)/n x bytes / time), B_inter of one rank a node over the lin
 the plain ring of 2 (n-1)/n * b / B. (--flat-ring: NCCL's ring through all G*M ranks instead, every edge
 at the link's rate: 2 (n-1)/n * b / B_inter for M > 1.)
 
+Across nodes the buckets carry the wire train chooses there (--between-nodes; default auto, as `train
+--grad-comm auto` on GPUs that sum fp8: a byte a gradient, unless the run sent fp32), whatever the base
+run sent inside its node; fp8 all-reduces each bucket's largest magnitude first, one alpha more.
+
 The buckets go out one after another on one stream (train's GradientSync): bucket i, ready at r_i = f_i *
 t_bwd after the backward pass starts, starts at max(r_i, end of bucket i-1); what ends after the backward
 pass is exposed: t_comm_exposed = max(0, end of the last bucket - t_bwd). A run without overlap (the CPU
@@ -72,6 +76,7 @@ class Run:
     overlap: bool
     bucket_updates: bool
     epochs: list = field(default_factory=list)
+    grad_comm: str = "bf16"  # the wire the run's all-reduces used
 
 
 @dataclass
@@ -80,6 +85,7 @@ class Link:
     inter_busbw: float  # bytes/s
     latency: float = 0.0  # seconds an all-reduce
     flat_ring: bool = False
+    between_nodes: str = "auto"  # the wire across nodes: auto, as-run, fp8, bf16 or fp32
 
 
 @dataclass
@@ -165,7 +171,7 @@ def load_run(path, first_epoch=2, ready_from=None):
                bucket_bytes=[float(b) for b in plan["bucket_bytes"]],
                bucket_elements=[float(e) for e in plan["bucket_elements"]], ready=[float(f) for f in ready],
                ready_source=source, overlap=bool(plan["overlap"]), bucket_updates=bool(plan["bucket_updates"]),
-               epochs=[e["epoch"] for e in used])
+               epochs=[e["epoch"] for e in used], grad_comm=plan.get("grad_comm", "bf16"))
 
 
 def allreduce_seconds(nbytes, gpus, nodes, link):
@@ -203,12 +209,35 @@ def bucket_ends(run, costs, latency):
     return ends
 
 
+WIRE_BYTES = {"fp8": 1, "bf16": 2, "fp32": 4}
+
+
+def wire_between_nodes(run, link):
+    """The gradients' wire once the ranks span nodes: --between-nodes as given; auto is train's --grad-comm
+    auto on GPUs that sum fp8 (fp8, unless the run sent fp32); as-run the run's own."""
+    if link.between_nodes == "as-run":
+        return run.grad_comm
+    if link.between_nodes == "auto":
+        return "fp32" if run.grad_comm == "fp32" else "fp8"
+    return link.between_nodes
+
+
+def bucket_costs(run, gpus, nodes, link):
+    """Each bucket's all-reduce seconds: its bytes on the wire the step sends at this layout (fp8 also
+    all-reduces the bucket's largest magnitude first: one latency more)."""
+    if nodes == 1:
+        return [allreduce_seconds(b, gpus, nodes, link) for b in run.bucket_bytes]
+    wire = wire_between_nodes(run, link)
+    extra = link.latency if wire == "fp8" else 0.0
+    return [extra + allreduce_seconds(e * WIRE_BYTES[wire], gpus, nodes, link) for e in run.bucket_elements]
+
+
 def comm_timeline(run, gpus, nodes, link):
     """(all-reduce seconds in all, exposed seconds, update seconds after the comm) for one step."""
     u_all = full_update_seconds(run)
     if gpus * nodes == 1:
         return 0.0, 0.0, u_all
-    costs = [allreduce_seconds(b, gpus, nodes, link) for b in run.bucket_bytes]
+    costs = bucket_costs(run, gpus, nodes, link)
     ends = bucket_ends(run, costs, link.latency)
     comm_done = max([run.t_bwd] + ends)
     if not run.bucket_updates:
@@ -236,7 +265,7 @@ def fit_bandwidth(run, gpus, nodes, link, measured_img_s):
 
     def with_bw(bw):
         return Link(intra_busbw=link.intra_busbw if between else bw, inter_busbw=bw if between else link.inter_busbw,
-                    latency=link.latency, flat_ring=link.flat_ring)
+                    latency=link.latency, flat_ring=link.flat_ring, between_nodes=link.between_nodes)
 
     lo, hi = 1e7, 1e14
     if not (predict(run, gpus, nodes, with_bw(lo)).images_per_second <= measured_img_s
@@ -287,6 +316,9 @@ def parse_args(argv):
                    help="the link between nodes as a line rate in Gb/s (bus bandwidth = rate / 8 GB/s)")
     p.add_argument("--latency-us", type=float, default=0.0, help="fixed cost of one all-reduce, us (default 0)")
     p.add_argument("--flat-ring", action="store_true", help="one ring through every rank across the nodes")
+    p.add_argument("--between-nodes", choices=["auto", "as-run", "fp8", "bf16", "fp32"], default="auto",
+                   help="the gradients' wire once the ranks span nodes (default auto: train's --grad-comm auto on GPUs "
+                        "that sum fp8, fp8 unless the run sent fp32; as-run: the run's own)")
     p.add_argument("--profile-metrics", action="append", default=[],
                    help="a train --profile run's metrics: its buckets' ready shares (else the FLOPs')")
     p.add_argument("--measured", action="append", default=[], metavar="GxM=FILE",
@@ -313,7 +345,7 @@ def parse_args(argv):
     if inter is None and (max(a.node_list) > 1 or any(m > 1 for _, m, _ in a.measured)):
         raise BadInput("--inter-busbw or --link-gbps: needed for more than one node")
     a.link = Link(intra_busbw=a.intra_busbw * 1e9, inter_busbw=(inter or 0.0) * 1e9, latency=a.latency_us * 1e-6,
-                  flat_ring=a.flat_ring)
+                  flat_ring=a.flat_ring, between_nodes=a.between_nodes)
     return a
 
 
@@ -334,7 +366,8 @@ def describe(run, link):
     bw = f"bus bandwidth intra {link.intra_busbw / 1e9:g} GB/s, {inter}"
     return (f"base {run.path}: {run.ranks} rank(s) x {run.local_batch}, epochs {run.epochs}, "
             f"{run.images_per_second:,.0f} img/s; {len(run.bucket_bytes)} buckets, {sum(run.bucket_bytes) / 1e6:.1f} "
-            f"MB a step, ready shares from {run.ready_source}; {bw}, {link.latency * 1e6:g} us an all-reduce"
+            f"MB a step in {run.grad_comm} ({wire_between_nodes(run, link)} between nodes), ready shares from "
+            f"{run.ready_source}; {bw}, {link.latency * 1e6:g} us an all-reduce"
             f"{', flat ring' if link.flat_ring else ', hierarchical'}\n"
             f"measured ms/step: t_io {ms(run.t_io)}, t_h2d {ms(run.t_h2d)}, t_fwd {ms(run.t_fwd)}, "
             f"t_bwd {ms(run.t_bwd)}, t_comm_exposed {ms(run.t_comm_exposed)}, t_update {ms(run.t_update)}, "

@@ -11,8 +11,9 @@ import iteration_model as im
 STEP = {"t_h2d": 0.1, "t_fwd": 1.0, "t_bwd": 2.0, "t_update": 0.2, "t_comm_exposed": 0.0}
 
 
-def plan(ranks=1, ready=(0.5, 1.0), overlap=True, bucket_updates=False, elements=(5e8, 5e8), nbytes=(1e9, 1e9)):
-    return {"kind": "comm_plan", "ranks": ranks, "local_batch": 100, "params": sum(elements), "grad_comm": "bf16",
+def plan(ranks=1, ready=(0.5, 1.0), overlap=True, bucket_updates=False, elements=(5e8, 5e8), nbytes=(1e9, 1e9),
+         grad_comm="bf16"):
+    return {"kind": "comm_plan", "ranks": ranks, "local_batch": 100, "params": sum(elements), "grad_comm": grad_comm,
             "overlap": overlap, "bucket_updates": bucket_updates, "bucket_elements": list(elements),
             "bucket_bytes": list(nbytes), "bucket_ready_flops": list(ready)}
 
@@ -37,8 +38,9 @@ def base(tmp_path, **plan_kw):
     return im.load_run(write(tmp_path, "m.jsonl", plan(**plan_kw), epoch(1, t_iter=9.0), epoch(2)))
 
 
-def link(intra=1.0, inter=1.0, latency=0.0, flat=False):
-    return im.Link(intra_busbw=intra * 1e9, inter_busbw=inter * 1e9, latency=latency, flat_ring=flat)
+def link(intra=1.0, inter=1.0, latency=0.0, flat=False, between="as-run"):
+    return im.Link(intra_busbw=intra * 1e9, inter_busbw=inter * 1e9, latency=latency, flat_ring=flat,
+                   between_nodes=between)
 
 
 def test_per_step_figures_from_the_timed_epochs(tmp_path):
@@ -104,6 +106,21 @@ def test_latency_and_the_verdicts_allreduce(tmp_path):
     # ends at 1.75 and 2.75 s.
     p = im.predict(base(tmp_path), 2, 1, link(intra=4, latency=0.5))
     assert p.t_comm_exposed == pytest.approx(0.75)
+
+
+def test_between_nodes_the_wire_train_chooses(tmp_path):
+    # 2 nodes of 1 GPU at 1 GB/s, 0.1 s an all-reduce; buckets of 5e8 gradients ready at 1 and 2 s, after the
+    # verdict's all-reduce (ends at 0.1 s). As run (bf16, 1 GB): 1.1 s each, ends 2.1, 3.2: 1.2 s exposed.
+    run = base(tmp_path)
+    assert im.predict(run, 1, 2, link(latency=0.1)).t_comm_exposed == pytest.approx(1.2)
+    # auto: fp8, 0.5 GB and the scales' all-reduce first: 0.7 s each, ends 1.7, 2.7: 0.7 s exposed.
+    assert im.predict(run, 1, 2, link(latency=0.1, between="auto")).t_comm_exposed == pytest.approx(0.7)
+    assert im.predict(run, 1, 2, link(latency=0.1, between="fp8")).t_comm_exposed == pytest.approx(0.7)
+    # One node keeps the run's own wire, whatever --between-nodes says.
+    assert im.predict(run, 2, 1, link(latency=0.1, between="fp8")).t_comm_exposed == pytest.approx(1.2)
+    # A run that sent fp32 stays fp32 under auto: 2 GB, 2.1 s each: ends 3.1, 5.2: 3.2 s exposed.
+    fp32 = im.load_run(write(tmp_path, "f.jsonl", plan(nbytes=(2e9, 2e9), grad_comm="fp32"), epoch(2)))
+    assert im.predict(fp32, 1, 2, link(latency=0.1, between="auto")).t_comm_exposed == pytest.approx(3.2)
 
 
 def test_bucket_updates_leave_the_last_buckets_update(tmp_path):
