@@ -2,8 +2,8 @@
 # The tables of benchmarks/multi_gpu.sh: weak and strong scaling, simulated nodes against one node, and
 # PyTorch DDP beside convoy, from the runs' metrics files and pytorch_ddp.py's JSON lines in OUTDIR.
 """multi_gpu_table.py OUTDIR: Markdown on stdout. A convoy run's images/s and input stall are over its
-epochs 2 to the last (the first holds the set-up and the graphs' capture); exposed communication and
-bytes on the wire per step are the same epochs' means from rank 0's records."""
+epochs 2 to the last (the first holds the set-up and the graphs' capture); the backward pass, exposed
+communication and bytes on the wire per step are the same epochs' means from rank 0's records."""
 import json
 import os
 import re
@@ -25,7 +25,7 @@ def epochs(run, name):
 
 
 def convoy(run, name):
-    """{ips, stall, exposed_ms, wire_mb} over epochs 2.. (epoch 1 alone if that is all), or None."""
+    """{ips, stall, bwd_ms, exposed_ms, wire_mb} over epochs 2.. (epoch 1 alone if that is all), or None."""
     ep = epochs(run, name)
     later = ep[1:] or ep
     secs = sum(r.get("train_seconds", 0) for r in later)
@@ -34,8 +34,9 @@ def convoy(run, name):
     steps = sum(r.get("global_step", 0) for r in later[-1:]) - (ep[0].get("global_step", 0) if len(ep) > 1 else 0)
     out = {"ips": sum(r["images"] for r in later) / secs,
            "stall": 100 * sum(r.get("input_stall", 0) * r["train_seconds"] for r in later) / secs}
-    if steps > 0 and all("t_comm_exposed" in r for r in later):
-        out["exposed_ms"] = 1000 * sum(r["t_comm_exposed"] for r in later) / steps
+    for phase, key in (("t_bwd", "bwd_ms"), ("t_comm_exposed", "exposed_ms")):
+        if steps > 0 and all(phase in r for r in later):
+            out[key] = 1000 * sum(r[phase] for r in later) / steps
     wire = [r["comm_bytes_per_step"] for r in later if r.get("comm_bytes_per_step")]
     if wire:
         out["wire_mb"] = wire[-1] / 1e6
@@ -95,16 +96,17 @@ def nodes_table(run):
     rows = names(run, r"nodes-(\w+)-(\d+)x(\d+)")
     if not rows:
         return
-    print("\n| net | nodes x GPUs | one node img/s | simulated nodes img/s | ratio | exposed comm ms/step |"
-          " MB/step on the wire | PyTorch DDP (bf16 hook) | convoy / DDP | step |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| net | nodes x GPUs | one node img/s | simulated nodes img/s | ratio | backward ms/step, one node / "
+          "simulated | exposed comm ms/step | MB/step on the wire | PyTorch DDP (bf16 hook) | convoy / DDP | step |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (net, nodes, per), name in rows:
         n = int(nodes) * int(per)
         one, sim = convoy(run, f"weak-{net}-jpeg-{n}"), convoy(run, name)
         d = ddp(run, f"ddp-{net}-{nodes}x{per}")
         ratio = f"{100 * sim['ips'] / one['ips']:.1f} %" if one and sim else ""
         vs = f"{sim['ips'] / d['images_per_s']:.2f}x" if sim and d else ""
-        print(f"| {net} | {nodes}x{per} | {fmt(one and one['ips'])} | {fmt(sim and sim['ips'])} | {ratio} | "
+        bwd = f"{fmt(one and one.get('bwd_ms'), '.2f')} / {fmt(sim and sim.get('bwd_ms'), '.2f')}"
+        print(f"| {net} | {nodes}x{per} | {fmt(one and one['ips'])} | {fmt(sim and sim['ips'])} | {ratio} | {bwd} | "
               f"{fmt(sim and sim.get('exposed_ms'), '.1f')} | {fmt(sim and sim.get('wire_mb'), '.1f')} | "
               f"{fmt(d and d['images_per_s'])} | {vs} | {run.status(name)} |")
 
