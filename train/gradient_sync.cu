@@ -50,15 +50,26 @@ __global__ void widen_fp8(size_t lo, size_t hi, const __nv_fp8_storage_t* __rest
     out[i] = __float2bfloat16_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * inv);
 }
 
-void require_fp8_wire(int device) {
-  if (fp8_wire_supported(device)) return;
+// What NCCL's e4m3 sums need: a GPU of compute capability 9.0 or newer and NCCL 2.24 or newer.
+struct Fp8Wire {
   int major = 0, version = 0;
-  CONVOY_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  CONVOY_NCCL_CHECK(ncclGetVersion(&version));
-  fail(
-      "fp8 gradients on the wire (--grad-comm fp8, or a checkpoint that chose it) need a GPU of compute capability "
-      "9.0 or newer and NCCL 2.24 or newer (here " +
-      std::to_string(major) + ".x and NCCL " + std::to_string(version) + ")");
+  bool ok() const { return major >= 9 && version >= 22400; }
+};
+
+Fp8Wire fp8_wire(int device) {
+  Fp8Wire w;
+  CONVOY_CUDA_CHECK(cudaDeviceGetAttribute(&w.major, cudaDevAttrComputeCapabilityMajor, device));
+  CONVOY_NCCL_CHECK(ncclGetVersion(&w.version));
+  return w;
+}
+
+void require_fp8_wire(int device) {
+  const Fp8Wire w = fp8_wire(device);
+  if (!w.ok())
+    fail(
+        "fp8 gradients on the wire (--grad-comm fp8, or a checkpoint that chose it) need a GPU of compute "
+        "capability 9.0 or newer and NCCL 2.24 or newer (here " +
+        std::to_string(w.major) + ".x and NCCL " + std::to_string(w.version) + ")");
 }
 
 size_t flat_param_count(const Net& net) {
@@ -69,13 +80,7 @@ size_t flat_param_count(const Net& net) {
 
 }  // namespace
 
-// NCCL sums e4m3 from version 2.24 on GPUs of compute capability 9.0 or newer.
-bool fp8_wire_supported(int device) {
-  int major = 0, version = 0;
-  CONVOY_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  CONVOY_NCCL_CHECK(ncclGetVersion(&version));
-  return major >= 9 && version >= 22400;
-}
+bool fp8_wire_supported(int device) { return fp8_wire(device).ok(); }
 
 GradientSync::GradientSync(Arena& arena, const Net& net, int ranks, const GradSyncOptions& o)
     : o_(o), ranks_(ranks), params_(flat_param_count(net)) {
