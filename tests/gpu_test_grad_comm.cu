@@ -308,3 +308,79 @@ TEST(GpuGradComm, AccumulatedMicroBatchesReduceOnceAStep) {
   EXPECT_TRUE(same_bits(o.weights, w0));
   EXPECT_TRUE(same_bits(o.state, s.net.state()));
 }
+
+namespace {
+
+// One rank's part of an fp8 run over steps [from, to) of s's batches, on a step made from net and
+// opt (and, where given, a checkpoint's maxima), which it leaves there; returns the steps' losses,
+// and the maxima (agreed at sync_state, as a checkpoint is written) and clipped buckets it ended with.
+struct Fp8Leg {
+  std::vector<double> losses;
+  std::vector<float> maxima;
+  long long clipped = 0;
+};
+
+Fp8Leg fp8_leg(const test::Batches& s, Net& net, Optimizer& opt, int from, int to, const std::vector<float>* maxima) {
+  gpu::GpuStepOptions o;
+  o.math = gpu::MathMode::bf16;
+  o.sync = sync_options(GradComm::fp8, true);
+  const MpiContext& m = mpi();
+  gpu::GpuStep step(m.rank() % gpu_count(), net, opt, s.aug.format(), 16, m.rank(), m.size(), o);
+  if (maxima) EXPECT_TRUE(step.set_fp8_maxima(*maxima));
+  Fp8Leg leg;
+  for (int k = from; k < to; ++k) {
+    step.train(s.batches[size_t(k)], 500 + k, 1e-3);
+    leg.losses.push_back(step.take_metrics().last_loss);
+  }
+  step.sync_state();
+  leg.maxima = step.fp8_maxima();
+  leg.clipped = step.take_times().fp8_clipped;
+  step.sync_to(net, opt);
+  return leg;
+}
+
+}  // namespace
+
+// fp8's scales after the first step are each bucket's largest gradient of the step before, agreed
+// on with the loss. A run stopped after 3 steps and resumed from its weights, optimiser state and
+// agreed maxima (what a checkpoint holds) repeats the uninterrupted run's losses and weights bit for
+// bit; resumed without the maxima it does not (its first step scales by its own). Logits made 64x
+// larger between two steps make the gradients outgrow twice the step before's largest: those
+// buckets are clipped there, counted, and the step stays finite and the same on every rank.
+TEST(GpuGradComm, Fp8ScalesFollowTheStepBeforeAndAResumeKeepsThem) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
+  if (ran_as_two_ranks()) return;
+  const test::Batches s(16, 6, "resnet18.toml", {32, 32, 3}, 4 + unsigned(mpi().rank()));
+  const size_t buckets = plan_buckets(backward_ranges(s.net.nodes()), sizeof(float), size_t(1) << 20).size();
+  const auto start = [&] { return std::make_pair(s.net, Optimizer(s.cfg.train, s.net.weights().size())); };
+
+  auto [whole_net, whole_opt] = start();
+  const Fp8Leg whole = fp8_leg(s, whole_net, whole_opt, 0, 6, nullptr);
+
+  auto [net, opt] = start();
+  const Fp8Leg first = fp8_leg(s, net, opt, 0, 3, nullptr);
+  ASSERT_EQ(first.maxima.size(), buckets);
+  for (float x : first.maxima) EXPECT_TRUE(x > 0 && std::isfinite(x)) << x;
+  EXPECT_TRUE(same_on_every_rank(first.maxima));
+  auto [plain_net, plain_opt] = std::make_pair(net, opt);
+  auto [big_net, big_opt] = std::make_pair(net, opt);
+  const Fp8Leg resumed = fp8_leg(s, net, opt, 3, 6, &first.maxima);
+  ASSERT_EQ(resumed.losses.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(resumed.losses[k], whole.losses[3 + k]) << "step " << 3 + k;
+  EXPECT_TRUE(same_bits(net.weights(), whole_net.weights()));
+  EXPECT_TRUE(same_bits(opt.m, whole_opt.m));
+
+  fp8_leg(s, plain_net, plain_opt, 3, 6, nullptr);
+  EXPECT_FALSE(same_bits(plain_net.weights(), whole_net.weights()));
+
+  // The last layer's (the backward pass's first range) weights and bias.
+  const FlatRange fc = backward_ranges(big_net.nodes()).front();
+  for (size_t i = fc.lo; i < fc.hi; ++i) big_net.weights()[i] *= 64;
+  const Fp8Leg big = fp8_leg(s, big_net, big_opt, 3, 6, &first.maxima);
+  for (double loss : big.losses) EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_TRUE(same_on_every_rank(big_net.weights()));
+  EXPECT_GT(big.clipped, 0);
+  EXPECT_GT(big.clipped, resumed.clipped);
+  std::printf("rank %d: %zu buckets; clipped bucket-steps over 3 steps: %lld as trained, %lld with 64x logits\n",
+              mpi().rank(), buckets, resumed.clipped, big.clipped);
+}

@@ -199,7 +199,9 @@ nlohmann::json plan_record(const std::string& path) {
 
 // --grad-comm auto between hosts (2 ranks that NCCL tells apart by NCCL_HOSTID, and joins through
 // its sockets as it would two machines): fp8 where the GPUs sum it, a byte a gradient plus the
-// buckets' scales and the loss verdict; else bf16. A resume on one host keeps the checkpoint's choice.
+// buckets' scales and the loss verdict; else bf16. With fp8 the checkpoint holds each bucket's
+// largest gradient, which the next step scales by, and the epoch records count the clipped buckets.
+// A resume on one host keeps the checkpoint's choice.
 TEST(GpuDataParallel, AutoSendsFp8BetweenHostsAndAResumeOnOneKeepsIt) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
   const std::string tmp = prepare();
@@ -220,13 +222,18 @@ TEST(GpuDataParallel, AutoSendsFp8BetweenHostsAndAResumeOnOneKeepsIt) {
   const double params = plan.at("params").get<double>(), buckets = double(plan.at("bucket_bytes").size());
   EXPECT_EQ(last_epoch_record(m).at("comm_bytes_per_step").get<double>(),
             fp8 ? params + 4 * buckets + 4 : 2 * params + 4);
-  EXPECT_EQ(read_checkpoint(ckpt).info.at("grad_comm"), fp8 ? "fp8" : "bf16");
+  const nlohmann::json info = read_checkpoint(ckpt).info;
+  EXPECT_EQ(info.at("grad_comm"), fp8 ? "fp8" : "bf16");
+  EXPECT_EQ(info.contains("fp8_maxima"), fp8);
+  EXPECT_EQ(last_epoch_record(m).contains("fp8_clipped_buckets"), fp8);
+  if (fp8) EXPECT_EQ(info.at("fp8_maxima").size(), plan.at("bucket_bytes").size());
 
   ASSERT_EQ(run("mpirun -np 2 " + kTrain + " --resume " + ckpt + " --epochs 2 --log-every 0 --metrics " + resumed), 0);
   const nlohmann::json again = plan_record(resumed);
   ASSERT_FALSE(again.is_null()) << resumed;
   EXPECT_EQ(again.at("hosts"), 1);
   EXPECT_EQ(again.at("grad_comm"), plan.at("grad_comm"));
+  EXPECT_EQ(last_epoch_record(resumed).contains("fp8_clipped_buckets"), fp8);
 }
 
 namespace {

@@ -43,10 +43,14 @@ void log_breakdown(const EpochReport& r) {
   const PhaseTimes& t = r.times;
   char idle[48] = "";
   if (t.idle) std::snprintf(idle, sizeof idle, ", t_idle %.2f s", *t.idle);
+  char clipped[96] = "";
+  if (t.fp8_clipped.value_or(0) > 0)
+    std::snprintf(clipped, sizeof clipped, ", %lld fp8 buckets clipped at twice the step before's largest",
+                  *t.fp8_clipped);
   log_info(
       "epoch %d breakdown: t_io %.2f s, t_h2d %.2f s, t_fwd %.2f s, t_bwd %.2f s, t_update %.2f s, "
-      "t_comm_exposed %.2f s (%.2f MB a step on the wire)%s; input stall %.2f %%, peak RSS %.0f MiB",
-      r.epoch + 1, r.t_io, t.h2d, t.fwd, t.bwd, t.update, t.comm_exposed, comm_bytes_per_step(t) / 1e6, idle,
+      "t_comm_exposed %.2f s (%.2f MB a step on the wire%s)%s; input stall %.2f %%, peak RSS %.0f MiB",
+      r.epoch + 1, r.t_io, t.h2d, t.fwd, t.bwd, t.update, t.comm_exposed, comm_bytes_per_step(t) / 1e6, clipped, idle,
       100 * r.t_io / r.train_seconds, double(peak_rss_bytes()) / (1 << 20));
 }
 
@@ -72,6 +76,7 @@ nlohmann::json epoch_record(const EpochReport& r) {
                       {"peak_rss_bytes", peak_rss_bytes()},
                       {"skipped_steps", r.sums.skipped}};
   if (t.idle) j["t_idle"] = *t.idle;
+  if (t.fp8_clipped) j["fp8_clipped_buckets"] = *t.fp8_clipped;
   if (r.train_side > 0) j["train_side"] = r.train_side;
   if (!r.bucket_ready.empty()) j["bucket_ready_profile"] = r.bucket_ready;
   if (r.eval) {

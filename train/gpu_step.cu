@@ -406,6 +406,7 @@ StepTimes GpuStep::take_times() {
   drain();
   StepTimes t = times_;
   times_ = StepTimes{};
+  if (sync_) t.fp8_clipped = sync_->take_clipped();
   return t;
 }
 
@@ -478,6 +479,7 @@ void GpuStep::sync_state() {
   drain();
   sync_->broadcast_from_first(ctx_.stream(), net_.state(), net_.state_count());
   if (avg_s_.size()) sync_->broadcast_from_first(ctx_.stream(), avg_s_.get(), avg_s_.size());
+  fp8_maxima_ = sync_->agreed_maxima(ctx_.stream());
   ctx_.synchronize();
 }
 

@@ -31,9 +31,10 @@ namespace convoy::gpu {
 // comm_exposed is the part of the all-reduce not hidden behind the backward pass (from its end to
 // the last all-reduce's end); update, what follows (the updates still running, or all of them).
 // With accumulation each covers every micro-batch of the steps; `steps` counts optimiser steps.
+// fp8_clipped: with fp8 on the wire, the bucket-steps clipped (GradientSync::take_clipped).
 struct StepTimes {
   double h2d = 0, idle = 0, fwd = 0, bwd = 0, comm_exposed = 0, update = 0;
-  long long steps = 0;
+  long long steps = 0, fp8_clipped = 0;
 };
 
 // Loss sum, top-1 hits and samples of the training steps since the last take, and the mean loss
@@ -101,7 +102,14 @@ class GpuStep {
   void swap_average();
   // Several ranks (collective): rank 0's running statistics, and its moving average's, on every
   // rank, broadcast with NCCL (Step::sync_state says why rank 0's); with one rank, nothing.
+  // With fp8 on the wire it also agrees on each bucket's largest gradient of the last step, which
+  // fp8_maxima() then returns (for a checkpoint).
   void sync_state();
+  const std::vector<float>& fp8_maxima() const { return fp8_maxima_; }
+  // Before the first step: a checkpoint's fp8_maxima(), so that the first step scales as the
+  // uninterrupted run's next one would; false where they do not fit this step's buckets or wire.
+  bool set_fp8_maxima(const std::vector<float>& m) { return sync_ && sync_->set_maxima(ctx_.stream(), m); }
+  bool fp8_on_the_wire() const { return sync_ && o_.sync.precision == GradComm::fp8; }
   // Waits for the queued steps; their phase times since the last take.
   StepTimes take_times();
   // With GpuStepOptions::profile: adds the per-node times of the steps so far to net's profile.
@@ -181,6 +189,7 @@ class GpuStep {
   int max_batch_, ranks_;
   GpuStepOptions o_;
   std::unique_ptr<GradientSync> sync_;  // several ranks
+  std::vector<float> fp8_maxima_;       // as agreed at the last sync_state()
   CudaStream copy_stream_;
   DeviceBuffer<unsigned char> x_;  // the augmented batch, in the net's storage (GpuNet::stores_bf16())
   DeviceBuffer<float> m_, v_, scale_shift_;

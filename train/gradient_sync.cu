@@ -16,38 +16,76 @@ __global__ void round_to_bf16(size_t lo, size_t hi, const float* __restrict__ g,
     out[i] = __float2bfloat16_rn(g[i]);
 }
 
-// fp8 on the wire: each rank's gradients times limit / amax, rounded to e4m3, so that the ranks' sum
-// stays within half of e4m3's largest value (448): the ring's partial sums, rounded at every hop, never
-// pass it. amax is the bucket's largest magnitude on any rank (the same scale everywhere); a bucket of
-// zeros (or of a non-finite amax) keeps the scale 1.
-__device__ inline float fp8_scale(float amax, float limit) { return amax > 0 && isfinite(amax) ? limit / amax : 1.f; }
+// fp8 on the wire: each rank's gradients times limit / max, rounded to e4m3, so that the ranks' sum
+// stays within half of e4m3's largest value (448) and the ring's partial sums, rounded at every hop,
+// never pass it. max is the bucket's largest magnitude on any rank (the same scale everywhere): the
+// step before's, or the step's own on the first; a bucket without one (zeros so far) keeps scale 1.
+// A gradient up to twice the step before's largest is sent as is; one beyond is clipped to that
+// twice (cap = 2 x limit), so that no sum can pass 448 whatever the gradients do.
+__device__ inline float fp8_scale(float max, float limit) { return max > 0 && isfinite(max) ? limit / max : 1.f; }
 
-// The largest |g| of [lo, hi), as the bits of a non-negative float (ordered as unsigned), into *amax.
-__global__ void bucket_amax(size_t lo, size_t hi, const float* __restrict__ g, unsigned* __restrict__ amax) {
-  float m = 0;
-  for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x)
-    m = fmaxf(m, fabsf(g[i]));
+// The block's largest m into *dst (a non-negative float's bits, which order as unsigned).
+__device__ inline void block_max_into(float m, unsigned* dst) {
   for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, off));
   __shared__ float warp_max[32];
   if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
   __syncthreads();
   if (threadIdx.x != 0) return;
   for (unsigned w = 1; w < blockDim.x / 32; ++w) m = fmaxf(m, warp_max[w]);
-  atomicMax(amax, __float_as_uint(m));
+  atomicMax(dst, __float_as_uint(m));
 }
 
-__global__ void scale_to_fp8(size_t lo, size_t hi, const float* __restrict__ g, const float* __restrict__ amax,
-                             float limit, __nv_fp8_storage_t* __restrict__ out) {
-  const float s = fp8_scale(*amax, limit);
+// The largest |g| of [lo, hi) into *local.
+__global__ void bucket_max(size_t lo, size_t hi, const float* __restrict__ g, unsigned* __restrict__ local) {
+  float m = 0;
   for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x)
-    out[i] = __nv_cvt_float_to_fp8(g[i] * s, __NV_SATFINITE, __NV_E4M3);
+    m = fmaxf(m, fabsf(g[i]));
+  block_max_into(m, local);
 }
 
-__global__ void widen_fp8(size_t lo, size_t hi, const __nv_fp8_storage_t* __restrict__ q,
-                          const float* __restrict__ amax, float limit, bf16* __restrict__ out) {
-  const float inv = 1.f / fp8_scale(*amax, limit);
+// Scales and rounds [lo, hi) by *max; with `local`, gathers the bucket's largest |g| there as well
+// (for the next step's scale).
+__global__ void scale_to_fp8(size_t lo, size_t hi, const float* __restrict__ g, const float* __restrict__ max,
+                             float limit, unsigned* __restrict__ local, __nv_fp8_storage_t* __restrict__ out) {
+  const float s = fp8_scale(*max, limit), cap = 2 * limit;
+  float m = 0;
+  for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x) {
+    m = fmaxf(m, fabsf(g[i]));
+    out[i] = __nv_cvt_float_to_fp8(fminf(fmaxf(g[i] * s, -cap), cap), __NV_SATFINITE, __NV_E4M3);
+  }
+  if (local) block_max_into(m, local);
+}
+
+__global__ void widen_fp8(size_t lo, size_t hi, const __nv_fp8_storage_t* __restrict__ q, const float* __restrict__ max,
+                          float limit, bf16* __restrict__ out) {
+  const float inv = 1.f / fp8_scale(*max, limit);
   for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x)
     out[i] = __float2bfloat16_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * inv);
+}
+
+// Before the verdict's all-reduce: the loss's verdict and the step before's largest gradients, which
+// the next step starts gathering afresh.
+__global__ void pack_verdict(const uint32_t* __restrict__ nonfinite, float* __restrict__ local, int buckets,
+                             uint32_t* __restrict__ verdict) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) verdict[0] = *nonfinite;
+  for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < buckets; b += gridDim.x * blockDim.x) {
+    verdict[1 + b] = __float_as_uint(local[b]);
+    local[b] = 0;
+  }
+}
+
+// After it: the agreed verdict back, and each bucket's agreed maximum as its scale's, where it is a
+// magnitude (a step of non-finite or zero gradients keeps the maximum before it). A bucket whose
+// maximum more than doubled (or appeared) was clipped, or scaled without one: counted.
+__global__ void unpack_verdict(const uint32_t* __restrict__ verdict, int buckets, uint32_t* __restrict__ nonfinite,
+                               float* __restrict__ scales, uint32_t* __restrict__ clipped) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *nonfinite = verdict[0];
+  for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < buckets; b += gridDim.x * blockDim.x) {
+    const float agreed = __uint_as_float(verdict[1 + b]), before = scales[b];
+    if (!(agreed > 0) || !isfinite(agreed)) continue;
+    if (agreed > 2 * before) atomicAdd(clipped, 1u);
+    scales[b] = agreed;
+  }
 }
 
 // What NCCL's e4m3 sums need: a GPU of compute capability 9.0 or newer and NCCL 2.24 or newer.
@@ -95,7 +133,10 @@ GradientSync::GradientSync(Arena& arena, const Net& net, int ranks, const GradSy
   if (sums_in_bf16()) arena.request(sums_, std::max<size_t>(1, params_));
   if (o.precision != GradComm::fp8) return;
   arena.request(fp8_, std::max<size_t>(1, params_));
-  arena.request(amax_, std::max<size_t>(1, buckets_.size()));
+  arena.request(local_, std::max<size_t>(1, buckets_.size()));
+  arena.request(scales_, std::max<size_t>(1, buckets_.size()));
+  arena.request(verdict_, 1 + buckets_.size());
+  arena.request(clipped_, 1);
 }
 
 void GradientSync::start(int rank, float* grads) {
@@ -103,6 +144,10 @@ void GradientSync::start(int rank, float* grads) {
     int device = 0;
     CONVOY_CUDA_CHECK(cudaGetDevice(&device));
     require_fp8_wire(device);
+    // No maxima yet (the arena is not cleared).
+    CONVOY_CUDA_CHECK(cudaMemset(local_.get(), 0, local_.size() * sizeof(float)));
+    CONVOY_CUDA_CHECK(cudaMemset(scales_.get(), 0, scales_.size() * sizeof(float)));
+    CONVOY_CUDA_CHECK(cudaMemset(clipped_.get(), 0, sizeof(uint32_t)));
   }
   nccl_ = std::make_unique<NcclComm>(rank, ranks_);
   grads_ = grads;
@@ -116,9 +161,24 @@ Gradients GradientSync::gradients() const {
 void GradientSync::agree(cudaStream_t s, uint32_t* nonfinite) {
   CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_.get(), fork_.get(), 0));
-  CONVOY_NCCL_CHECK(ncclAllReduce(nonfinite, nonfinite, 1, ncclUint32, ncclMax, nccl_->get(), comm_.get()));
+  if (o_.precision == GradComm::fp8)
+    agree_fp8(comm_.get(), nonfinite);
+  else
+    CONVOY_NCCL_CHECK(ncclAllReduce(nonfinite, nonfinite, 1, ncclUint32, ncclMax, nccl_->get(), comm_.get()));
   next_ = 0;
   open_ = {};
+}
+
+// One all-reduce (max, as unsigned: the maxima are non-negative floats) for the verdict and every
+// bucket's maximum, instead of one small all-reduce a bucket before its gradients could go: across
+// hosts each costs a round trip on the link while the backward pass waits behind it.
+void GradientSync::agree_fp8(cudaStream_t c, uint32_t* nonfinite) {
+  const int b = int(buckets_.size());
+  pack_verdict<<<1, 256, 0, c>>>(nonfinite, local_.get(), b, verdict_.get());
+  CONVOY_CUDA_CHECK_LAUNCH();
+  CONVOY_NCCL_CHECK(ncclAllReduce(verdict_.get(), verdict_.get(), 1 + b, ncclUint32, ncclMax, nccl_->get(), c));
+  unpack_verdict<<<1, 256, 0, c>>>(verdict_.get(), b, nonfinite, scales_.get(), clipped_.get());
+  CONVOY_CUDA_CHECK_LAUNCH();
 }
 
 void GradientSync::ready(cudaStream_t s, const FlatRange& r, const Update& update) {
@@ -158,23 +218,58 @@ void GradientSync::flush(cudaStream_t s, const FlatRange& b, const Update& updat
   update({b.lo, b.hi, update_.get()}, gradients());
 }
 
-// The bucket's largest magnitude, all-reduced with max, sets one scale on every rank; the scaled e4m3
-// gradients are summed in place, then widened into the bf16 sums the update reads (it divides by the
-// ranks), so that the updates are those of bf16 on the wire.
+// The scaled e4m3 gradients are summed in place, then widened into the bf16 sums the update reads
+// (it divides by the ranks), so that the updates are those of bf16 on the wire. The scale is the
+// step before's agreed maximum; on the first step, the bucket's own, all-reduced first.
 void GradientSync::all_reduce_fp8(cudaStream_t c, const FlatRange& b) {
-  float* amax = amax_.get() + next_;
+  float* max = scales_.get() + next_;
+  auto* local = reinterpret_cast<unsigned*>(local_.get() + next_);
   auto* q = reinterpret_cast<__nv_fp8_storage_t*>(fp8_.get());
   const float limit = 224.f / float(ranks_);
-  CONVOY_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), c));
-  bucket_amax<<<std::min(grid_for(b.size()), 1024u), 256, 0, c>>>(b.lo, b.hi, grads_,
-                                                                  reinterpret_cast<unsigned*>(amax));
-  CONVOY_CUDA_CHECK_LAUNCH();
-  CONVOY_NCCL_CHECK(ncclAllReduce(amax, amax, 1, ncclFloat, ncclMax, nccl_->get(), c));
-  scale_to_fp8<<<grid_for(b.size()), 256, 0, c>>>(b.lo, b.hi, grads_, amax, limit, q);
+  const unsigned grid = grid_for(b.size());
+  if (!scaled_before_) {
+    bucket_max<<<std::min(grid, 1024u), 256, 0, c>>>(b.lo, b.hi, grads_, local);
+    CONVOY_CUDA_CHECK_LAUNCH();
+    CONVOY_CUDA_CHECK(cudaMemcpyAsync(max, local, sizeof(float), cudaMemcpyDeviceToDevice, c));
+    CONVOY_NCCL_CHECK(ncclAllReduce(max, max, 1, ncclFloat, ncclMax, nccl_->get(), c));
+  }
+  scale_to_fp8<<<grid, 256, 0, c>>>(b.lo, b.hi, grads_, max, limit, scaled_before_ ? local : nullptr, q);
   CONVOY_CUDA_CHECK_LAUNCH();
   CONVOY_NCCL_CHECK(ncclAllReduce(q + b.lo, q + b.lo, b.size(), ncclFloat8e4m3, ncclSum, nccl_->get(), c));
-  widen_fp8<<<grid_for(b.size()), 256, 0, c>>>(b.lo, b.hi, q, amax, limit, sums_.get());
+  widen_fp8<<<grid, 256, 0, c>>>(b.lo, b.hi, q, max, limit, sums_.get());
   CONVOY_CUDA_CHECK_LAUNCH();
+}
+
+std::vector<float> GradientSync::agreed_maxima(cudaStream_t s) {
+  if (o_.precision != GradComm::fp8 || !scaled_before_) return {};
+  CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
+  CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_.get(), fork_.get(), 0));
+  float* local = local_.get();
+  CONVOY_NCCL_CHECK(ncclAllReduce(local, local, buckets_.size(), ncclFloat, ncclMax, nccl_->get(), comm_.get()));
+  CONVOY_CUDA_CHECK(cudaStreamSynchronize(comm_.get()));
+  std::vector<float> m(buckets_.size());
+  local_.download(m.data(), m.size());
+  return m;
+}
+
+bool GradientSync::set_maxima(cudaStream_t s, const std::vector<float>& maxima) {
+  if (o_.precision != GradComm::fp8 || maxima.size() != buckets_.size()) return false;
+  CONVOY_CUDA_CHECK(cudaStreamSynchronize(s));
+  // As the step before left them: gathered (local_) and scaled by (scales_), so that none counts as
+  // clipped.
+  local_.upload(maxima.data(), maxima.size());
+  scales_.upload(maxima.data(), maxima.size());
+  scaled_before_ = true;
+  return true;
+}
+
+long long GradientSync::take_clipped() {
+  if (o_.precision != GradComm::fp8) return 0;
+  CONVOY_CUDA_CHECK(cudaStreamSynchronize(comm_.get()));
+  uint32_t n = 0;
+  clipped_.download(&n, 1);
+  CONVOY_CUDA_CHECK(cudaMemset(clipped_.get(), 0, sizeof(uint32_t)));
+  return n;
 }
 
 void GradientSync::broadcast_from_first(cudaStream_t s, float* x, size_t n) {
@@ -187,6 +282,7 @@ void GradientSync::broadcast_from_first(cudaStream_t s, float* x, size_t n) {
 
 void GradientSync::wait_for_comm(cudaStream_t s) {
   if (next_ != buckets_.size()) fail("GradientSync: the backward pass left buckets of its plan unfilled");
+  scaled_before_ = true;  // the next step scales by this one's maxima
   CONVOY_CUDA_CHECK(cudaEventRecord(comm_done_.get(), comm_.get()));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(s, comm_done_.get(), 0));
 }

@@ -1,6 +1,7 @@
 // A training step's gradients averaged over the ranks while the backward pass runs: NCCL all-reduces
 // of the buckets bucket_plan.h cuts, on an urgent stream of their own, in bf16, fp32 or scaled fp8; and
 // each bucket's optimiser update queued as soon as its all-reduce ends (or one update after the last).
+// fp8's scales follow each bucket's largest gradient of the step before, agreed on with the loss.
 #pragma once
 #include <functional>
 #include <memory>
@@ -41,6 +42,8 @@ class GradientSync {
   // step's verdict on its loss (StepScalars::nonfinite), which is all-reduced with max so that every
   // rank skips the step if one must; ready() for each range the backward pass completes
   // (GpuNet::backward's callback); then wait_for_comm() and finish().
+  // With fp8 the same all-reduce agrees on each bucket's largest gradient of the step before, which
+  // sets this step's scales (the first step, without one, agrees on each bucket's own as it goes).
   void agree(cudaStream_t s, uint32_t* nonfinite);
   void ready(cudaStream_t s, const FlatRange& r, const Update& update);
   // s waits for the last all-reduce.
@@ -52,6 +55,17 @@ class GradientSync {
   // after what s queued so far; s waits for it. Collective: every rank calls it in the same order.
   void broadcast_from_first(cudaStream_t s, float* x, size_t n);
 
+  // fp8, between steps (collective): every rank's largest gradients of the last step become the
+  // ranks' maxima (what the next agree() would make of them), returned for a checkpoint; empty
+  // before the first step and for other wires.
+  std::vector<float> agreed_maxima(cudaStream_t s);
+  // fp8, before the first step: the maxima a checkpoint holds, so that the first step scales as the
+  // step after that checkpoint did. False (and nothing changed) where the bucket count differs.
+  bool set_maxima(cudaStream_t s, const std::vector<float>& maxima);
+  // fp8: the bucket-steps since the last call whose largest gradient was more than twice the step
+  // before's (clipped there to that twice; waits for the comm stream).
+  long long take_clipped();
+
   // Bytes each step puts on the wire, per rank (step_wire_bytes).
   double wire_bytes_per_step() const { return wire_bytes_; }
   const std::vector<FlatRange>& buckets() const { return buckets_; }
@@ -59,6 +73,7 @@ class GradientSync {
  private:
   void flush(cudaStream_t s, const FlatRange& b, const Update& update);
   void all_reduce_fp8(cudaStream_t c, const FlatRange& b);
+  void agree_fp8(cudaStream_t c, uint32_t* nonfinite);
   // bf16 and fp8 on the wire leave the update bf16 sums to read (sums_); fp32 averages in place.
   bool sums_in_bf16() const { return o_.precision == GradComm::bf16 || o_.precision == GradComm::fp8; }
   Gradients gradients() const;
@@ -71,10 +86,14 @@ class GradientSync {
   std::unique_ptr<NcclComm> nccl_;
   float* grads_ = nullptr;
   DeviceBuffer<bf16> sums_;  // bf16 and fp8: the gradients' sums, in bf16 (bf16: summed in place)
-  // fp8: each bucket's gradients scaled and rounded to e4m3, summed in place, then widened into sums_;
-  // the scale follows from amax_, the bucket's largest magnitude on any rank (one float a bucket).
+  // fp8: each bucket's gradients scaled and rounded to e4m3, summed in place, then widened into sums_.
+  // A bucket's scale follows from its maximum in scales_ (the largest magnitude on any rank); local_
+  // gathers this rank's largest of the step for the next step's, which verdict_ agrees on with the
+  // loss (slot 0; then a float's bits a bucket); clipped_ counts the buckets that outgrew theirs.
   DeviceBuffer<unsigned char> fp8_;
-  DeviceBuffer<float> amax_;
+  DeviceBuffer<float> local_, scales_;
+  DeviceBuffer<uint32_t> verdict_, clipped_;
+  bool scaled_before_ = false;  // a step (or a checkpoint) has left maxima to scale by
   CudaStream comm_{CudaStream::Urgent{}}, update_;
   CudaEvent fork_, reduced_, comm_done_, updates_done_;
   size_t next_ = 0;  // the bucket the backward pass fills now

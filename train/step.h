@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "input/loader.h"
 #include "input/sample_format.h"
@@ -33,11 +34,14 @@ struct EpochSums {
 // averaging over the ranks held the step up, beyond what the backward pass hid of it. idle: time
 // the device waited for the host to queue a step, for a backend that queues them (none on the CPU).
 // comm_bytes: the bytes those steps put on the wire, per rank (bucket_plan.h counts them).
+// fp8_clipped: with fp8 gradients on the wire, the bucket-steps whose largest gradient passed twice
+// the step before's, clipped there (gradient_sync.h); absent on other wires.
 struct PhaseTimes {
   double h2d = 0, fwd = 0, bwd = 0, update = 0, comm_exposed = 0;
   std::optional<double> idle;
   double comm_bytes = 0;
   long long steps = 0;
+  std::optional<long long> fp8_clipped;
 };
 
 // The first training step (counted from 0, the first since the step was made) whose loss was NaN
@@ -77,6 +81,12 @@ class Step : public Forward {
   // one; a mean would replace every rank's at each call and round differently from there. Training
   // steps never read the running statistics (they normalise by the batch's), so they are unchanged.
   virtual void sync_state() = 0;
+  // With fp8 gradients on the wire: each bucket's largest gradient of the last step, as agreed at
+  // the last sync_state(), for a checkpoint (empty on other wires); and set back before a resumed
+  // run's first step, so that its scales are those the uninterrupted run's next step had (false
+  // where they do not fit).
+  virtual std::vector<float> wire_maxima() const { return {}; }
+  virtual bool set_wire_maxima(const std::vector<float>&) { return false; }
   // With profiling: the per-node times the backend measured itself join net's profile.
   virtual void add_profile_to(Net& net) = 0;
   // The seconds the set-up took, where it is worth a metrics line (the GPU's).

@@ -93,12 +93,16 @@ class GpuBackendStep final : public Step {
   // behind the backward pass, t_idle the time it waited for the host to queue a step.
   PhaseTimes take_times() override {
     const gpu::StepTimes g = step_->take_times();
-    return {g.h2d,  g.fwd, g.bwd, g.update, g.comm_exposed, g.idle, double(g.steps) * step_->comm_bytes_per_step(),
-            g.steps};
+    PhaseTimes t{g.h2d,  g.fwd, g.bwd, g.update, g.comm_exposed, g.idle, double(g.steps) * step_->comm_bytes_per_step(),
+                 g.steps};
+    if (step_->fp8_on_the_wire()) t.fp8_clipped = g.fp8_clipped;
+    return t;
   }
   void sync_to(Net& net, Optimizer& opt) override { step_->sync_to(net, opt, average_); }
   void swap_average() override { step_->swap_average(); }
   void sync_state() override { step_->sync_state(); }
+  std::vector<float> wire_maxima() const override { return step_->fp8_maxima(); }
+  bool set_wire_maxima(const std::vector<float>& m) override { return step_->set_fp8_maxima(m); }
   void add_profile_to(Net& net) override { step_->add_profile_to(net); }
   std::optional<double> setup_seconds() const override { return setup_s_; }
   std::optional<double> device_bytes() const override { return double(step_->device_bytes()); }

@@ -217,6 +217,22 @@ void TrainRun::make_the_step() {
                                         ranks_, o_.local_rank, o_.backend, o_.skip_nonfinite, o_.profile,
                                         average_ ? &*average_ : nullptr, rec_.accumulate});
   step_base_ = global_step_;
+  restore_wire_maxima();
+}
+
+// fp8 on the wire scales each bucket by its largest gradient of the step before: a resumed run takes
+// them from its checkpoint, so that it repeats the uninterrupted run. A checkpoint without them (or
+// of other buckets) costs that exactness for the first step only, which then scales by its own.
+void TrainRun::restore_wire_maxima() {
+  if (!spec_.resume) return;
+  const nlohmann::json& info = spec_.resume->info;
+  const auto it = info.find("fp8_maxima");
+  const bool set = it != info.end() && step_->set_wire_maxima(it->get<std::vector<float>>());
+  const bool fp8 = backend_ == Backend::gpu && ranks_ > 1 &&
+                   grad_comm_for(spec_.backend.grad_comm, spec_.backend.precision) == GradComm::fp8;
+  if (fp8 && !set && rank_ == 0)
+    log_info("%s holds no fp8 gradient maxima for these buckets: the first step scales by its own, as a fresh run's",
+             o_.resume.c_str());
 }
 
 // ", as 4 micro-batches of 8 ([train] accumulate)" where the recipe accumulates, else "".
@@ -451,6 +467,7 @@ void TrainRun::save(int epoch, long long step, const EpochSums& sums, const std:
   c.state = net_.state();
   c.m = opt_.m;
   c.v = opt_.v;
+  if (const std::vector<float> w = step_->wire_maxima(); !w.empty()) c.info["fp8_maxima"] = w;
   if (average_) {
     c.avg_weights = average_->weights;
     c.avg_state = average_->state;

@@ -45,6 +45,7 @@ class TrainRun {
   void start_average();
   std::optional<EvalResult> evaluate_epoch();
   void make_the_step();
+  void restore_wire_maxima();
   std::string micro_text() const;
   std::string hosts_text() const;
   void open_metrics();
