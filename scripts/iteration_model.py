@@ -27,7 +27,8 @@ at the link's rate: 2 (n-1)/n * b / B_inter for M > 1.)
 
 Across nodes the buckets carry the wire train chooses there (--between-nodes; default auto, as `train
 --grad-comm auto` on GPUs that sum fp8: a byte a gradient, unless the run sent fp32), whatever the base
-run sent inside its node; fp8 all-reduces each bucket's largest magnitude first, one alpha more.
+run sent inside its node; fp8's scales (the buckets' largest magnitudes of the step before) ride on the
+verdict's all-reduce, so its buckets cost what their bytes do.
 
 The buckets go out one after another on one stream (train's GradientSync): bucket i, ready at r_i = f_i *
 t_bwd after the backward pass starts, starts at max(r_i, end of bucket i-1); what ends after the backward
@@ -223,13 +224,11 @@ def wire_between_nodes(run, link):
 
 
 def bucket_costs(run, gpus, nodes, link):
-    """Each bucket's all-reduce seconds: its bytes on the wire the step sends at this layout (fp8 also
-    all-reduces the bucket's largest magnitude first: one latency more)."""
+    """Each bucket's all-reduce seconds: its bytes on the wire the step sends at this layout."""
     if nodes == 1:
         return [allreduce_seconds(b, gpus, nodes, link) for b in run.bucket_bytes]
     wire = wire_between_nodes(run, link)
-    extra = link.latency if wire == "fp8" else 0.0
-    return [extra + allreduce_seconds(e * WIRE_BYTES[wire], gpus, nodes, link) for e in run.bucket_elements]
+    return [allreduce_seconds(e * WIRE_BYTES[wire], gpus, nodes, link) for e in run.bucket_elements]
 
 
 def comm_timeline(run, gpus, nodes, link):
