@@ -144,10 +144,13 @@ void GradientSync::start(int rank, float* grads) {
     int device = 0;
     CONVOY_CUDA_CHECK(cudaGetDevice(&device));
     require_fp8_wire(device);
-    // No maxima yet (the arena is not cleared).
-    CONVOY_CUDA_CHECK(cudaMemset(local_.get(), 0, local_.size() * sizeof(float)));
-    CONVOY_CUDA_CHECK(cudaMemset(scales_.get(), 0, scales_.size() * sizeof(float)));
-    CONVOY_CUDA_CHECK(cudaMemset(clipped_.get(), 0, sizeof(uint32_t)));
+    // No maxima yet (the arena is not cleared); on the comm stream, which reads them, as every change
+    // to them below (the streams do not wait for the default one).
+    cudaStream_t c = comm_.get();
+    CONVOY_CUDA_CHECK(cudaMemsetAsync(local_.get(), 0, local_.size() * sizeof(float), c));
+    CONVOY_CUDA_CHECK(cudaMemsetAsync(scales_.get(), 0, scales_.size() * sizeof(float), c));
+    CONVOY_CUDA_CHECK(cudaMemsetAsync(clipped_.get(), 0, sizeof(uint32_t), c));
+    CONVOY_CUDA_CHECK(cudaStreamSynchronize(c));
   }
   nccl_ = std::make_unique<NcclComm>(rank, ranks_);
   grads_ = grads;
@@ -254,11 +257,14 @@ std::vector<float> GradientSync::agreed_maxima(cudaStream_t s) {
 
 bool GradientSync::set_maxima(cudaStream_t s, const std::vector<float>& maxima) {
   if (o_.precision != GradComm::fp8 || maxima.size() != buckets_.size()) return false;
-  CONVOY_CUDA_CHECK(cudaStreamSynchronize(s));
   // As the step before left them: gathered (local_) and scaled by (scales_), so that none counts as
   // clipped.
-  local_.upload(maxima.data(), maxima.size());
-  scales_.upload(maxima.data(), maxima.size());
+  cudaStream_t c = comm_.get();
+  CONVOY_CUDA_CHECK(cudaStreamSynchronize(s));
+  const size_t bytes = maxima.size() * sizeof(float);
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(local_.get(), maxima.data(), bytes, cudaMemcpyHostToDevice, c));
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(scales_.get(), maxima.data(), bytes, cudaMemcpyHostToDevice, c));
+  CONVOY_CUDA_CHECK(cudaStreamSynchronize(c));
   scaled_before_ = true;
   return true;
 }
@@ -268,7 +274,7 @@ long long GradientSync::take_clipped() {
   CONVOY_CUDA_CHECK(cudaStreamSynchronize(comm_.get()));
   uint32_t n = 0;
   clipped_.download(&n, 1);
-  CONVOY_CUDA_CHECK(cudaMemset(clipped_.get(), 0, sizeof(uint32_t)));
+  CONVOY_CUDA_CHECK(cudaMemsetAsync(clipped_.get(), 0, sizeof(uint32_t), comm_.get()));
   return n;
 }
 
