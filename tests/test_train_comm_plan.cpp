@@ -10,6 +10,7 @@
 
 #include "shared/atomic_file.h"
 #include "source_dir.h"
+#include "train/checkpoint.h"
 #include "train/comm_plan.h"
 #include "train/net_config.h"
 #include "train/synthetic_data.h"
@@ -95,6 +96,40 @@ TEST(CommPlan, AutoSendsFp8OnlyBetweenHostsThatAllSumIt) {
   EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::bf16), GradComm::bf16);
   for (GradComm g : {GradComm::bf16, GradComm::fp32, GradComm::fp8})
     for (const CommReach& r : {one_host, hosts, hosts_no_fp8}) EXPECT_EQ(grad_comm_for(g, Precision::bf16, r), g);
+}
+
+// --bucket-mb left out: 8 MiB of fp32 gradients, 32 with fp8 on the wire (a quarter of the bytes a
+// gradient: 8 MB an all-reduce, which the link needs to run at its rate); given, it is kept. The
+// checkpoint records the size the run used, and a resume keeps it.
+TEST(CommPlan, BucketsDefaultTo8MiBAnd32WithFp8) {
+  EXPECT_EQ(default_bucket_mb(GradComm::bf16), 8.0);
+  EXPECT_EQ(default_bucket_mb(GradComm::fp32), 8.0);
+  EXPECT_EQ(default_bucket_mb(GradComm::fp8), 32.0);
+  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/comm_plan_buckets";
+  make_dirs(tmp);
+  write_file_atomic(tmp + "/net.toml", test::kConfig);
+  SyntheticSpec spec;
+  spec.file_counts.assign(4, 6);
+  spec.classes = 4;
+  write_synthetic_dataset(tmp + "/data", spec);
+  const auto bucket_mb = [&](const std::string& flags) {
+    const std::string ck = tmp + "/ck";
+    std::remove(ck.c_str());
+    EXPECT_EQ(test::run(test::kTrain + " --config " + tmp + "/net.toml --data " + tmp +
+                        "/data --batch 12 --epochs 1 --threads 1 --log-every 0 --device cpu --checkpoint " + ck +
+                        flags + " 2> " + tmp + "/err"),
+              0)
+        << flags << ": " << read_whole_file(tmp + "/err");
+    return read_checkpoint(ck).info.at("bucket_mb").get<double>();
+  };
+  EXPECT_EQ(bucket_mb(" --grad-comm bf16"), 8.0);
+  EXPECT_EQ(bucket_mb(" --grad-comm fp8"), 32.0);
+  EXPECT_EQ(bucket_mb(" --grad-comm fp8 --bucket-mb 4"), 4.0);
+  EXPECT_EQ(bucket_mb(" --grad-comm bf16 --bucket-mb 16"), 16.0);
+  bucket_mb(" --grad-comm fp8");
+  ASSERT_EQ(test::run(test::kTrain + " --resume " + tmp + "/ck --epochs 2 --log-every 0 2> " + tmp + "/err"), 0)
+      << read_whole_file(tmp + "/err");
+  EXPECT_EQ(read_checkpoint(tmp + "/ck").info.at("bucket_mb").get<double>(), 32.0);
 }
 
 TEST(CommPlan, TrainWritesTheRecordAndWithProfileTheMeasuredShares) {

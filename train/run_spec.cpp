@@ -47,6 +47,7 @@ RunSpec fresh_spec(const TrainOptions& o) {
   s.checkpoint = o.checkpoint;
   s.backend = o.backend;
   s.backend.grad_comm = grad_comm_for(o.backend.grad_comm, o.backend.precision, o.reach);
+  if (!o.given("--bucket-mb")) s.backend.bucket_mb = default_bucket_mb(s.backend.grad_comm);
   return s;
 }
 
@@ -185,7 +186,8 @@ void keep_arithmetic(const TrainOptions& o, const nlohmann::json& info, const st
                              "--cudnn-algos");
   k.cudnn_workspace_mb = keep_number(info, "cudnn_workspace_mb", b.cudnn_workspace_mb, o.given("--cudnn-workspace"),
                                      "--cudnn-workspace");
-  k.bucket_mb = keep_number(info, "bucket_mb", b.bucket_mb, o.given("--bucket-mb"), "--bucket-mb");
+  const double bucket_mb = o.given("--bucket-mb") ? b.bucket_mb : default_bucket_mb(k.grad_comm);
+  k.bucket_mb = keep_number(info, "bucket_mb", bucket_mb, o.given("--bucket-mb"), "--bucket-mb");
   // --device given moves the run on purpose; left out, it stays where it trained.
   k.device = o.given("--device") ? b.device : recorded_choice(info, "device", device_names(), b.device, ckpt);
 }

@@ -56,4 +56,6 @@ size_t grad_comm_elem_bytes(GradComm g) {
 
 size_t grad_comm_scale_bytes(GradComm g) { return g == GradComm::fp8 ? sizeof(float) : 0; }
 
+double default_bucket_mb(GradComm g) { return g == GradComm::fp8 ? 32 : 8; }
+
 }  // namespace convoy

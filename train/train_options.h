@@ -38,6 +38,9 @@ const Names<GradComm>& grad_comm_names();
 const Names<SampleOrder>& order_names();
 // GradComm::automatic resolved for the precision and the ranks' reach; the others as they are.
 GradComm grad_comm_for(GradComm asked, Precision precision, CommReach reach = {});
+// --bucket-mb left out: 8 MiB of fp32 gradients (4 MB on the wire in bf16), 32 with fp8 (8 MB), so
+// that each all-reduce across hosts carries enough bytes to run at the link's rate (docs/PERFORMANCE.md).
+double default_bucket_mb(GradComm g);
 // Bytes a gradient takes on the wire (fp32 4, bf16 2, fp8 1), and the bytes of the scale each bucket's
 // all-reduce needs first (fp8: its largest magnitude, all-reduced with max; else none).
 size_t grad_comm_elem_bytes(GradComm g);
@@ -62,7 +65,7 @@ struct BackendOptions {
   // stay fp32 either way), its bucket size in MiB of fp32 gradients, and whether each bucket's update
   // starts as its all-reduce ends (or one update follows the last all-reduce).
   GradComm grad_comm = GradComm::automatic;
-  double bucket_mb = 8;
+  double bucket_mb = 8;  // left out: default_bucket_mb of the resolved grad_comm
   bool bucket_updates = true;
 };
 

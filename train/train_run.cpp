@@ -178,6 +178,7 @@ void TrainRun::start_first_epoch() {
   if (owes_end(start_epoch_)) return;  // that end starts the next epoch (finish_epoch)
   if (start_step_ == 0) plan_ranks_ = ranks_;
   train_loader_->start_epoch(start_epoch_, start_step_, plan_ranks_);
+  loader_epoch_ = start_epoch_;
   if (plan_ranks_ == ranks_) return;
   log_info(
       "resumed on %d rank(s) at step %lld of epoch %d, which follows the plan of %d rank(s): the rest of the epoch "
@@ -296,6 +297,7 @@ std::optional<int> TrainRun::train_epoch(int epoch, long long first, EpochSums& 
     lap.reset();
     if (!train_loader_->next(batch_)) fail("loader ended early (internal error)");
     clock.t_io += lap.lap();
+    if (step + 1 == per_epoch_) start_next_epoch(epoch);
     const double lr = schedule_->at(global_step_);
     step_->train(batch_, dropout_step_key(spec_.seed, global_step_), lr, sums);
     check_nonfinite();
@@ -387,10 +389,18 @@ std::optional<int> TrainRun::after_epoch(int epoch) {
   return stopped(" (at the end of its epoch)");
 }
 
-// The next epoch's first batches are built while this one is evaluated.
+// The next epoch's first batches are built while this one's last step trains and its end is
+// recorded and evaluated: with short epochs (64,000 samples over 4 GPUs take 0.7 s) the wait for them
+// was 2-3 % of the training time. Its order is that of (seed, epoch) alone, whenever it starts.
+void TrainRun::start_next_epoch(int epoch) {
+  if (epoch + 1 >= rec_.epochs || loader_epoch_ == epoch + 1) return;
+  train_loader_->start_epoch(epoch + 1, 0);
+  loader_epoch_ = epoch + 1;
+}
+
 void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock) {
   plan_ranks_ = ranks_;
-  if (epoch + 1 < rec_.epochs) train_loader_->start_epoch(epoch + 1, 0);
+  start_next_epoch(epoch);
   fold(sums);
   if (ranks_ > 1) add_up_ranks(sums);
   EpochReport r;

@@ -46,6 +46,7 @@ class TrainRun {
   std::optional<EvalResult> evaluate_epoch();
   void make_the_step();
   void restore_wire_maxima();
+  void start_next_epoch(int epoch);
   std::string micro_text() const;
   std::string hosts_text() const;
   void open_metrics();
@@ -78,6 +79,7 @@ class TrainRun {
   Optimizer opt_;
   std::optional<WeightAverage> average_;  // [train] ema
   int start_epoch_ = 0;
+  int loader_epoch_ = -1;  // the epoch the training loader was last started on
   long long start_step_ = 0, global_step_ = 0;
   EpochSums carried_;   // resumed mid-epoch: that epoch's sums so far (this rank's own, or its share)
   int plan_ranks_ = 0;  // the ranks whose plan this epoch follows (another run's, resumed mid-epoch)
