@@ -35,6 +35,19 @@ std::vector<nlohmann::json> records(const std::string& path, const std::string& 
   return out;
 }
 
+// A folder under the test's tmp with the small test net (net.toml) and 4 synthetic files of 6
+// samples in 4 classes (data/), for runs of train.
+std::string small_run_dir(const std::string& name) {
+  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/" + name;
+  make_dirs(tmp);
+  write_file_atomic(tmp + "/net.toml", test::kConfig);
+  SyntheticSpec spec;
+  spec.file_counts.assign(4, 6);
+  spec.classes = 4;
+  write_synthetic_dataset(tmp + "/data", spec);
+  return tmp;
+}
+
 }  // namespace
 
 // Nodes 0 ([0, 10)), 1 (none) and 2 ([10, 30)) cost 1, 2 and 3; the backward pass runs 2, 1, 0.
@@ -105,13 +118,7 @@ TEST(CommPlan, BucketsDefaultTo8MiBAnd32WithFp8) {
   EXPECT_EQ(default_bucket_mb(GradComm::bf16), 8.0);
   EXPECT_EQ(default_bucket_mb(GradComm::fp32), 8.0);
   EXPECT_EQ(default_bucket_mb(GradComm::fp8), 32.0);
-  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/comm_plan_buckets";
-  make_dirs(tmp);
-  write_file_atomic(tmp + "/net.toml", test::kConfig);
-  SyntheticSpec spec;
-  spec.file_counts.assign(4, 6);
-  spec.classes = 4;
-  write_synthetic_dataset(tmp + "/data", spec);
+  const std::string tmp = small_run_dir("comm_plan_buckets");
   const auto bucket_mb = [&](const std::string& flags) {
     const std::string ck = tmp + "/ck";
     std::remove(ck.c_str());
@@ -133,14 +140,8 @@ TEST(CommPlan, BucketsDefaultTo8MiBAnd32WithFp8) {
 }
 
 TEST(CommPlan, TrainWritesTheRecordAndWithProfileTheMeasuredShares) {
-  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/comm_plan";
-  make_dirs(tmp);
   ASSERT_TRUE(file_exists(test::kTrain)) << test::kTrain;
-  write_file_atomic(tmp + "/net.toml", test::kConfig);
-  SyntheticSpec spec;
-  spec.file_counts.assign(4, 6);
-  spec.classes = 4;
-  write_synthetic_dataset(tmp + "/data", spec);
+  const std::string tmp = small_run_dir("comm_plan");
   const std::string m = tmp + "/m.jsonl";
   ASSERT_EQ(test::run(test::kTrain + " --config " + tmp + "/net.toml --data " + tmp +
                       "/data --batch 12 --epochs 2 --threads 1 --log-every 0 --device cpu --profile --metrics " + m +
@@ -161,13 +162,7 @@ TEST(CommPlan, TrainWritesTheRecordAndWithProfileTheMeasuredShares) {
 // The record's hosts are those NCCL sees: ranks of one machine are one host, unless NCCL_HOSTID
 // (which NCCL takes for the host's identity, as benchmarks/simnode.sh sets it) tells them apart.
 TEST(CommPlan, TheRecordCountsTheHostsAsNcclSeesThem) {
-  const std::string tmp = std::string(CONVOY_TEST_TMP) + "/comm_plan_hosts";
-  make_dirs(tmp);
-  write_file_atomic(tmp + "/net.toml", test::kConfig);
-  SyntheticSpec spec;
-  spec.file_counts.assign(4, 6);
-  spec.classes = 4;
-  write_synthetic_dataset(tmp + "/data", spec);
+  const std::string tmp = small_run_dir("comm_plan_hosts");
   const std::string args = " " + test::kTrain + " --config " + tmp + "/net.toml --data " + tmp +
                            "/data --batch 12 --epochs 1 --threads 1 --log-every 0 --device cpu --metrics ";
   auto hosts = [&](const std::string& launch, const std::string& name) {
