@@ -479,13 +479,8 @@ void GpuStep::sync_state() {
   drain();
   sync_->broadcast_from_first(ctx_.stream(), net_.state(), net_.state_count());
   if (avg_s_.size()) sync_->broadcast_from_first(ctx_.stream(), avg_s_.get(), avg_s_.size());
+  fp8_maxima_ = sync_->agreed_maxima(ctx_.stream());
   ctx_.synchronize();
-}
-
-std::vector<float> GpuStep::fp8_maxima() {
-  if (!sync_) return {};
-  drain();
-  return sync_->agreed_maxima(ctx_.stream());
 }
 
 }  // namespace convoy::gpu

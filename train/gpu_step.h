@@ -102,10 +102,10 @@ class GpuStep {
   void swap_average();
   // Several ranks (collective): rank 0's running statistics, and its moving average's, on every
   // rank, broadcast with NCCL (Step::sync_state says why rank 0's); with one rank, nothing.
+  // With fp8 on the wire it also agrees on each bucket's largest gradient of the last step, which
+  // fp8_maxima() then returns (for a checkpoint).
   void sync_state();
-  // Several ranks with fp8 on the wire (collective, between steps): each bucket's largest gradient
-  // of the last step on any rank, for a checkpoint; empty otherwise.
-  std::vector<float> fp8_maxima();
+  const std::vector<float>& fp8_maxima() const { return fp8_maxima_; }
   // Before the first step: a checkpoint's fp8_maxima(), so that the first step scales as the
   // uninterrupted run's next one would; false where they do not fit this step's buckets or wire.
   bool set_fp8_maxima(const std::vector<float>& m) { return sync_ && sync_->set_maxima(ctx_.stream(), m); }
@@ -189,6 +189,7 @@ class GpuStep {
   int max_batch_, ranks_;
   GpuStepOptions o_;
   std::unique_ptr<GradientSync> sync_;  // several ranks
+  std::vector<float> fp8_maxima_;       // as agreed at the last sync_state()
   CudaStream copy_stream_;
   DeviceBuffer<unsigned char> x_;  // the augmented batch, in the net's storage (GpuNet::stores_bf16())
   DeviceBuffer<float> m_, v_, scale_shift_;

@@ -81,11 +81,11 @@ class Step : public Forward {
   // one; a mean would replace every rank's at each call and round differently from there. Training
   // steps never read the running statistics (they normalise by the batch's), so they are unchanged.
   virtual void sync_state() = 0;
-  // With fp8 gradients on the wire: each bucket's largest gradient of the last step on any rank
-  // (collective: every rank calls it), for a checkpoint (empty on other wires); and set back before
-  // a resumed run's first step, so that its scales are those the uninterrupted run's next step had
-  // (false where they do not fit).
-  virtual std::vector<float> wire_maxima() { return {}; }
+  // With fp8 gradients on the wire: each bucket's largest gradient of the last step, as agreed at
+  // the last sync_state(), for a checkpoint (empty on other wires); and set back before a resumed
+  // run's first step, so that its scales are those the uninterrupted run's next step had (false
+  // where they do not fit).
+  virtual std::vector<float> wire_maxima() const { return {}; }
   virtual bool set_wire_maxima(const std::vector<float>&) { return false; }
   // With profiling: the per-node times the backend measured itself join net's profile.
   virtual void add_profile_to(Net& net) = 0;

@@ -101,7 +101,7 @@ class GpuBackendStep final : public Step {
   void sync_to(Net& net, Optimizer& opt) override { step_->sync_to(net, opt, average_); }
   void swap_average() override { step_->swap_average(); }
   void sync_state() override { step_->sync_state(); }
-  std::vector<float> wire_maxima() override { return step_->fp8_maxima(); }
+  std::vector<float> wire_maxima() const override { return step_->fp8_maxima(); }
   bool set_wire_maxima(const std::vector<float>& m) override { return step_->set_fp8_maxima(m); }
   void add_profile_to(Net& net) override { step_->add_profile_to(net); }
   std::optional<double> setup_seconds() const override { return setup_s_; }

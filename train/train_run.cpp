@@ -229,7 +229,8 @@ void TrainRun::restore_wire_maxima() {
   const nlohmann::json& info = spec_.resume->info;
   const auto it = info.find("fp8_maxima");
   const bool set = it != info.end() && step_->set_wire_maxima(it->get<std::vector<float>>());
-  const bool fp8 = backend_ == Backend::gpu && ranks_ > 1 && spec_.backend.grad_comm == GradComm::fp8;
+  const bool fp8 = backend_ == Backend::gpu && ranks_ > 1 &&
+                   grad_comm_for(spec_.backend.grad_comm, spec_.backend.precision) == GradComm::fp8;
   if (fp8 && !set && rank_ == 0)
     log_info("%s holds no fp8 gradient maxima for these buckets: the first step scales by its own, as a fresh run's",
              o_.resume.c_str());
@@ -461,7 +462,6 @@ void TrainRun::save(int epoch, long long step, const EpochSums& sums, const std:
   if (spec_.checkpoint.empty()) return;
   if (ranks_ > 1) step_->sync_state();
   step_->sync_to(net_, opt_);
-  const std::vector<float> maxima = step_->wire_maxima();
   if (rank_ != 0) return;
   Checkpoint c;
   c.info = run_record(spec_, ranks_);
@@ -477,7 +477,7 @@ void TrainRun::save(int epoch, long long step, const EpochSums& sums, const std:
   c.state = net_.state();
   c.m = opt_.m;
   c.v = opt_.v;
-  if (!maxima.empty()) c.info["fp8_maxima"] = maxima;
+  if (const std::vector<float> w = step_->wire_maxima(); !w.empty()) c.info["fp8_maxima"] = w;
   if (average_) {
     c.avg_weights = average_->weights;
     c.avg_state = average_->state;
