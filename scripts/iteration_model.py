@@ -27,8 +27,10 @@ at the link's rate: 2 (n-1)/n * b / B_inter for M > 1.)
 
 Across nodes the buckets carry the wire train chooses there (--between-nodes; default auto, as `train
 --grad-comm auto` on GPUs that sum fp8: a byte a gradient, unless the run sent fp32), whatever the base
-run sent inside its node; fp8's scales (the buckets' largest magnitudes of the step before) ride on the
-verdict's all-reduce, so its buckets cost what their bytes do.
+run sent inside its node, in the buckets train plans for that wire (--bucket-mb; its default is 32 MiB of
+fp32 gradients for fp8, 8 for bf16 and fp32): the base run's buckets merged by train's rule. fp8's scales (the
+buckets' largest magnitudes of the step before) ride on the verdict's all-reduce, so its buckets cost what
+their bytes do.
 
 The buckets go out one after another on one stream (train's GradientSync): bucket i, ready at r_i = f_i *
 t_bwd after the backward pass starts, starts at max(r_i, end of bucket i-1); what ends after the backward
@@ -43,13 +45,13 @@ gives it, else from the nodes' FLOPs ("bucket_ready_flops" in the comm_plan reco
 its t_comm_exposed in brackets). --fit GxM=FILE instead takes the link's bus bandwidth (between the nodes for
 M > 1, else inside the node) that makes the prediction at GxM that run's images/s: what the link moves while
 the GPUs compute, which can be well below what an all-reduce benchmark on idle GPUs reports (NCCL's sockets
-on loopback: 3.1 GB/s idle, about 2.2-2.3 GB/s during training). A fit says nothing of its own
-configuration; it is a test of the model at the others.
+on loopback between four simulated nodes: 3.3 GB/s and 330 us an all-reduce idle, about 2.0 GB/s during
+training). A fit says nothing of its own configuration; it is a test of the model at the others.
 """
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 class BadInput(Exception):
@@ -87,6 +89,7 @@ class Link:
     latency: float = 0.0  # seconds an all-reduce
     flat_ring: bool = False
     between_nodes: str = "auto"  # the wire across nodes: auto, as-run, fp8, bf16 or fp32
+    bucket_mb: float = 0.0  # train's --bucket-mb across nodes; 0: its default for that wire
 
 
 @dataclass
@@ -211,6 +214,7 @@ def bucket_ends(run, costs, latency):
 
 
 WIRE_BYTES = {"fp8": 1, "bf16": 2, "fp32": 4}
+DEFAULT_BUCKET_MB = {"fp8": 32.0, "bf16": 8.0, "fp32": 8.0}  # train's --bucket-mb default for each wire
 
 
 def wire_between_nodes(run, link):
@@ -223,12 +227,48 @@ def wire_between_nodes(run, link):
     return link.between_nodes
 
 
-def bucket_costs(run, gpus, nodes, link):
-    """Each bucket's all-reduce seconds: its bytes on the wire the step sends at this layout."""
-    if nodes == 1:
-        return [allreduce_seconds(b, gpus, nodes, link) for b in run.bucket_bytes]
+def regroup(elements, ready, bucket_mb):
+    """Buckets merged as train plans them at bucket_mb MiB of fp32 gradients (bucket_plan.cpp: a bucket
+    closes once it holds half of what is left, within bucket_mb / 16 to bucket_mb), each ready when its last
+    member is: (elements, ready shares). The members are the base run's buckets, so a boundary train would
+    draw inside one of them falls at its end."""
+    most = max(1, int(bucket_mb * (1 << 20)) // 4)
+    least = max(1, most // 16)
+    left = sum(elements)
+    out_e, out_r = [], []
+    open_e, open_r = 0, 0.0
+    for e, r in zip(elements, ready):
+        if open_e and open_e + e > most:
+            out_e.append(open_e), out_r.append(open_r)
+            open_e = 0
+        open_e, open_r = open_e + e, r
+        left -= e
+        if open_e >= min(max(left // 2, least), most):
+            out_e.append(open_e), out_r.append(open_r)
+            open_e = 0
+    if open_e:
+        out_e.append(open_e), out_r.append(open_r)
+    return out_e, out_r
+
+
+def between_nodes_run(run, link):
+    """The run as its step goes across nodes: the wire there and, where that wire's bucket size differs
+    from the base run's (train's defaults: 32 MiB for fp8, 8 for bf16 and fp32), the buckets regrouped."""
     wire = wire_between_nodes(run, link)
-    return [allreduce_seconds(e * WIRE_BYTES[wire], gpus, nodes, link) for e in run.bucket_elements]
+    mb, base_mb = link.bucket_mb or DEFAULT_BUCKET_MB[wire], DEFAULT_BUCKET_MB[run.grad_comm]
+    elements, ready = run.bucket_elements, run.ready
+    if mb > base_mb:
+        elements, ready = regroup([int(e) for e in elements], ready, mb)
+    elif mb < base_mb:
+        raise BadInput(f"--bucket-mb {mb:g}: below the base run's {base_mb:g} MiB buckets, which the model cannot split")
+    return replace(run, bucket_elements=[float(e) for e in elements], ready=list(ready),
+                   bucket_bytes=[float(e) * WIRE_BYTES[wire] for e in elements])
+
+
+def bucket_costs(run, gpus, nodes, link):
+    """Each bucket's all-reduce seconds: its bytes on the wire the step sends at this layout (across
+    nodes, run is between_nodes_run's)."""
+    return [allreduce_seconds(b, gpus, nodes, link) for b in run.bucket_bytes]
 
 
 def comm_timeline(run, gpus, nodes, link):
@@ -249,6 +289,8 @@ def comm_timeline(run, gpus, nodes, link):
 
 
 def predict(run, gpus, nodes, link):
+    if nodes > 1:
+        run = between_nodes_run(run, link)
     t_comm, exposed, t_u = comm_timeline(run, gpus, nodes, link)
     t_iter = run.t_io + run.t_h2d + run.t_fwd + run.t_bwd + exposed + t_u
     return Prediction(gpus=gpus, nodes=nodes, t_io=run.t_io, t_h2d=run.t_h2d, t_fwd=run.t_fwd, t_bwd=run.t_bwd,
@@ -263,8 +305,8 @@ def fit_bandwidth(run, gpus, nodes, link, measured_img_s):
     between = nodes > 1
 
     def with_bw(bw):
-        return Link(intra_busbw=link.intra_busbw if between else bw, inter_busbw=bw if between else link.inter_busbw,
-                    latency=link.latency, flat_ring=link.flat_ring, between_nodes=link.between_nodes)
+        return replace(link, intra_busbw=link.intra_busbw if between else bw,
+                       inter_busbw=bw if between else link.inter_busbw)
 
     lo, hi = 1e7, 1e14
     if not (predict(run, gpus, nodes, with_bw(lo)).images_per_second <= measured_img_s
@@ -318,6 +360,9 @@ def parse_args(argv):
     p.add_argument("--between-nodes", choices=["auto", "as-run", "fp8", "bf16", "fp32"], default="auto",
                    help="the gradients' wire once the ranks span nodes (default auto: train's --grad-comm auto on GPUs "
                         "that sum fp8, fp8 unless the run sent fp32; as-run: the run's own)")
+    p.add_argument("--bucket-mb", type=float, default=0.0,
+                   help="train's --bucket-mb across nodes (default: its default for that wire, 32 for fp8, 8 for bf16 "
+                        "and fp32); the base run's buckets are merged up to it")
     p.add_argument("--profile-metrics", action="append", default=[],
                    help="a train --profile run's metrics: its buckets' ready shares (else the FLOPs')")
     p.add_argument("--measured", action="append", default=[], metavar="GxM=FILE",
@@ -336,6 +381,8 @@ def parse_args(argv):
             raise BadInput(f"{flag}: {v} is not a bandwidth above 0")
     if a.latency_us < 0:
         raise BadInput(f"--latency-us: {a.latency_us} is below 0")
+    if a.bucket_mb < 0:
+        raise BadInput(f"--bucket-mb: {a.bucket_mb} is below 0")
     a.gpu_list, a.node_list = int_list(a.gpus, "--gpus"), int_list(a.nodes, "--nodes")
     a.measured = [measured_spec(m) for m in a.measured]
     a.fit = measured_spec(a.fit) if a.fit else None
@@ -344,7 +391,7 @@ def parse_args(argv):
     if inter is None and (max(a.node_list) > 1 or any(m > 1 for _, m, _ in a.measured)):
         raise BadInput("--inter-busbw or --link-gbps: needed for more than one node")
     a.link = Link(intra_busbw=a.intra_busbw * 1e9, inter_busbw=(inter or 0.0) * 1e9, latency=a.latency_us * 1e-6,
-                  flat_ring=a.flat_ring, between_nodes=a.between_nodes)
+                  flat_ring=a.flat_ring, between_nodes=a.between_nodes, bucket_mb=a.bucket_mb)
     return a
 
 

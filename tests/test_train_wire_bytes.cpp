@@ -56,6 +56,9 @@ TEST(WireBytes, EpochRecordAndLineCountTheGradientsAllReduce) {
     const nlohmann::json epoch = last_epoch_record(name + ".jsonl");
     EXPECT_NEAR(epoch.at("comm_bytes_per_step").get<double>(), share * (4 * params + 4), 1e-9 * params) << ranks;
     EXPECT_GE(epoch.at("t_comm_exposed").get<double>(), 0.0);
+    // The wait for the epoch's first batch is a part of the epoch's wait for the loader.
+    EXPECT_GE(epoch.at("t_io_first").get<double>(), 0.0);
+    EXPECT_LE(epoch.at("t_io_first").get<double>(), epoch.at("t_io").get<double>());
     char text[64];
     std::snprintf(text, sizeof text, "(%.2f MB a step on the wire)", share * (4 * params + 4) / 1e6);
     EXPECT_NE(read_whole_file(name + ".err").find(text), std::string::npos) << text << " in\n"

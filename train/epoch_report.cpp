@@ -64,6 +64,7 @@ nlohmann::json epoch_record(const EpochReport& r) {
                       {"seconds", r.seconds},
                       {"train_seconds", r.train_seconds},
                       {"t_io", r.t_io},
+                      {"t_io_first", r.t_io_first},
                       {"t_h2d", t.h2d},
                       {"t_fwd", t.fwd},
                       {"t_bwd", t.bwd},

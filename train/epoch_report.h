@@ -18,6 +18,7 @@ struct EpochReport {
   bool count_skipped = false;  // --skip-nonfinite: the epoch line counts the skipped steps
   PhaseTimes times;
   double t_io = 0, train_seconds = 0, seconds = 0;  // seconds: training and evaluation
+  double t_io_first = 0;                            // of t_io, the wait for the epoch's first batch
   // The samples trained in train_seconds: sums.samples less, in the epoch a run resumed in, those
   // of the steps before the checkpoint (timed by the run that made it).
   double timed_samples = 0;

@@ -295,7 +295,9 @@ std::optional<int> TrainRun::train_epoch(int epoch, long long first, EpochSums& 
   for (long long step = first; step < per_epoch_; ++step) {
     lap.reset();
     if (!train_loader_->next(batch_)) fail("loader ended early (internal error)");
-    clock.t_io += lap.lap();
+    const double io = lap.lap();
+    clock.t_io += io;
+    if (step == first) clock.t_io_first = io;
     if (step + 1 == per_epoch_) start_next_epoch(epoch);
     const double lr = schedule_->at(global_step_);
     step_->train(batch_, dropout_step_key(spec_.seed, global_step_), lr, sums);
@@ -411,6 +413,7 @@ void TrainRun::finish_epoch(int epoch, EpochSums& sums, const EpochClock& clock)
   r.count_skipped = o_.skip_nonfinite;
   r.times = step_->take_times();
   r.t_io = clock.t_io;
+  r.t_io_first = clock.t_io_first;
   // An epoch whose end alone was left to this run trained at its side as the function has it.
   if (spec_.cfg.augment.progressive.on())
     r.train_side = owes_end(epoch) ? train_crop(spec_.cfg.augment, epoch) : batch_.height;

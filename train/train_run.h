@@ -34,7 +34,8 @@ class TrainRun {
  private:
   struct EpochClock {
     Stopwatch whole;
-    double t_io = 0;  // waiting for the loader
+    double t_io = 0;        // waiting for the loader
+    double t_io_first = 0;  // of it, for the epoch's first batch
   };
   // What stops the run after a step, the same on every rank: --stop-after, which lets the epoch's
   // end be made first, or a signal (or the launcher's loss), which stops it at once.

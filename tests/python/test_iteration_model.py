@@ -123,6 +123,32 @@ def test_between_nodes_the_wire_train_chooses(tmp_path):
     assert im.predict(fp32, 1, 2, link(latency=0.1, between="auto")).t_comm_exposed == pytest.approx(3.2)
 
 
+def test_regroup_follows_trains_bucket_plan():
+    # ResNet-18's 12 bf16 buckets (8 MiB) regrouped at fp8's 32 MiB: a bucket closes once it holds half of
+    # what is left (at least 2 MiB of gradients); train's own plan there begins 4771940, 2492416, 1771008,
+    # 1213952 and then splits inside the 303872 bucket, which the model cannot (590848 + 387648 in train).
+    elements = [52324, 2359296, 1024, 2359296, 133120, 2359296, 1771008, 1213952, 443136, 303872, 147968, 83520]
+    ready = [0.0, 0.06, 0.06, 0.13, 0.13, 0.19, 0.29, 0.42, 0.52, 0.65, 0.81, 1.0]
+    merged, when = im.regroup(elements, ready, 32)
+    assert merged == [4771940, 2492416, 1771008, 1213952, 747008, 231488]
+    assert when == [0.13, 0.19, 0.29, 0.42, 0.65, 1.0]
+    assert sum(merged) == sum(elements)
+    assert im.regroup(elements, ready, 8) == (elements, ready)
+
+
+def test_between_nodes_the_buckets_train_sends_there(tmp_path):
+    # Four bf16 buckets of 1e6 gradients; across nodes fp8 at 32 MiB: [2e6, 1e6, 1e6], each ready with its last.
+    run = base(tmp_path, elements=(1e6,) * 4, nbytes=(2e6,) * 4, ready=(0.25, 0.5, 0.75, 1.0))
+    across = im.between_nodes_run(run, link(between="auto"))
+    assert across.bucket_elements == [2e6, 1e6, 1e6]
+    assert across.ready == [0.5, 0.75, 1.0]
+    assert across.bucket_bytes == [2e6, 1e6, 1e6]
+    # With the run's own bf16 wire the buckets stay as they were; a smaller --bucket-mb cannot be had.
+    assert im.between_nodes_run(run, link(between="as-run")).bucket_elements == [1e6] * 4
+    with pytest.raises(im.BadInput, match="--bucket-mb 4"):
+        im.between_nodes_run(run, im.Link(1e9, 1e9, between_nodes="auto", bucket_mb=4))
+
+
 def test_bucket_updates_leave_the_last_buckets_update(tmp_path):
     # The update (0.2 s) in halves after each all-reduce: after 2 s, 2.1; after 3 s, 3.1: 0.1 s after the comm.
     p = im.predict(base(tmp_path, bucket_updates=True), 2, 1, link(intra=1))
