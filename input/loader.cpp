@@ -6,12 +6,7 @@
 // file surfaces as an error at the first batch that needs it, a damaged sample at its batch.
 #include "input/loader.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <new>
 #include <system_error>
@@ -54,19 +49,6 @@ DecodedFile load_batch_file(const std::string& dir, const DatasetMeta& meta, siz
 }
 
 namespace {
-
-// Readers run this many nice steps below the thread that starts them: with every core decoding, the
-// thread they feed (a trainer queueing GPU steps) and NCCL's and CUDA's own threads must not wait for
-// a core behind them, or the GPU idles; where cores are free it changes nothing.
-constexpr int kReaderNiceSteps = 10;
-
-// Linux keeps a nice value per thread. Best effort: where it cannot be set the reader runs as it was.
-void give_way_to_the_consumer() {
-  const id_t tid = id_t(syscall(SYS_gettid));
-  errno = 0;
-  const int nice = getpriority(PRIO_PROCESS, tid);
-  if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(19, nice + kReaderNiceSteps));
-}
 
 // The callers check their own flags; this is for every one of them, before anything is built.
 const LoaderOptions& checked(const LoaderOptions& o) {
@@ -390,7 +372,6 @@ void Loader::release(long long k) {
 // A reader's loop: build a part of the next batch when its files are in; otherwise read the next
 // file of this epoch when the window has room; otherwise read ahead into the next epoch; otherwise wait.
 void Loader::worker() {
-  give_way_to_the_consumer();
   std::unique_lock<std::mutex> lk(mu_);
   while (!stopping_) {
     if (build_next_part(lk) || load_next_file(lk) || read_ahead(lk)) continue;

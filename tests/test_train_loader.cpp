@@ -5,20 +5,16 @@
 // batches equal to the float ones before normalisation, and the next epoch's first files read
 // ahead and taken over.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -121,38 +117,6 @@ TEST(Loader, DeterministicFromSeedAndResumableMidEpoch) {
   for (const auto& batch : e1)
     for (uint64_t k : batch.keys) EXPECT_TRUE(seen.insert(k).second) << "sample " << k << " twice";
   EXPECT_EQ(seen.size(), e1.size() * 8);
-}
-
-// Each thread's nice value, from /proc/self/task/TID/stat (field 19, after the parenthesised name).
-std::vector<int> thread_nice_values() {
-  std::vector<int> out;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream f(task.path() / "stat");
-    const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close + 1));
-    std::string field;
-    for (int i = 3; i <= 19 && rest >> field; ++i)
-      if (i == 19) out.push_back(std::stoi(field));
-  }
-  return out;
-}
-
-// The readers run below the thread that feeds on them, so that it never waits for a core behind them.
-TEST(Loader, ReadersRunBelowTheThreadTheyFeed) {
-  const std::string dir = make("raw", Encoding::raw);
-  LoaderOptions o = options(dir, true);
-  o.readers = 3;
-  o.prefetch = 1;  // the window fills and the readers wait, alive, until a batch is taken
-  Loader l(o, read_dataset_meta(dir));
-  l.start_epoch(0);
-  HostBatch b;
-  ASSERT_TRUE(l.next(b));
-  usleep(50000);
-  const int mine = getpriority(PRIO_PROCESS, 0);
-  const std::vector<int> nice = thread_nice_values();
-  EXPECT_EQ(std::count(nice.begin(), nice.end(), std::min(19, mine + 10)), 3) << "threads: " << nice.size();
 }
 
 // Once an epoch's files are read, the readers read the next epoch's first shuffle window, which
