@@ -45,7 +45,7 @@ gives it, else from the nodes' FLOPs ("bucket_ready_flops" in the comm_plan reco
 its t_comm_exposed in brackets). --fit GxM=FILE instead takes the link's bus bandwidth (between the nodes for
 M > 1, else inside the node) that makes the prediction at GxM that run's images/s: what the link moves while
 the GPUs compute, which can be well below what an all-reduce benchmark on idle GPUs reports (NCCL's sockets
-on loopback between four simulated nodes: 3.3 GB/s and 330 us an all-reduce idle, about 2.0 GB/s during
+on loopback between four simulated nodes: 3.37 GB/s and 346 us an all-reduce idle, about 2.07 GB/s during
 training). A fit says nothing of its own configuration; it is a test of the model at the others.
 """
 import argparse
