@@ -88,6 +88,10 @@ TEST(CommPlan, TheCudaBackendsBucketsAndTheCpuBackendsOneAllReduce) {
   EXPECT_EQ(comm_plan(net, o, Backend::gpu).wire_elem_bytes, 1u);
   EXPECT_EQ(comm_plan(net, o, Backend::gpu).grad_comm, "fp8");
   EXPECT_EQ(comm_plan(net, o, Backend::gpu).buckets, gpu.buckets);  // cut by fp32 bytes whatever the wire
+  o.grad_comm = GradComm::int4;  // 4 bits a gradient and a 4-byte scale a block of 64
+  EXPECT_EQ(comm_plan(net, o, Backend::gpu).wire_elem_bytes, 0.5625);
+  EXPECT_EQ(comm_plan(net, o, Backend::gpu).grad_comm, "int4");
+  EXPECT_EQ(comm_plan(net, o, Backend::gpu).buckets, gpu.buckets);
   o.grad_comm = GradComm::fp32;
   EXPECT_EQ(comm_plan(net, o, Backend::gpu).wire_elem_bytes, 4u);
 
@@ -107,7 +111,7 @@ TEST(CommPlan, AutoSendsFp8OnlyBetweenHostsThatAllSumIt) {
   EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::bf16, hosts_no_fp8), GradComm::bf16);
   EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::fp32, hosts), GradComm::fp32);
   EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::bf16), GradComm::bf16);
-  for (GradComm g : {GradComm::bf16, GradComm::fp32, GradComm::fp8})
+  for (GradComm g : {GradComm::bf16, GradComm::fp32, GradComm::fp8, GradComm::int4})
     for (const CommReach& r : {one_host, hosts, hosts_no_fp8}) EXPECT_EQ(grad_comm_for(g, Precision::bf16, r), g);
 }
 
@@ -118,6 +122,7 @@ TEST(CommPlan, BucketsDefaultTo8MiBAnd32WithFp8) {
   EXPECT_EQ(default_bucket_mb(GradComm::bf16), 8.0);
   EXPECT_EQ(default_bucket_mb(GradComm::fp32), 8.0);
   EXPECT_EQ(default_bucket_mb(GradComm::fp8), 32.0);
+  EXPECT_EQ(default_bucket_mb(GradComm::int4), 32.0);
   const std::string tmp = small_run_dir("comm_plan_buckets");
   const auto bucket_mb = [&](const std::string& flags) {
     const std::string ck = tmp + "/ck";
@@ -132,6 +137,7 @@ TEST(CommPlan, BucketsDefaultTo8MiBAnd32WithFp8) {
   EXPECT_EQ(bucket_mb(" --grad-comm bf16"), 8.0);
   EXPECT_EQ(bucket_mb(" --grad-comm fp8"), 32.0);
   EXPECT_EQ(bucket_mb(" --grad-comm fp8 --bucket-mb 4"), 4.0);
+  EXPECT_EQ(bucket_mb(" --grad-comm int4"), 32.0);
   EXPECT_EQ(bucket_mb(" --grad-comm bf16 --bucket-mb 16"), 16.0);
   bucket_mb(" --grad-comm fp8");
   ASSERT_EQ(test::run(test::kTrain + " --resume " + tmp + "/ck --epochs 2 --log-every 0 2> " + tmp + "/err"), 0)

@@ -39,7 +39,7 @@ std::vector<FlatRange> plan_buckets(const std::vector<FlatRange>& ranges, size_t
 
 double ring_allreduce_bytes(double bytes, int ranks) { return ranks > 1 ? 2.0 * (ranks - 1) / ranks * bytes : 0.0; }
 
-double step_wire_bytes(const std::vector<FlatRange>& buckets, size_t elem_bytes, int ranks, size_t scale_bytes) {
+double step_wire_bytes(const std::vector<FlatRange>& buckets, double elem_bytes, int ranks, size_t scale_bytes) {
   double bytes = ring_allreduce_bytes(sizeof(uint32_t), ranks);
   for (const FlatRange& b : buckets)
     bytes += ring_allreduce_bytes(double(b.size()) * elem_bytes, ranks) + ring_allreduce_bytes(scale_bytes, ranks);

@@ -41,6 +41,6 @@ double ring_allreduce_bytes(double bytes, int ranks);
 // A training step's bytes on the wire, per rank: each bucket's all-reduce at elem_bytes an element
 // (after the all-reduce of its scale_bytes, where it has a scale), and the all-reduce of the 4-byte
 // verdict on the step's loss.
-double step_wire_bytes(const std::vector<FlatRange>& buckets, size_t elem_bytes, int ranks, size_t scale_bytes = 0);
+double step_wire_bytes(const std::vector<FlatRange>& buckets, double elem_bytes, int ranks, size_t scale_bytes = 0);
 
 }  // namespace convoy

@@ -56,7 +56,7 @@ nlohmann::json comm_plan_record(const CommPlan& p, const Net& net, int ranks, in
   for (const FlatRange& b : p.buckets) {
     params += b.size();
     elements.push_back(b.size());
-    bytes.push_back(double(b.size()) * double(p.wire_elem_bytes));
+    bytes.push_back(double(b.size()) * p.wire_elem_bytes);
   }
   return {{"kind", "comm_plan"},
           {"ranks", ranks},

@@ -18,7 +18,7 @@ namespace convoy {
 // backward pass completes each; the CPU backend's one all-reduce of every fp32 gradient after it.
 struct CommPlan {
   std::vector<FlatRange> buckets;  // in the order they are sent
-  size_t wire_elem_bytes = 4;
+  double wire_elem_bytes = 4;
   bool overlap = false;         // an all-reduce starts as its bucket is ready (else after the backward pass)
   bool bucket_updates = false;  // each bucket's update starts as its all-reduce ends
   std::string grad_comm = "fp32";

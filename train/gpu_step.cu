@@ -251,7 +251,7 @@ void GpuStep::queue_backward_and_update(const Slot& sl, StepScalars* scalars) {
     record_event(sl.comm.get(), s);
     return update({0, net_.param_count(), s}, Gradients{net_.grads()});
   }
-  sync_->agree(s, &scalars->nonfinite);
+  sync_->agree(s, &scalars->nonfinite, &scalars->key);
   net_.backward([&](size_t lo, size_t hi) {
     mean(lo, hi);
     sync_->ready(s, {lo, hi}, update);

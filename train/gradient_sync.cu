@@ -131,12 +131,24 @@ GradientSync::GradientSync(Arena& arena, const Net& net, int ranks, const GradSy
   if (covered != params_) fail("GradientSync: the net's parameter ranges do not cover its flat buffer");
   wire_bytes_ = step_wire_bytes(buckets_, grad_comm_elem_bytes(o.precision), ranks, grad_comm_scale_bytes(o.precision));
   if (sums_in_bf16()) arena.request(sums_, std::max<size_t>(1, params_));
+  if (o.precision == GradComm::int4) request_int4(arena);
   if (o.precision != GradComm::fp8) return;
   arena.request(fp8_, std::max<size_t>(1, params_));
   arena.request(local_, std::max<size_t>(1, buckets_.size()));
   arena.request(scales_, std::max<size_t>(1, buckets_.size()));
   arena.request(verdict_, 1 + buckets_.size());
   arena.request(clipped_, 1);
+}
+
+// Blocks for the largest bucket's chunks; the bytes on the wire are the chunks' whole blocks.
+void GradientSync::request_int4(Arena& arena) {
+  size_t blocks = 1;
+  wire_bytes_ = ring_allreduce_bytes(sizeof(uint32_t), ranks_);
+  for (const FlatRange& b : buckets_) {
+    blocks = std::max(blocks, int4_bucket(b, ranks_, 0).blocks);
+    wire_bytes_ += int4_allreduce_bytes(b.size(), ranks_);
+  }
+  for (DeviceBuffer<Int4Block>* x : {&send_, &recv_, &all_}) arena.request(*x, size_t(ranks_) * blocks);
 }
 
 void GradientSync::start(int rank, float* grads) {
@@ -153,6 +165,7 @@ void GradientSync::start(int rank, float* grads) {
     CONVOY_CUDA_CHECK(cudaStreamSynchronize(c));
   }
   nccl_ = std::make_unique<NcclComm>(rank, ranks_);
+  rank_ = rank;
   grads_ = grads;
 }
 
@@ -161,7 +174,9 @@ Gradients GradientSync::gradients() const {
   return {grads_, nullptr, 1};  // averaged in place by ncclAvg
 }
 
-void GradientSync::agree(cudaStream_t s, uint32_t* nonfinite) {
+void GradientSync::agree(cudaStream_t s, uint32_t* nonfinite, const uint64_t* key) {
+  if (o_.precision == GradComm::int4 && !key) fail("GradientSync: int4 on the wire needs the step's key");
+  key_ = key;
   CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_.get(), fork_.get(), 0));
   if (o_.precision == GradComm::fp8)
@@ -206,6 +221,8 @@ void GradientSync::flush(cudaStream_t s, const FlatRange& b, const Update& updat
   cudaStream_t c = comm_.get();
   if (o_.precision == GradComm::fp8) {
     all_reduce_fp8(c, b);
+  } else if (o_.precision == GradComm::int4) {
+    all_reduce_int4(c, b);
   } else if (o_.precision == GradComm::bf16) {
     round_to_bf16<<<grid_for(b.size()), 256, 0, c>>>(b.lo, b.hi, grads_, sums_.get());
     CONVOY_CUDA_CHECK_LAUNCH();
@@ -241,6 +258,27 @@ void GradientSync::all_reduce_fp8(cudaStream_t c, const FlatRange& b) {
   CONVOY_NCCL_CHECK(ncclAllReduce(q + b.lo, q + b.lo, b.size(), ncclFloat8e4m3, ncclSum, nccl_->get(), c));
   widen_fp8<<<grid, 256, 0, c>>>(b.lo, b.hi, q, max, limit, sums_.get());
   CONVOY_CUDA_CHECK_LAUNCH();
+}
+
+// Each rank deals every other its chunk's gradients as 4-bit blocks (the all-to-all: a send and a
+// receive a peer, grouped), sums its own chunk from its fp32 gradients and what it was dealt, rounds
+// the sum to blocks again, and the all-gather hands every rank every owner's; all widen the same
+// blocks into the bf16 sums the update reads, so every rank takes the same step.
+void GradientSync::all_reduce_int4(cudaStream_t c, const FlatRange& r) {
+  const Int4Bucket b = int4_bucket(r, ranks_, rank_);
+  const size_t bytes = b.chunk_bytes();
+  Int4Block *send = send_.get(), *recv = recv_.get(), *own = all_.get() + size_t(rank_) * b.blocks;
+  int4_deal(c, b, grads_, key_, send);
+  CONVOY_NCCL_CHECK(ncclGroupStart());
+  for (int j = 0; j < ranks_; ++j) {
+    if (j == rank_) continue;
+    CONVOY_NCCL_CHECK(ncclSend(send + size_t(j) * b.blocks, bytes, ncclUint8, j, nccl_->get(), c));
+    CONVOY_NCCL_CHECK(ncclRecv(recv + size_t(j) * b.blocks, bytes, ncclUint8, j, nccl_->get(), c));
+  }
+  CONVOY_NCCL_CHECK(ncclGroupEnd());
+  int4_sum_own(c, b, grads_, recv, key_, own);
+  CONVOY_NCCL_CHECK(ncclAllGather(own, all_.get(), bytes, ncclUint8, nccl_->get(), c));
+  int4_widen(c, b, all_.get(), sums_.get());
 }
 
 std::vector<float> GradientSync::agreed_maxima(cudaStream_t s) {

@@ -1,7 +1,8 @@
 // A training step's gradients averaged over the ranks while the backward pass runs: NCCL all-reduces
 // of the buckets bucket_plan.h cuts, on an urgent stream of their own, in bf16, fp32 or scaled fp8; and
 // each bucket's optimiser update queued as soon as its all-reduce ends (or one update after the last).
-// fp8's scales follow each bucket's largest gradient of the step before, agreed on with the loss.
+// fp8's scales follow each bucket's largest gradient of the step before, agreed on with the loss;
+// int4 goes as an all-to-all of 4-bit blocks and an all-gather of the owners' sums (int4_wire.h).
 #pragma once
 #include <functional>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "shared/cuda_owners.h"
 #include "train/bucket_plan.h"
 #include "train/cuda/gpu_context.h"
+#include "train/int4_wire.h"
 #include "train/nccl_comm.h"
 #include "train/net.h"
 #include "train/optimizer_update.h"
@@ -44,7 +46,9 @@ class GradientSync {
   // (GpuNet::backward's callback); then wait_for_comm() and finish().
   // With fp8 the same all-reduce agrees on each bucket's largest gradient of the step before, which
   // sets this step's scales (the first step, without one, agrees on each bucket's own as it goes).
-  void agree(cudaStream_t s, uint32_t* nonfinite);
+  // int4 draws its rounding from the step's key (device memory, StepScalars::key), so that a run
+  // repeats, and resumes, bit for bit.
+  void agree(cudaStream_t s, uint32_t* nonfinite, const uint64_t* key = nullptr);
   void ready(cudaStream_t s, const FlatRange& r, const Update& update);
   // s waits for the last all-reduce.
   void wait_for_comm(cudaStream_t s);
@@ -73,13 +77,15 @@ class GradientSync {
  private:
   void flush(cudaStream_t s, const FlatRange& b, const Update& update);
   void all_reduce_fp8(cudaStream_t c, const FlatRange& b);
+  void all_reduce_int4(cudaStream_t c, const FlatRange& b);
+  void request_int4(Arena& arena);
   void agree_fp8(cudaStream_t c, uint32_t* nonfinite);
   // bf16 and fp8 on the wire leave the update bf16 sums to read (sums_); fp32 averages in place.
-  bool sums_in_bf16() const { return o_.precision == GradComm::bf16 || o_.precision == GradComm::fp8; }
+  bool sums_in_bf16() const { return o_.precision != GradComm::fp32; }
   Gradients gradients() const;
 
   GradSyncOptions o_;
-  int ranks_;
+  int ranks_, rank_ = 0;
   size_t params_;
   std::vector<FlatRange> buckets_;
   double wire_bytes_ = 0;
@@ -94,6 +100,10 @@ class GradientSync {
   DeviceBuffer<float> local_, scales_;
   DeviceBuffer<uint32_t> verdict_, clipped_;
   bool scaled_before_ = false;  // a step (or a checkpoint) has left maxima to scale by
+  // int4: this rank's blocks of each chunk (send_), the blocks the others dealt it (recv_), and every
+  // owner's summed chunk (all_, its own in place for the all-gather); the step's key.
+  DeviceBuffer<Int4Block> send_, recv_, all_;
+  const uint64_t* key_ = nullptr;
   CudaStream comm_{CudaStream::Urgent{}}, update_;
   CudaEvent fork_, reduced_, comm_done_, updates_done_;
   size_t next_ = 0;  // the bucket the backward pass fills now

@@ -117,7 +117,9 @@ void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
   add_choice(app, "--grad-comm", b.grad_comm, convoy::grad_comm_names(),
              "CUDA backend, several ranks: the gradients' all-reduce in bf16 (half the bytes: summed in bf16, "
              "divided by the ranks in fp32), fp32 (averaged in fp32) or fp8 (a quarter: e4m3 scaled per bucket "
-             "by its largest magnitude on any rank in the step before, summed in fp8; Hopper GPUs or newer); "
+             "by its largest magnitude on any rank in the step before, summed in fp8; Hopper GPUs or newer) or "
+             "int4 (0.56 of a byte a gradient each way: blocks of 64 at 4 bits with their own scale, rounded "
+             "stochastically, dealt to their owners, summed there in fp32 and sent back the same way); "
              "auto (default): fp32 with --precision fp32, else fp8 where the ranks span hosts (as NCCL sees them: "
              "NCCL_HOSTID) and every GPU sums fp8, else bf16. Weights and optimiser state stay fp32 either way");
   app.add_option("--bucket-mb", b.bucket_mb,

@@ -2,6 +2,8 @@
 // log lines that name the choice.
 #include "train/train_options.h"
 
+#include "train/int4_wire.h"
+
 namespace convoy {
 
 const Names<Device>& device_names() {
@@ -28,7 +30,8 @@ const Names<ConvAlgos>& conv_algos_names() {
 
 const Names<GradComm>& grad_comm_names() {
   static const Names<GradComm> names{
-      {"auto", GradComm::automatic}, {"bf16", GradComm::bf16}, {"fp32", GradComm::fp32}, {"fp8", GradComm::fp8}};
+      {"auto", GradComm::automatic}, {"bf16", GradComm::bf16}, {"fp32", GradComm::fp32}, {"fp8", GradComm::fp8},
+      {"int4", GradComm::int4}};
   return names;
 }
 
@@ -44,10 +47,11 @@ GradComm grad_comm_for(GradComm asked, Precision precision, CommReach reach) {
   return reach.hosts > 1 && reach.fp8 ? GradComm::fp8 : GradComm::bf16;
 }
 
-size_t grad_comm_elem_bytes(GradComm g) {
+double grad_comm_elem_bytes(GradComm g) {
   switch (g) {
     case GradComm::bf16: return 2;
     case GradComm::fp8: return 1;
+    case GradComm::int4: return kInt4BytesPerGradient;
     case GradComm::automatic:
     case GradComm::fp32: break;
   }
@@ -56,6 +60,6 @@ size_t grad_comm_elem_bytes(GradComm g) {
 
 size_t grad_comm_scale_bytes(GradComm g) { return g == GradComm::fp8 ? sizeof(float) : 0; }
 
-double default_bucket_mb(GradComm g) { return g == GradComm::fp8 ? 32 : 8; }
+double default_bucket_mb(GradComm g) { return g == GradComm::fp8 || g == GradComm::int4 ? 32 : 8; }
 
 }  // namespace convoy

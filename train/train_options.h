@@ -18,7 +18,9 @@ enum class ConvAlgos { heuristic, measure, fastest };  // CUDA backend: how cuDN
 // CUDA backend, several ranks: the gradients' precision on the wire; automatic: fp32 with
 // Precision::fp32 (exact float arithmetic asked for); else fp8 (e4m3, scaled per bucket) where the
 // ranks span hosts and every rank's GPU and NCCL can sum it, where the link is the bound; else bf16.
-enum class GradComm { automatic, bf16, fp32, fp8 };
+// int4 (int4_wire.h: 4-bit blocks of 64 with their own scales, rounded stochastically, an all-to-all
+// and an all-gather) is asked for by name.
+enum class GradComm { automatic, bf16, fp32, fp8, int4 };
 
 // Where the ranks' gradients travel, which GradComm::automatic is resolved for: the hosts the ranks
 // span (MpiContext::hosts), and whether every rank can sum e4m3 (fp8_wire_supported, step.h).
@@ -38,12 +40,14 @@ const Names<GradComm>& grad_comm_names();
 const Names<SampleOrder>& order_names();
 // GradComm::automatic resolved for the precision and the ranks' reach; the others as they are.
 GradComm grad_comm_for(GradComm asked, Precision precision, CommReach reach = {});
-// --bucket-mb left out: 8 MiB of fp32 gradients (4 MB on the wire in bf16), 32 with fp8 (8 MB), so
+// --bucket-mb left out: 8 MiB of fp32 gradients (4 MB on the wire in bf16), 32 with fp8 (8 MB) and
+// int4 (4.5 MB), so
 // that each all-reduce across hosts carries enough bytes to run at the link's rate (docs/PERFORMANCE.md).
 double default_bucket_mb(GradComm g);
-// Bytes a gradient takes on the wire (fp32 4, bf16 2, fp8 1), and the bytes of the scale each bucket's
-// all-reduce needs first (fp8: its largest magnitude, all-reduced with max; else none).
-size_t grad_comm_elem_bytes(GradComm g);
+// Bytes a gradient takes on the wire (fp32 4, bf16 2, fp8 1, int4 0.5625 with its block's scale),
+// and the bytes of the scale each bucket's all-reduce needs first (fp8: its largest magnitude,
+// all-reduced with max; else none).
+double grad_comm_elem_bytes(GradComm g);
 size_t grad_comm_scale_bytes(GradComm g);
 
 template <typename E>
