@@ -246,12 +246,12 @@ TEST(GpuGradComm, Fp8OnTheWireFollowsFp32) {
   EXPECT_EQ(quarter.wire_bytes, double(quarter.weights.size()) + 4 + 4.0 * double(buckets));
 }
 
-// int4 on the wire rounds each rank's gradients to 4-bit blocks of 64 with their own scale, and the
+// int4 on the wire rounds each rank's gradients to 4-bit blocks of 32 with their own scale, and the
 // owner of each chunk rounds their sum again: after one step from the same weights the momentum is
 // further from fp32's than fp8's but within 0.5 relative L2 (the rounding is unbiased: it is noise
 // on the gradient, not a shift of it); the owners' blocks are all-gathered, so every rank holds the
 // same weights after 5 steps; each bucket sends its chunks' blocks twice (2 ranks: one chunk each
-// way), 36 bytes a 64 gradients.
+// way), 18 bytes a 32 gradients.
 TEST(GpuGradComm, Int4OnTheWireFollowsFp32) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
   if (ran_as_two_ranks()) return;
@@ -278,7 +278,7 @@ TEST(GpuGradComm, Int4OnTheWireFollowsFp32) {
   const test::Batches s(16, 0, "resnet18.toml", {32, 32, 3});
   double bytes = 4;  // the loss verdict
   for (const FlatRange& b : plan_buckets(backward_ranges(s.net.nodes()), sizeof(float), size_t(1) << 20))
-    bytes += 2.0 * 36.0 * double((b.size() + 127) / 128);
+    bytes += 2.0 * 18.0 * double((b.size() + 63) / 64);
   EXPECT_EQ(q.wire_bytes, bytes);
 }
 

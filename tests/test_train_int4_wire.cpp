@@ -1,6 +1,6 @@
 // The int4 wire's CPU reference (int4_wire.h): the chunks cover a bucket, the bytes on the wire are
-// the chunks' blocks, a block's rounding is exact on its own steps, unbiased between them and lands
-// on a neighbouring step; a non-finite gradient poisons its block; and four ranks' passes, run here
+// the chunks' blocks, a block's scale is rounded up, its rounding is exact on its own grid, unbiased
+// between grid values and lands on a neighbouring one; a non-finite gradient poisons its block; and four ranks' passes, run here
 // one after the other, give every rank the same sums, within a few steps of the exact ones and equal
 // to them on average over the draws.
 #include <gtest/gtest.h>
@@ -45,48 +45,65 @@ std::vector<std::vector<float>> gradients(int ranks, size_t n) {
 
 TEST(Int4Wire, ChunksCoverTheBucketAndTheBytesAreTheirBlocks) {
   const Int4Bucket b = int4_bucket({100, 100 + 1000}, 4, 2);
-  EXPECT_EQ(b.blocks, 4u);  // 16 blocks of 64 hold 1000, 4 a rank
-  EXPECT_EQ(b.chunk_bytes(), 4u * 36u);
-  EXPECT_EQ(int4_bucket({0, 64 * 12 + 1}, 4, 0).blocks, 4u);  // 13 blocks: 4 a chunk, the last 3 padded
+  EXPECT_EQ(b.blocks, 8u);  // 32 blocks of 32 hold 1000, 8 a rank
+  EXPECT_EQ(b.chunk_bytes(), 8u * 18u);
+  EXPECT_EQ(int4_bucket({0, 32 * 12 + 1}, 4, 0).blocks, 4u);  // 13 blocks: 4 a chunk, the last 3 padded
   EXPECT_EQ(int4_allreduce_bytes(1000, 1), 0.0);
-  EXPECT_EQ(int4_allreduce_bytes(1000, 4), 2.0 * 3 * 4 * 36);
-  EXPECT_EQ(int4_allreduce_bytes(64 * 1024, 2), 2.0 * 1 * 512 * 36);
+  EXPECT_EQ(int4_allreduce_bytes(1000, 4), 2.0 * 3 * 8 * 18);
+  EXPECT_EQ(int4_allreduce_bytes(64 * 1024, 2), 2.0 * 1 * 1024 * 18);
   EXPECT_DOUBLE_EQ(kInt4BytesPerGradient, 0.5625);
 }
 
-TEST(Int4Wire, AValueOnItsBlocksStepsGoesExactly) {
+// fp4's eight magnitudes, in units of the scale.
+const float kMagnitudes[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+
+TEST(Int4Wire, AValueOnItsBlocksGridGoesExactly) {
   float x[kInt4Block];
-  for (size_t i = 0; i < kInt4Block; ++i) x[i] = float(int(i % 15) - 7) * 0.25f;  // steps of 1.75 / 7
+  for (size_t i = 0; i < kInt4Block; ++i) x[i] = (i % 2 ? -0.25f : 0.25f) * kMagnitudes[i % 8];
+  x[3] = 1.5f;  // the largest: scale 1.5 / 6 = 0.25, a bf16
   for (uint64_t key : {1ull, 2ull, 99ull}) {
     const Int4Block b = int4_round(x, kInt4Block, key, 0, 0);
-    EXPECT_EQ(b.scale, 0.25f);
+    EXPECT_EQ(int4_scale(b.scale), 0.25f);
     for (size_t i = 0; i < kInt4Block; ++i) EXPECT_EQ(int4_value(b, i), x[i]) << i;
   }
   const float zeros[3] = {0, 0, 0};
   const Int4Block z = int4_round(zeros, 3, 5, 0, 0);
-  EXPECT_EQ(z.scale, 0.f);
+  EXPECT_EQ(int4_scale(z.scale), 0.f);
   for (size_t i = 0; i < kInt4Block; ++i) EXPECT_EQ(int4_value(z, i), 0.f);
 }
 
-// Between steps a value goes to one of its two neighbours, up with the fraction's probability: its
-// mean over many draws is the value.
-TEST(Int4Wire, RoundingIsUnbiasedBetweenNeighbouringSteps) {
+// The scale is the largest magnitude / 6 rounded up to bf16, so that nothing is clipped: the largest
+// goes as at most 6 steps of it.
+TEST(Int4Wire, TheScaleIsRoundedUp) {
+  for (float max : {0.7f, 1e-9f, 3.3e5f, 1.f / 3.f}) {
+    const float s = int4_scale(int4_scale_bits(max));
+    EXPECT_GE(s * 6.f, max) << max;
+    EXPECT_LT(s * 6.f, max * (1.f + 1.f / 64.f)) << max;
+  }
+}
+
+// Between grid values a value goes to one of its two neighbours, up with the fraction's probability:
+// its mean over many draws is the value.
+TEST(Int4Wire, RoundingIsUnbiasedBetweenNeighbouringValues) {
   float x[kInt4Block];
   for (size_t i = 0; i < kInt4Block; ++i) x[i] = float(std::sin(double(i))) * 0.7f;
-  x[5] = 0.7f;  // the largest: scale 0.1
+  x[5] = 0.7f;  // the largest
   std::vector<double> mean(kInt4Block, 0.0);
   const int draws = 20000;
   for (int k = 0; k < draws; ++k) {
     const Int4Block b = int4_round(x, kInt4Block, uint64_t(k) + 1, 3, 640);
+    const float scale = int4_scale(b.scale);
     for (size_t i = 0; i < kInt4Block; ++i) {
-      const float v = int4_value(b, i), lo = std::floor(x[i] / 0.1f) * 0.1f;
-      ASSERT_LE(std::fabs(v - x[i]), 0.1f + 1e-6f) << i;
-      ASSERT_TRUE(std::fabs(v - lo) < 1e-6f || std::fabs(v - lo - 0.1f) < 1e-6f) << i << " " << v;
-      mean[i] += double(v) / draws;
+      const float a = std::fabs(x[i]), v = std::fabs(int4_value(b, i));
+      size_t m = 0;
+      while (m + 1 < 8 && kMagnitudes[m + 1] * scale <= a) ++m;
+      const float lo = kMagnitudes[m] * scale, hi = kMagnitudes[std::min<size_t>(m + 1, 7)] * scale;
+      ASSERT_TRUE(v == lo || v == hi) << i << ": " << x[i] << " went as " << v << ", not " << lo << " or " << hi;
+      mean[i] += double(int4_value(b, i)) / draws;
     }
   }
-  // A draw's spread is at most half a step (0.05); over 20,000 its mean's is below 0.0004.
-  for (size_t i = 0; i < kInt4Block; ++i) EXPECT_NEAR(mean[i], x[i], 2e-3) << i;
+  // A draw's spread is at most half a step (0.24 at the largest); over 20,000 its mean's is below 0.002.
+  for (size_t i = 0; i < kInt4Block; ++i) EXPECT_NEAR(mean[i], x[i], 6e-3) << i;
 }
 
 TEST(Int4Wire, ANonFiniteGradientPoisonsItsBlock) {

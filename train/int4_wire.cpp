@@ -26,12 +26,11 @@ Int4Block int4_round(const float* x, size_t count, uint64_t key, uint64_t stream
   float max = 0;
   for (size_t i = 0; i < count; ++i) max = std::max(max, int4_magnitude(x[i]));
   Int4Block out{};
-  out.scale = int4_scale(max);
-  const float inv = int4_inverse(max);
+  out.scale = int4_scale_bits(max);
+  const float inv = int4_inverse(int4_scale(out.scale));
   for (size_t i = 0; i < kInt4Block; ++i) {
-    const float v = i < count ? x[i] : 0.f;
-    const int level = int4_level(v, inv, counter_uniform(key, stream, first + i));
-    out.q[i / 2] = uint8_t(out.q[i / 2] | ((level + 8) << (4 * (i % 2))));
+    const unsigned code = int4_code(i < count ? x[i] : 0.f, inv, counter_uniform(key, stream, first + i));
+    out.q[i / 2] = uint8_t(out.q[i / 2] | (code << (4 * (i % 2))));
   }
   return out;
 }

@@ -1,6 +1,6 @@
-// The int4 wire's CUDA twin (int4_wire.h): a warp a block, each lane two neighbouring gradients (one
-// byte of the block), the block's largest magnitude shared by shuffles; the same draws and rounded
-// operations as the CPU reference, so that both make the same blocks.
+// The int4 wire's CUDA twin (int4_wire.h): a warp a block, a lane a gradient, the block's largest
+// magnitude shared by shuffles and two lanes' codes to a byte; the same draws and rounded operations
+// as the CPU reference, so that both make the same blocks.
 #include "shared/cuda_check.h"
 #include "train/cuda/gpu_context.h"
 #include "train/int4_wire.h"
@@ -8,30 +8,26 @@
 namespace convoy::gpu {
 namespace {
 
+static_assert(kInt4Block == 32, "a warp a block");
 constexpr unsigned kWarps = 8;  // blocks a CUDA block handles at once
 
 __device__ inline unsigned lane() { return threadIdx.x % 32; }
 
-// Lane l's two gradients of block t of the bucket (t counts over every chunk), zeros past its end.
-__device__ inline float2 pair_of(const Int4Bucket& b, const float* __restrict__ g, size_t t) {
-  const size_t e = b.lo + t * kInt4Block + 2 * lane(), end = b.lo + b.n;
-  return {e < end ? g[e] : 0.f, e + 1 < end ? g[e + 1] : 0.f};
+// The lane's gradient of block t of the bucket (t counts over every chunk), zero past its end.
+__device__ inline float gradient_of(const Int4Bucket& b, const float* __restrict__ g, size_t t) {
+  const size_t e = b.lo + t * kInt4Block + lane();
+  return e < b.lo + b.n ? g[e] : 0.f;
 }
 
-// The warp's pairs rounded into one block (every lane of the warp calls it).
-__device__ void round_block(float2 x, uint64_t key, uint64_t stream, uint64_t first, Int4Block* __restrict__ out) {
-  float max = fmaxf(int4_magnitude(x.x), int4_magnitude(x.y));
+// The warp's values rounded into one block (every lane of the warp calls it).
+__device__ void round_block(float x, uint64_t key, uint64_t stream, uint64_t first, Int4Block* __restrict__ out) {
+  float max = int4_magnitude(x);
   for (int off = 16; off > 0; off /= 2) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, off));
-  const float inv = int4_inverse(max);
-  const uint64_t i = first + 2 * lane();
-  const int l0 = int4_level(x.x, inv, counter_uniform(key, stream, i));
-  const int l1 = int4_level(x.y, inv, counter_uniform(key, stream, i + 1));
-  out->q[lane()] = uint8_t((l0 + 8) | ((l1 + 8) << 4));
-  if (lane() == 0) out->scale = int4_scale(max);
-}
-
-__device__ inline float2 values_of(const Int4Block& b) {
-  return {int4_value(b, 2 * lane()), int4_value(b, 2 * lane() + 1)};
+  const uint16_t scale = int4_scale_bits(max);
+  const unsigned code = int4_code(x, int4_inverse(int4_scale(scale)), counter_uniform(key, stream, first + lane()));
+  const unsigned next = __shfl_down_sync(0xffffffffu, code, 1);
+  if (lane() % 2 == 0) out->q[lane() / 2] = uint8_t(code | (next << 4));
+  if (lane() == 0) out->scale = scale;
 }
 
 // Grid-stride over warps.
@@ -43,7 +39,7 @@ __global__ void deal(Int4Bucket b, const float* __restrict__ g, const uint64_t* 
   const size_t blocks = size_t(b.ranks) * b.blocks;
   for (size_t t = first_warp(); t < blocks; t += warp_stride()) {
     if (t / b.blocks == size_t(b.rank)) continue;
-    round_block(pair_of(b, g, t), *key, int4_stream(b.rank, 0), b.lo + t * kInt4Block, send + t);
+    round_block(gradient_of(b, g, t), *key, int4_stream(b.rank, 0), b.lo + t * kInt4Block, send + t);
   }
 }
 
@@ -51,24 +47,18 @@ __global__ void sum_own(Int4Bucket b, const float* __restrict__ g, const Int4Blo
                         const uint64_t* __restrict__ key, Int4Block* __restrict__ out) {
   for (size_t k = first_warp(); k < b.blocks; k += warp_stride()) {
     const size_t t = size_t(b.rank) * b.blocks + k;
-    float2 x = pair_of(b, g, t);
-    for (int j = 0; j < b.ranks; ++j) {
-      if (j == b.rank) continue;
-      const float2 v = values_of(recv[size_t(j) * b.blocks + k]);
-      x = {__fadd_rn(x.x, v.x), __fadd_rn(x.y, v.y)};
-    }
+    float x = gradient_of(b, g, t);
+    for (int j = 0; j < b.ranks; ++j)
+      if (j != b.rank) x = __fadd_rn(x, int4_value(recv[size_t(j) * b.blocks + k], lane()));
     round_block(x, *key, int4_stream(b.rank, 1), b.lo + t * kInt4Block, out + k);
   }
 }
 
 __global__ void widen(Int4Bucket b, const Int4Block* __restrict__ all, __nv_bfloat16* __restrict__ sums) {
-  const size_t blocks = size_t(b.ranks) * b.blocks, end = b.lo + b.n;
+  const size_t blocks = size_t(b.ranks) * b.blocks;
   for (size_t t = first_warp(); t < blocks; t += warp_stride()) {
-    const size_t e = b.lo + t * kInt4Block + 2 * lane();
-    if (e >= end) continue;
-    const float2 v = values_of(all[t]);
-    sums[e] = __float2bfloat16_rn(v.x);
-    if (e + 1 < end) sums[e + 1] = __float2bfloat16_rn(v.y);
+    const size_t e = b.lo + t * kInt4Block + lane();
+    if (e < b.lo + b.n) sums[e] = __float2bfloat16_rn(int4_value(all[t], lane()));
   }
 }
 

@@ -16,14 +16,17 @@
 
 namespace convoy {
 
-// A block: 64 gradients, each one of the 15 steps -7..7 of the block's own scale (its largest
-// magnitude / 7), two to a byte offset by 8. With its 4-byte scale, 0.5625 bytes a gradient.
-constexpr size_t kInt4Block = 64;
+// A block: 32 gradients, each a sign and one of fp4's (e2m1's) eight magnitudes 0, 0.5, 1, 1.5, 2,
+// 3, 4, 6 times the block's scale, its largest magnitude / 6 rounded up to bf16 (so that none is
+// clipped); two codes to a byte, the first in the low half. Finer steps near zero than a uniform
+// grid suit gradients, most of which are far below their block's largest. With its 2-byte scale,
+// 0.5625 bytes a gradient.
+constexpr size_t kInt4Block = 32;
 struct Int4Block {
   uint8_t q[kInt4Block / 2];
-  float scale;
+  uint16_t scale;  // bf16's bits
 };
-static_assert(sizeof(Int4Block) == 36, "a block is its 32 bytes of steps and its scale");
+static_assert(sizeof(Int4Block) == 18, "a block is its 16 bytes of codes and its bf16 scale");
 constexpr double kInt4BytesPerGradient = double(sizeof(Int4Block)) / double(kInt4Block);
 
 // A bucket's share of one rank: the bucket [lo, lo + n) of the flat buffer cut into `ranks` chunks of
@@ -44,36 +47,74 @@ double int4_allreduce_bytes(size_t n, int ranks);
 // gradient, 0, or as an owner's sum, 1) and the gradient's index in the flat buffer.
 CONVOY_INT4_HD uint64_t int4_stream(int rank, int pass) { return uint64_t(rank) * 2 + uint64_t(pass); }
 
+CONVOY_INT4_HD uint32_t int4_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+CONVOY_INT4_HD float int4_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  __builtin_memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
 // A magnitude for the block's largest: any non-finite gradient makes it infinite, so that the block's
 // scale is infinite and every value it carries not finite (the update then spreads it, as bf16 would).
 CONVOY_INT4_HD float int4_magnitude(float x) { return x - x == 0.f ? (x < 0 ? -x : x) : __builtin_huge_valf(); }
 
-// The step of x at 7 / (the block's largest magnitude), rounded down after adding the draw u in
-// [0, 1): up with probability equal to the fraction, so the expected step is x's. Written as
-// separate rounded operations, so that host and device agree bit for bit.
-CONVOY_INT4_HD int int4_level(float x, float inv, float u) {
-#if defined(__CUDA_ARCH__)
-  const float t = __fadd_rn(__fmul_rn(x, inv), u);
-  const float f = floorf(t);
-#else
-  const float t = x * inv + u;
-  const float f = __builtin_floorf(t);
-#endif
-  if (!(f >= -7.f)) return -7;  // NaN too: a block with a non-finite gradient
-  return f > 7.f ? 7 : int(f);
+// The block's scale from its largest magnitude: max / 6, rounded up to bf16's bits.
+CONVOY_INT4_HD uint16_t int4_scale_bits(float max) {
+  const uint32_t u = int4_bits(max / 6.f);
+  return uint16_t((u >> 16) + ((u & 0xffffu) != 0 && (u >> 23) != 0xffu ? 1u : 0u));
 }
+CONVOY_INT4_HD float int4_scale(uint16_t bits) { return int4_float(uint32_t(bits) << 16); }
+CONVOY_INT4_HD float int4_inverse(float scale) { return scale > 0.f ? 1.f / scale : 0.f; }
 
-CONVOY_INT4_HD float int4_inverse(float max) { return max > 0.f ? 7.f / max : 0.f; }
-CONVOY_INT4_HD float int4_scale(float max) { return max / 7.f; }
+// e2m1's magnitude m (0..7) in units of the scale.
+CONVOY_INT4_HD float int4_magnitude_of(unsigned m) { return m < 4 ? 0.5f * float(m) : m == 7 ? 6.f : float(m - 2); }
+
+// The code of x at 1 / scale: its magnitude between the two neighbouring magnitudes lo and hi, up
+// when the draw u in [0, 1) falls below (|t| - lo) / (hi - lo), so that the expected value is x's.
+// Every operation but t's product is exact, so host and device agree bit for bit.
+CONVOY_INT4_HD unsigned int4_code(float x, float inv, float u) {
+#if defined(__CUDA_ARCH__)
+  const float t = __fmul_rn(x, inv);
+#else
+  const float t = x * inv;
+#endif
+  const unsigned sign = t < 0.f ? 8u : 0u;
+  float a = t < 0.f ? -t : t;
+  if (!(a <= 6.f)) a = 6.f;  // NaN too: a block with a non-finite gradient
+  unsigned m;
+  float lo, step;
+  if (a < 2.f) {
+    m = unsigned(2.f * a), lo = 0.5f * float(m), step = 0.5f;
+  } else if (a < 4.f) {
+    m = unsigned(a) + 2, lo = float(m - 2), step = 1.f;
+  } else {
+    m = 6, lo = 4.f, step = 2.f;
+  }
+  if (u < (a - lo) / step) ++m;
+  return sign | m;
+}
 
 // Value i of a block.
 CONVOY_INT4_HD float int4_value(const Int4Block& b, size_t i) {
-  const int level = int((b.q[i / 2] >> (4 * (i % 2))) & 15) - 8;
+  const unsigned code = (b.q[i / 2] >> (4 * (i % 2))) & 15u;
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(float(level), b.scale);
+  const float v = __fmul_rn(int4_magnitude_of(code & 7u), int4_scale(b.scale));
 #else
-  return float(level) * b.scale;
+  const float v = int4_magnitude_of(code & 7u) * int4_scale(b.scale);
 #endif
+  return code & 8u ? -v : v;
 }
 
 // The CPU reference of a bucket's three passes (g and sums the flat buffers, indexed from 0), each
