@@ -128,7 +128,7 @@ gpu::GradSyncOptions sync_options(GradComm precision, bool bucket_updates) {
 TEST(GpuGradComm, BucketUpdatesEqualOneUpdateAfterTheLastAllReduce) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
   if (ran_as_two_ranks()) return;
-  for (GradComm p : {GradComm::bf16, GradComm::fp32, GradComm::fp8, GradComm::int4}) {
+  for (GradComm p : {GradComm::bf16, GradComm::fp32, GradComm::fp8, GradComm::int4, GradComm::fp8_int4}) {
     const char* name = name_of(grad_comm_names(), p).c_str();
     Case c;
     c.sync = sync_options(p, true);
@@ -280,6 +280,37 @@ TEST(GpuGradComm, Int4OnTheWireFollowsFp32) {
   for (const FlatRange& b : plan_buckets(backward_ranges(s.net.nodes()), sizeof(float), size_t(1) << 20))
     bytes += 2.0 * 18.0 * double((b.size() + 63) / 64);
   EXPECT_EQ(q.wire_bytes, bytes);
+}
+
+// fp8-int4: fp8's scaled reduce-scatter, then the owners' sums all-gathered as int4 blocks. After one
+// step the momentum lies between fp8's and int4's distance from fp32's (one of int4's two roundings);
+// every rank holds the same weights after 5 steps; a bucket sends a byte a gradient of its padded
+// chunk (2 ranks: 32 a block) and its chunk's blocks back, and a 4-byte scale.
+TEST(GpuGradComm, Fp8Int4OnTheWireFollowsFp32) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
+  if (ran_as_two_ranks()) return;
+  Case c;
+  c.steps = 1;
+  c.sync = sync_options(GradComm::fp8_int4, true);
+  const Outcome h1 = train(c);
+  c.sync = sync_options(GradComm::fp32, true);
+  const Outcome full1 = train(c);
+  const double error = test::rel_l2(h1.m, full1.m);
+  EXPECT_LT(error, 0.5);
+  EXPECT_GT(error, 0.01);
+  c.steps = 5;
+  c.lr = 1e-3;
+  c.sync = sync_options(GradComm::fp8_int4, true);
+  const Outcome h = train(c);
+  for (double loss : h.losses) EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_EQ(h.skipped, 0);
+  EXPECT_TRUE(same_on_every_rank(h.weights));
+  std::printf("rank %d: fp8-int4 vs fp32 on the wire: momentum after one step %.3g\n", mpi().rank(), error);
+  const test::Batches s(16, 0, "resnet18.toml", {32, 32, 3});
+  double bytes = 4;  // the loss verdict
+  for (const FlatRange& b : plan_buckets(backward_ranges(s.net.nodes()), sizeof(float), size_t(1) << 20))
+    bytes += (32.0 + 18.0) * double((b.size() + 63) / 64) + 4;
+  EXPECT_EQ(h.wire_bytes, bytes);
 }
 
 // Rank 1's loss is NaN at every step, rank 0's is finite: both skip every update (rank 0 would

@@ -1,6 +1,7 @@
 // The int4 wire's CUDA passes (int4_wire.cu) against their CPU reference (int4_wire.cpp), one GPU:
 // for 4 ranks' gradients of a bucket that starts inside the flat buffer and is no whole number of
-// chunks, each rank's dealt blocks and its summed chunk match the reference byte for byte (the same
+// chunks, each rank's dealt blocks and its summed chunk (and fp8_int4's rounded chunk of sums) match
+// the reference byte for byte (the same
 // draws from the key in device memory, the same rounded operations), and the widened sums are the
 // reference's rounded to bf16, bit for bit; a non-finite gradient leaves its block's sums non-finite.
 #include <gtest/gtest.h>
@@ -79,6 +80,18 @@ TEST(GpuInt4Wire, PassesMatchTheCpuReference) {
     gpu::int4_sum_own(nullptr, b, dg.p, drecv.p, dkey.p, dout.p);
     const std::vector<Int4Block> gpu = dout.get(blocks);
     EXPECT_EQ(std::memcmp(gpu.data(), cpu_all.data() + size_t(j) * blocks, blocks * sizeof(Int4Block)), 0) << j;
+  }
+  {  // fp8_int4's owner: rank 3's chunk of sums (its gradients here) rounded alike on both
+    const Int4Bucket b = int4_bucket(r, ranks, 3);
+    std::vector<float> chunk(blocks * kInt4Block);
+    for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = g[0][i] * 3.f;
+    std::vector<Int4Block> cpu(blocks);
+    int4_round_chunk(b, chunk.data(), key, cpu.data());
+    const DeviceArray<float> dx(chunk);
+    const DeviceArray<Int4Block> dout(blocks);
+    gpu::int4_round_chunk(nullptr, b, dx.p, dkey.p, dout.p);
+    const std::vector<Int4Block> gpu = dout.get(blocks);
+    EXPECT_EQ(std::memcmp(gpu.data(), cpu.data(), blocks * sizeof(Int4Block)), 0);
   }
   std::vector<float> sums(n, 0.f);
   int4_widen(int4_bucket(r, ranks, 1), cpu_all.data(), sums.data());

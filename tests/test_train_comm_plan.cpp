@@ -92,6 +92,9 @@ TEST(CommPlan, TheCudaBackendsBucketsAndTheCpuBackendsOneAllReduce) {
   EXPECT_EQ(comm_plan(net, o, Backend::gpu).wire_elem_bytes, 0.5625);
   EXPECT_EQ(comm_plan(net, o, Backend::gpu).grad_comm, "int4");
   EXPECT_EQ(comm_plan(net, o, Backend::gpu).buckets, gpu.buckets);
+  o.grad_comm = GradComm::fp8_int4;  // a byte a gradient there, 0.5625 back
+  EXPECT_EQ(comm_plan(net, o, Backend::gpu).wire_elem_bytes, 0.78125);
+  EXPECT_EQ(comm_plan(net, o, Backend::gpu).grad_comm, "fp8-int4");
   o.grad_comm = GradComm::fp32;
   EXPECT_EQ(comm_plan(net, o, Backend::gpu).wire_elem_bytes, 4u);
 
@@ -111,7 +114,7 @@ TEST(CommPlan, AutoSendsFp8OnlyBetweenHostsThatAllSumIt) {
   EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::bf16, hosts_no_fp8), GradComm::bf16);
   EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::fp32, hosts), GradComm::fp32);
   EXPECT_EQ(grad_comm_for(GradComm::automatic, Precision::bf16), GradComm::bf16);
-  for (GradComm g : {GradComm::bf16, GradComm::fp32, GradComm::fp8, GradComm::int4})
+  for (GradComm g : {GradComm::bf16, GradComm::fp32, GradComm::fp8, GradComm::int4, GradComm::fp8_int4})
     for (const CommReach& r : {one_host, hosts, hosts_no_fp8}) EXPECT_EQ(grad_comm_for(g, Precision::bf16, r), g);
 }
 
@@ -123,6 +126,7 @@ TEST(CommPlan, BucketsDefaultTo8MiBAnd32WithFp8) {
   EXPECT_EQ(default_bucket_mb(GradComm::fp32), 8.0);
   EXPECT_EQ(default_bucket_mb(GradComm::fp8), 32.0);
   EXPECT_EQ(default_bucket_mb(GradComm::int4), 32.0);
+  EXPECT_EQ(default_bucket_mb(GradComm::fp8_int4), 32.0);
   const std::string tmp = small_run_dir("comm_plan_buckets");
   const auto bucket_mb = [&](const std::string& flags) {
     const std::string ck = tmp + "/ck";

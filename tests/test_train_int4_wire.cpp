@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "train/int4_wire.h"
@@ -156,4 +157,22 @@ TEST(Int4Wire, TheSumsAreTheExactOnesOnAverageOverTheDraws) {
     norm += exact * exact;
   }
   EXPECT_LT(std::sqrt(err / norm), 0.01);
+}
+
+// fp8_int4's owner rounds its chunk of sums as int4's owner rounds its own gradients plus nothing
+// dealt: the same draws, the same blocks.
+TEST(Int4Wire, AChunkOfSumsRoundsAsTheOwnersSum) {
+  const FlatRange r{64, 64 + 3000};
+  const std::vector<std::vector<float>> g = gradients(3, 4000);
+  const Int4Bucket b = int4_bucket(r, 3, 1);
+  std::vector<float> chunk(b.blocks * kInt4Block, 0.f);
+  for (size_t i = 0; i < chunk.size(); ++i) {
+    const size_t e = r.lo + b.blocks * kInt4Block + i;
+    if (e < r.hi) chunk[i] = g[1][e];
+  }
+  std::vector<Int4Block> nothing(3 * b.blocks), summed(b.blocks), rounded(b.blocks);
+  for (Int4Block& z : nothing) z = int4_round(chunk.data(), 0, 1, 0, 0);  // zeros
+  int4_sum_own(b, g[1].data(), nothing.data(), 77, summed.data());
+  int4_round_chunk(b, chunk.data(), 77, rounded.data());
+  ASSERT_EQ(std::memcmp(summed.data(), rounded.data(), b.blocks * sizeof(Int4Block)), 0);
 }

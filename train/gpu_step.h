@@ -109,7 +109,7 @@ class GpuStep {
   // Before the first step: a checkpoint's fp8_maxima(), so that the first step scales as the
   // uninterrupted run's next one would; false where they do not fit this step's buckets or wire.
   bool set_fp8_maxima(const std::vector<float>& m) { return sync_ && sync_->set_maxima(ctx_.stream(), m); }
-  bool fp8_on_the_wire() const { return sync_ && o_.sync.precision == GradComm::fp8; }
+  bool fp8_on_the_wire() const { return sync_ && scaled_fp8(o_.sync.precision); }
   // Waits for the queued steps; their phase times since the last take.
   StepTimes take_times();
   // With GpuStepOptions::profile: adds the per-node times of the steps so far to net's profile.

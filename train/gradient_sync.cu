@@ -51,16 +51,18 @@ __global__ void scale_to_fp8(size_t lo, size_t hi, const float* __restrict__ g, 
   float m = 0;
   for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x) {
     m = fmaxf(m, fabsf(g[i]));
-    out[i] = __nv_cvt_float_to_fp8(fminf(fmaxf(g[i] * s, -cap), cap), __NV_SATFINITE, __NV_E4M3);
+    out[i - lo] = __nv_cvt_float_to_fp8(fminf(fmaxf(g[i] * s, -cap), cap), __NV_SATFINITE, __NV_E4M3);
   }
   if (local) block_max_into(m, local);
 }
 
-__global__ void widen_fp8(size_t lo, size_t hi, const __nv_fp8_storage_t* __restrict__ q, const float* __restrict__ max,
-                          float limit, bf16* __restrict__ out) {
+// n sums of scaled e4m3 back to the gradients' scale, as bf16 (the update's) or fp32 (fp8_int4's chunk).
+template <typename T>
+__global__ void widen_fp8(size_t n, const __nv_fp8_storage_t* __restrict__ q, const float* __restrict__ max,
+                          float limit, T* __restrict__ out) {
   const float inv = 1.f / fp8_scale(*max, limit);
-  for (size_t i = lo + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < hi; i += size_t(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * inv);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = T(__half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * inv);
 }
 
 // Before the verdict's all-reduce: the loss's verdict and the step before's largest gradients, which
@@ -131,28 +133,41 @@ GradientSync::GradientSync(Arena& arena, const Net& net, int ranks, const GradSy
   if (covered != params_) fail("GradientSync: the net's parameter ranges do not cover its flat buffer");
   wire_bytes_ = step_wire_bytes(buckets_, grad_comm_elem_bytes(o.precision), ranks, grad_comm_scale_bytes(o.precision));
   if (sums_in_bf16()) arena.request(sums_, std::max<size_t>(1, params_));
-  if (o.precision == GradComm::int4) request_int4(arena);
-  if (o.precision != GradComm::fp8) return;
-  arena.request(fp8_, std::max<size_t>(1, params_));
+  if (o.precision == GradComm::int4 || o.precision == GradComm::fp8_int4) request_int4(arena);
+  if (!scaled_fp8(o.precision)) return;
+  if (o.precision == GradComm::fp8) arena.request(fp8_, std::max<size_t>(1, params_));
   arena.request(local_, std::max<size_t>(1, buckets_.size()));
   arena.request(scales_, std::max<size_t>(1, buckets_.size()));
   arena.request(verdict_, 1 + buckets_.size());
   arena.request(clipped_, 1);
 }
 
-// Blocks for the largest bucket's chunks; the bytes on the wire are the chunks' whole blocks.
+// Blocks for the largest bucket's chunks; the bytes on the wire are the chunks' whole blocks (with
+// fp8_int4, a reduce-scatter's of a byte a gradient of the padded chunks, then the all-gather's half
+// of int4_allreduce_bytes).
 void GradientSync::request_int4(Arena& arena) {
+  const bool fp8 = o_.precision == GradComm::fp8_int4;
   size_t blocks = 1;
   wire_bytes_ = ring_allreduce_bytes(sizeof(uint32_t), ranks_);
-  for (const FlatRange& b : buckets_) {
-    blocks = std::max(blocks, int4_bucket(b, ranks_, 0).blocks);
-    wire_bytes_ += int4_allreduce_bytes(b.size(), ranks_);
+  for (const FlatRange& r : buckets_) {
+    const Int4Bucket b = int4_bucket(r, ranks_, 0);
+    blocks = std::max(blocks, b.blocks);
+    const double gather = int4_allreduce_bytes(r.size(), ranks_) / 2;
+    const double scatter = double(ranks_ - 1) * double(b.blocks * kInt4Block);
+    wire_bytes_ += fp8 ? scatter + gather + ring_allreduce_bytes(sizeof(float), ranks_) : 2 * gather;
   }
-  for (DeviceBuffer<Int4Block>* x : {&send_, &recv_, &all_}) arena.request(*x, size_t(ranks_) * blocks);
+  arena.request(all_, size_t(ranks_) * blocks);
+  if (fp8) {
+    arena.request(fp8_, size_t(ranks_) * blocks * kInt4Block);
+    arena.request(chunk_, blocks * kInt4Block);
+    return;
+  }
+  arena.request(send_, size_t(ranks_) * blocks);
+  arena.request(recv_, size_t(ranks_) * blocks);
 }
 
 void GradientSync::start(int rank, float* grads) {
-  if (o_.precision == GradComm::fp8) {
+  if (scaled_fp8(o_.precision)) {
     int device = 0;
     CONVOY_CUDA_CHECK(cudaGetDevice(&device));
     require_fp8_wire(device);
@@ -175,11 +190,12 @@ Gradients GradientSync::gradients() const {
 }
 
 void GradientSync::agree(cudaStream_t s, uint32_t* nonfinite, const uint64_t* key) {
-  if (o_.precision == GradComm::int4 && !key) fail("GradientSync: int4 on the wire needs the step's key");
+  if ((o_.precision == GradComm::int4 || o_.precision == GradComm::fp8_int4) && !key)
+    fail("GradientSync: int4 on the wire needs the step's key");
   key_ = key;
   CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_.get(), fork_.get(), 0));
-  if (o_.precision == GradComm::fp8)
+  if (scaled_fp8(o_.precision))
     agree_fp8(comm_.get(), nonfinite);
   else
     CONVOY_NCCL_CHECK(ncclAllReduce(nonfinite, nonfinite, 1, ncclUint32, ncclMax, nccl_->get(), comm_.get()));
@@ -223,6 +239,8 @@ void GradientSync::flush(cudaStream_t s, const FlatRange& b, const Update& updat
     all_reduce_fp8(c, b);
   } else if (o_.precision == GradComm::int4) {
     all_reduce_int4(c, b);
+  } else if (o_.precision == GradComm::fp8_int4) {
+    all_reduce_fp8_int4(c, b);
   } else if (o_.precision == GradComm::bf16) {
     round_to_bf16<<<grid_for(b.size()), 256, 0, c>>>(b.lo, b.hi, grads_, sums_.get());
     CONVOY_CUDA_CHECK_LAUNCH();
@@ -238,26 +256,56 @@ void GradientSync::flush(cudaStream_t s, const FlatRange& b, const Update& updat
   update({b.lo, b.hi, update_.get()}, gradients());
 }
 
-// The scaled e4m3 gradients are summed in place, then widened into the bf16 sums the update reads
-// (it divides by the ranks), so that the updates are those of bf16 on the wire. The scale is the
-// step before's agreed maximum; on the first step, the bucket's own, all-reduced first.
-void GradientSync::all_reduce_fp8(cudaStream_t c, const FlatRange& b) {
+// A bucket's fp8 scale is the step before's agreed maximum; on the first step, the bucket's own,
+// all-reduced first.
+float* GradientSync::fp8_max(cudaStream_t c, const FlatRange& b) {
   float* max = scales_.get() + next_;
+  if (scaled_before_) return max;
   auto* local = reinterpret_cast<unsigned*>(local_.get() + next_);
-  auto* q = reinterpret_cast<__nv_fp8_storage_t*>(fp8_.get());
+  bucket_max<<<std::min(grid_for(b.size()), 1024u), 256, 0, c>>>(b.lo, b.hi, grads_, local);
+  CONVOY_CUDA_CHECK_LAUNCH();
+  CONVOY_CUDA_CHECK(cudaMemcpyAsync(max, local, sizeof(float), cudaMemcpyDeviceToDevice, c));
+  CONVOY_NCCL_CHECK(ncclAllReduce(max, max, 1, ncclFloat, ncclMax, nccl_->get(), c));
+  return max;
+}
+
+// The scaled e4m3 gradients are summed in place, then widened into the bf16 sums the update reads
+// (it divides by the ranks), so that the updates are those of bf16 on the wire.
+void GradientSync::all_reduce_fp8(cudaStream_t c, const FlatRange& b) {
+  float* max = fp8_max(c, b);
+  auto* local = reinterpret_cast<unsigned*>(local_.get() + next_);
+  auto* q = reinterpret_cast<__nv_fp8_storage_t*>(fp8_.get()) + b.lo;
   const float limit = 224.f / float(ranks_);
   const unsigned grid = grid_for(b.size());
-  if (!scaled_before_) {
-    bucket_max<<<std::min(grid, 1024u), 256, 0, c>>>(b.lo, b.hi, grads_, local);
-    CONVOY_CUDA_CHECK_LAUNCH();
-    CONVOY_CUDA_CHECK(cudaMemcpyAsync(max, local, sizeof(float), cudaMemcpyDeviceToDevice, c));
-    CONVOY_NCCL_CHECK(ncclAllReduce(max, max, 1, ncclFloat, ncclMax, nccl_->get(), c));
-  }
   scale_to_fp8<<<grid, 256, 0, c>>>(b.lo, b.hi, grads_, max, limit, scaled_before_ ? local : nullptr, q);
   CONVOY_CUDA_CHECK_LAUNCH();
-  CONVOY_NCCL_CHECK(ncclAllReduce(q + b.lo, q + b.lo, b.size(), ncclFloat8e4m3, ncclSum, nccl_->get(), c));
-  widen_fp8<<<grid, 256, 0, c>>>(b.lo, b.hi, q, max, limit, sums_.get());
+  CONVOY_NCCL_CHECK(ncclAllReduce(q, q, b.size(), ncclFloat8e4m3, ncclSum, nccl_->get(), c));
+  widen_fp8<<<grid, 256, 0, c>>>(b.size(), q, max, limit, sums_.get() + b.lo);
   CONVOY_CUDA_CHECK_LAUNCH();
+}
+
+// fp8's first half and int4's second: the scaled e4m3 gradients, padded with zeros to whole chunks,
+// reduce-scattered (each rank the e4m3 sums of its chunk, by NCCL's ring as fp8's all-reduce sums
+// them), widened to fp32, rounded to int4 blocks and all-gathered; a byte a gradient there and
+// 0.5625 back, where fp8 sends a byte both ways and int4's way there is an all-to-all.
+void GradientSync::all_reduce_fp8_int4(cudaStream_t c, const FlatRange& r) {
+  float* max = fp8_max(c, r);
+  auto* local = reinterpret_cast<unsigned*>(local_.get() + next_);
+  const Int4Bucket b = int4_bucket(r, ranks_, rank_);
+  const size_t chunk = b.blocks * kInt4Block, padded = size_t(ranks_) * chunk;
+  auto* q = reinterpret_cast<__nv_fp8_storage_t*>(fp8_.get());
+  const float limit = 224.f / float(ranks_);
+  scale_to_fp8<<<grid_for(r.size()), 256, 0, c>>>(r.lo, r.hi, grads_, max, limit, scaled_before_ ? local : nullptr, q);
+  CONVOY_CUDA_CHECK_LAUNCH();
+  CONVOY_CUDA_CHECK(cudaMemsetAsync(q + r.size(), 0, padded - r.size(), c));
+  __nv_fp8_storage_t* own = q + size_t(rank_) * chunk;
+  CONVOY_NCCL_CHECK(ncclReduceScatter(q, own, chunk, ncclFloat8e4m3, ncclSum, nccl_->get(), c));
+  widen_fp8<<<grid_for(chunk), 256, 0, c>>>(chunk, own, max, limit, chunk_.get());
+  CONVOY_CUDA_CHECK_LAUNCH();
+  Int4Block* blocks = all_.get() + size_t(rank_) * b.blocks;
+  int4_round_chunk(c, b, chunk_.get(), key_, blocks);
+  CONVOY_NCCL_CHECK(ncclAllGather(blocks, all_.get(), b.chunk_bytes(), ncclUint8, nccl_->get(), c));
+  int4_widen(c, b, all_.get(), sums_.get());
 }
 
 // Each rank deals every other its chunk's gradients as 4-bit blocks (the all-to-all: a send and a
@@ -282,7 +330,7 @@ void GradientSync::all_reduce_int4(cudaStream_t c, const FlatRange& r) {
 }
 
 std::vector<float> GradientSync::agreed_maxima(cudaStream_t s) {
-  if (o_.precision != GradComm::fp8 || !scaled_before_) return {};
+  if (!scaled_fp8(o_.precision) || !scaled_before_) return {};
   CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_.get(), fork_.get(), 0));
   float* local = local_.get();
@@ -294,7 +342,7 @@ std::vector<float> GradientSync::agreed_maxima(cudaStream_t s) {
 }
 
 bool GradientSync::set_maxima(cudaStream_t s, const std::vector<float>& maxima) {
-  if (o_.precision != GradComm::fp8 || maxima.size() != buckets_.size()) return false;
+  if (!scaled_fp8(o_.precision) || maxima.size() != buckets_.size()) return false;
   // As the step before left them: gathered (local_) and scaled by (scales_), so that none counts as
   // clipped.
   cudaStream_t c = comm_.get();
@@ -308,7 +356,7 @@ bool GradientSync::set_maxima(cudaStream_t s, const std::vector<float>& maxima) 
 }
 
 long long GradientSync::take_clipped() {
-  if (o_.precision != GradComm::fp8) return 0;
+  if (!scaled_fp8(o_.precision)) return 0;
   CONVOY_CUDA_CHECK(cudaStreamSynchronize(comm_.get()));
   uint32_t n = 0;
   clipped_.download(&n, 1);

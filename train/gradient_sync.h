@@ -2,7 +2,8 @@
 // of the buckets bucket_plan.h cuts, on an urgent stream of their own, in bf16, fp32 or scaled fp8; and
 // each bucket's optimiser update queued as soon as its all-reduce ends (or one update after the last).
 // fp8's scales follow each bucket's largest gradient of the step before, agreed on with the loss;
-// int4 goes as an all-to-all of 4-bit blocks and an all-gather of the owners' sums (int4_wire.h).
+// int4 goes as an all-to-all of 4-bit blocks and an all-gather of the owners' sums (int4_wire.h),
+// fp8_int4 as fp8's reduce-scatter and that all-gather.
 #pragma once
 #include <functional>
 #include <memory>
@@ -78,6 +79,9 @@ class GradientSync {
   void flush(cudaStream_t s, const FlatRange& b, const Update& update);
   void all_reduce_fp8(cudaStream_t c, const FlatRange& b);
   void all_reduce_int4(cudaStream_t c, const FlatRange& b);
+  void all_reduce_fp8_int4(cudaStream_t c, const FlatRange& b);
+  // fp8's scale of the bucket in hand: its agreed maximum (the first step's own, agreed on first).
+  float* fp8_max(cudaStream_t c, const FlatRange& b);
   void request_int4(Arena& arena);
   void agree_fp8(cudaStream_t c, uint32_t* nonfinite);
   // bf16 and fp8 on the wire leave the update bf16 sums to read (sums_); fp32 averages in place.
@@ -101,8 +105,10 @@ class GradientSync {
   DeviceBuffer<uint32_t> verdict_, clipped_;
   bool scaled_before_ = false;  // a step (or a checkpoint) has left maxima to scale by
   // int4: this rank's blocks of each chunk (send_), the blocks the others dealt it (recv_), and every
-  // owner's summed chunk (all_, its own in place for the all-gather); the step's key.
+  // owner's summed chunk (all_, its own in place for the all-gather); the step's key. fp8_int4: the
+  // bucket's e4m3 gradients padded to whole chunks in fp8_, and the owner's sums in fp32 (chunk_).
   DeviceBuffer<Int4Block> send_, recv_, all_;
+  DeviceBuffer<float> chunk_;
   const uint64_t* key_ = nullptr;
   CudaStream comm_{CudaStream::Urgent{}}, update_;
   CudaEvent fork_, reduced_, comm_done_, updates_done_;

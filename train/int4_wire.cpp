@@ -70,6 +70,12 @@ void int4_sum_own(const Int4Bucket& b, const float* g, const Int4Block* recv, ui
   }
 }
 
+void int4_round_chunk(const Int4Bucket& b, const float* x, uint64_t key, Int4Block* out) {
+  for (size_t k = 0; k < b.blocks; ++k)
+    out[k] = int4_round(x + k * kInt4Block, kInt4Block, key, int4_stream(b.rank, 1),
+                        b.lo + (size_t(b.rank) * b.blocks + k) * kInt4Block);
+}
+
 void int4_widen(const Int4Bucket& b, const Int4Block* all, float* sums) {
   for (size_t i = 0; i < b.n; ++i) sums[b.lo + i] = int4_value(all[i / kInt4Block], i % kInt4Block);
 }

@@ -54,6 +54,14 @@ __global__ void sum_own(Int4Bucket b, const float* __restrict__ g, const Int4Blo
   }
 }
 
+__global__ void round_chunk(Int4Bucket b, const float* __restrict__ x, const uint64_t* __restrict__ key,
+                            Int4Block* __restrict__ out) {
+  for (size_t k = first_warp(); k < b.blocks; k += warp_stride()) {
+    const size_t t = size_t(b.rank) * b.blocks + k;
+    round_block(x[k * kInt4Block + lane()], *key, int4_stream(b.rank, 1), b.lo + t * kInt4Block, out + k);
+  }
+}
+
 __global__ void widen(Int4Bucket b, const Int4Block* __restrict__ all, __nv_bfloat16* __restrict__ sums) {
   const size_t blocks = size_t(b.ranks) * b.blocks;
   for (size_t t = first_warp(); t < blocks; t += warp_stride()) {
@@ -74,6 +82,11 @@ void int4_deal(cudaStream_t s, const Int4Bucket& b, const float* g, const uint64
 void int4_sum_own(cudaStream_t s, const Int4Bucket& b, const float* g, const Int4Block* recv, const uint64_t* key,
                   Int4Block* out) {
   sum_own<<<grid_of(b.blocks), 32 * kWarps, 0, s>>>(b, g, recv, key, out);
+  CONVOY_CUDA_CHECK_LAUNCH();
+}
+
+void int4_round_chunk(cudaStream_t s, const Int4Bucket& b, const float* x, const uint64_t* key, Int4Block* out) {
+  round_chunk<<<grid_of(b.blocks), 32 * kWarps, 0, s>>>(b, x, key, out);
   CONVOY_CUDA_CHECK_LAUNCH();
 }
 

@@ -127,6 +127,9 @@ void int4_deal(const Int4Bucket& b, const float* g, uint64_t key, Int4Block* sen
 void int4_sum_own(const Int4Bucket& b, const float* g, const Int4Block* recv, uint64_t key, Int4Block* out);
 // 3. int4_widen: every chunk's sums (at all + j x blocks, as the all-gather left them) into sums.
 void int4_widen(const Int4Bucket& b, const Int4Block* all, float* sums);
+// For fp8_int4, in place of 1 and 2: the owner's chunk of sums x (blocks x 32 values, from fp8's
+// reduce-scatter) rounded into its blocks at out, drawn as int4_sum_own's.
+void int4_round_chunk(const Int4Bucket& b, const float* x, uint64_t key, Int4Block* out);
 
 // One block from x[0, count) (zeros past count), the draws' counters (stream, first + i).
 Int4Block int4_round(const float* x, size_t count, uint64_t key, uint64_t stream, uint64_t first);
@@ -144,6 +147,7 @@ void int4_deal(cudaStream_t s, const Int4Bucket& b, const float* g, const uint64
 void int4_sum_own(cudaStream_t s, const Int4Bucket& b, const float* g, const Int4Block* recv, const uint64_t* key,
                   Int4Block* out);
 void int4_widen(cudaStream_t s, const Int4Bucket& b, const Int4Block* all, __nv_bfloat16* sums);
+void int4_round_chunk(cudaStream_t s, const Int4Bucket& b, const float* x, const uint64_t* key, Int4Block* out);
 
 }  // namespace convoy::gpu
 #endif

@@ -31,7 +31,7 @@ const Names<ConvAlgos>& conv_algos_names() {
 const Names<GradComm>& grad_comm_names() {
   static const Names<GradComm> names{
       {"auto", GradComm::automatic}, {"bf16", GradComm::bf16}, {"fp32", GradComm::fp32}, {"fp8", GradComm::fp8},
-      {"int4", GradComm::int4}};
+      {"int4", GradComm::int4}, {"fp8-int4", GradComm::fp8_int4}};
   return names;
 }
 
@@ -52,14 +52,17 @@ double grad_comm_elem_bytes(GradComm g) {
     case GradComm::bf16: return 2;
     case GradComm::fp8: return 1;
     case GradComm::int4: return kInt4BytesPerGradient;
+    case GradComm::fp8_int4: return (1 + kInt4BytesPerGradient) / 2;
     case GradComm::automatic:
     case GradComm::fp32: break;
   }
   return 4;
 }
 
-size_t grad_comm_scale_bytes(GradComm g) { return g == GradComm::fp8 ? sizeof(float) : 0; }
+size_t grad_comm_scale_bytes(GradComm g) { return scaled_fp8(g) ? sizeof(float) : 0; }
 
-double default_bucket_mb(GradComm g) { return g == GradComm::fp8 || g == GradComm::int4 ? 32 : 8; }
+double default_bucket_mb(GradComm g) {
+  return scaled_fp8(g) || g == GradComm::int4 ? 32 : 8;
+}
 
 }  // namespace convoy

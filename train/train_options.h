@@ -18,9 +18,12 @@ enum class ConvAlgos { heuristic, measure, fastest };  // CUDA backend: how cuDN
 // CUDA backend, several ranks: the gradients' precision on the wire; automatic: fp32 with
 // Precision::fp32 (exact float arithmetic asked for); else fp8 (e4m3, scaled per bucket) where the
 // ranks span hosts and every rank's GPU and NCCL can sum it, where the link is the bound; else bf16.
-// int4 (int4_wire.h: 4-bit blocks of 64 with their own scales, rounded stochastically, an all-to-all
-// and an all-gather) is asked for by name.
-enum class GradComm { automatic, bf16, fp32, fp8, int4 };
+// int4 (int4_wire.h: 4-bit blocks of 32 with their own scales, rounded stochastically, an all-to-all
+// and an all-gather) and fp8_int4 (fp8's scaled reduce-scatter, then the owners' sums all-gathered
+// as int4 blocks) are asked for by name.
+enum class GradComm { automatic, bf16, fp32, fp8, int4, fp8_int4 };
+// Whether the wire carries e4m3 scaled by the buckets' agreed maxima (fp8, fp8_int4).
+inline bool scaled_fp8(GradComm g) { return g == GradComm::fp8 || g == GradComm::fp8_int4; }
 
 // Where the ranks' gradients travel, which GradComm::automatic is resolved for: the hosts the ranks
 // span (MpiContext::hosts), and whether every rank can sum e4m3 (fp8_wire_supported, step.h).
@@ -44,7 +47,8 @@ GradComm grad_comm_for(GradComm asked, Precision precision, CommReach reach = {}
 // int4 (4.5 MB), so
 // that each all-reduce across hosts carries enough bytes to run at the link's rate (docs/PERFORMANCE.md).
 double default_bucket_mb(GradComm g);
-// Bytes a gradient takes on the wire (fp32 4, bf16 2, fp8 1, int4 0.5625 with its block's scale),
+// Bytes a gradient takes on the wire, as an all-reduce's: fp32 4, bf16 2, fp8 1, int4 0.5625 with its
+// block's scale, fp8_int4 0.78125 (a byte there, 0.5625 back),
 // and the bytes of the scale each bucket's all-reduce needs first (fp8: its largest magnitude,
 // all-reduced with max; else none).
 double grad_comm_elem_bytes(GradComm g);

@@ -229,7 +229,7 @@ void TrainRun::restore_wire_maxima() {
   const nlohmann::json& info = spec_.resume->info;
   const auto it = info.find("fp8_maxima");
   const bool set = it != info.end() && step_->set_wire_maxima(it->get<std::vector<float>>());
-  const bool fp8 = backend_ == Backend::gpu && ranks_ > 1 && spec_.backend.grad_comm == GradComm::fp8;
+  const bool fp8 = backend_ == Backend::gpu && ranks_ > 1 && scaled_fp8(spec_.backend.grad_comm);
   if (fp8 && !set && rank_ == 0)
     log_info("%s holds no fp8 gradient maxima for these buckets: the first step scales by its own, as a fresh run's",
              o_.resume.c_str());
