@@ -28,7 +28,7 @@ at the link's rate: 2 (n-1)/n * b / B_inter for M > 1.)
 Across nodes the buckets carry the wire train chooses there (--between-nodes; default auto, as `train
 --grad-comm auto` on GPUs that sum fp8: a byte a gradient, unless the run sent fp32), whatever the base
 run sent inside its node, in the buckets train plans for that wire (--bucket-mb; its default is 32 MiB of
-fp32 gradients for fp8, 8 for bf16 and fp32): the base run's buckets merged by train's rule. fp8's scales (the
+fp32 gradients for fp8, int4 and fp8-int4, 8 for bf16 and fp32): the base run's buckets merged by train's rule. fp8's scales (the
 buckets' largest magnitudes of the step before) ride on the verdict's all-reduce, so its buckets cost what
 their bytes do.
 
@@ -88,7 +88,7 @@ class Link:
     inter_busbw: float  # bytes/s
     latency: float = 0.0  # seconds an all-reduce
     flat_ring: bool = False
-    between_nodes: str = "auto"  # the wire across nodes: auto, as-run, fp8, bf16 or fp32
+    between_nodes: str = "auto"  # the wire across nodes: auto, as-run or one of WIRE_BYTES
     bucket_mb: float = 0.0  # train's --bucket-mb across nodes; 0: its default for that wire
 
 
@@ -213,8 +213,10 @@ def bucket_ends(run, costs, latency):
     return ends
 
 
-WIRE_BYTES = {"fp8": 1, "bf16": 2, "fp32": 4}
-DEFAULT_BUCKET_MB = {"fp8": 32.0, "bf16": 8.0, "fp32": 8.0}  # train's --bucket-mb default for each wire
+# Bytes a gradient as an all-reduce's: int4's all-to-all and all-gather send 0.5625 each way, fp8-int4 a byte
+# there and 0.5625 back; the model charges them a ring's rate and one latency a bucket, as the others.
+WIRE_BYTES = {"fp8": 1, "bf16": 2, "fp32": 4, "int4": 0.5625, "fp8-int4": 0.78125}
+DEFAULT_BUCKET_MB = {"fp8": 32.0, "bf16": 8.0, "fp32": 8.0, "int4": 32.0, "fp8-int4": 32.0}  # train's --bucket-mb
 
 
 def wire_between_nodes(run, link):
@@ -357,7 +359,7 @@ def parse_args(argv):
                    help="the link between nodes as a line rate in Gb/s (bus bandwidth = rate / 8 GB/s)")
     p.add_argument("--latency-us", type=float, default=0.0, help="fixed cost of one all-reduce, us (default 0)")
     p.add_argument("--flat-ring", action="store_true", help="one ring through every rank across the nodes")
-    p.add_argument("--between-nodes", choices=["auto", "as-run", "fp8", "bf16", "fp32"], default="auto",
+    p.add_argument("--between-nodes", choices=["auto", "as-run", *WIRE_BYTES], default="auto",
                    help="the gradients' wire once the ranks span nodes (default auto: train's --grad-comm auto on GPUs "
                         "that sum fp8, fp8 unless the run sent fp32; as-run: the run's own)")
     p.add_argument("--bucket-mb", type=float, default=0.0,

@@ -118,14 +118,15 @@ void add_backend_options(CLI::App& app, convoy::BackendOptions& b) {
              "CUDA backend, several ranks: the gradients' all-reduce in bf16 (half the bytes: summed in bf16, "
              "divided by the ranks in fp32), fp32 (averaged in fp32) or fp8 (a quarter: e4m3 scaled per bucket "
              "by its largest magnitude on any rank in the step before, summed in fp8; Hopper GPUs or newer) or "
-             "int4 (0.56 of a byte a gradient each way: blocks of 64 at 4 bits with their own scale, rounded "
-             "stochastically, dealt to their owners, summed there in fp32 and sent back the same way); "
+             "int4 (0.56 of a byte a gradient each way: blocks of 32 at 4 bits, fp4's magnitudes, with their own "
+             "scale, rounded stochastically, dealt to their owners, summed there in fp32 and sent back the same "
+             "way) or fp8-int4 (fp8's reduce-scatter, then the owners' sums back as int4 blocks); "
              "auto (default): fp32 with --precision fp32, else fp8 where the ranks span hosts (as NCCL sees them: "
              "NCCL_HOSTID) and every GPU sums fp8, else bf16. Weights and optimiser state stay fp32 either way");
   app.add_option("--bucket-mb", b.bucket_mb,
                  "CUDA backend, several ranks: all-reduce bucket size in MiB of fp32 gradients, half that on the "
                  "wire in bf16, a quarter in fp8 (the last buckets of the backward pass are smaller); default 8, "
-                 "32 with fp8")
+                 "32 with fp8, int4 and fp8-int4")
       ->check(convoy::within(0.0625, 1024.0));
   app.add_flag("!--no-bucket-updates", b.bucket_updates,
                "CUDA backend, several ranks: update the weights once after the last all-reduce instead of each "

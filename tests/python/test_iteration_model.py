@@ -116,6 +116,9 @@ def test_between_nodes_the_wire_train_chooses(tmp_path):
     # auto: fp8, 0.5 GB (the scales ride on the verdict): 0.6 s each, ends 1.6, 2.6: 0.6 s exposed.
     assert im.predict(run, 1, 2, link(latency=0.1, between="auto")).t_comm_exposed == pytest.approx(0.6)
     assert im.predict(run, 1, 2, link(latency=0.1, between="fp8")).t_comm_exposed == pytest.approx(0.6)
+    # int4: 0.5625 bytes a gradient, 0.28 GB: 0.38 s each, ends 1.38, 2.38; fp8-int4 0.78125: 0.49 s.
+    assert im.predict(run, 1, 2, link(latency=0.1, between="int4")).t_comm_exposed == pytest.approx(0.38125)
+    assert im.predict(run, 1, 2, link(latency=0.1, between="fp8-int4")).t_comm_exposed == pytest.approx(0.490625)
     # One node keeps the run's own wire, whatever --between-nodes says.
     assert im.predict(run, 2, 1, link(latency=0.1, between="fp8")).t_comm_exposed == pytest.approx(1.2)
     # A run that sent fp32 stays fp32 under auto: 2 GB, 2.1 s each: ends 3.1, 5.2: 3.2 s exposed.
