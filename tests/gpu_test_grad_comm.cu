@@ -273,8 +273,8 @@ TEST(GpuGradComm, Int4OnTheWireFollowsFp32) {
   for (double loss : q.losses) EXPECT_TRUE(std::isfinite(loss));
   EXPECT_EQ(q.skipped, 0);
   EXPECT_TRUE(same_on_every_rank(q.weights));
-  std::printf("rank %d: int4 vs fp32 on the wire: momentum after one step %.3g (fp8 %.3g)\n", mpi().rank(),
-              int4_error, fp8_error);
+  std::printf("rank %d: int4 vs fp32 on the wire: momentum after one step %.3g (fp8 %.3g)\n", mpi().rank(), int4_error,
+              fp8_error);
   const test::Batches s(16, 0, "resnet18.toml", {32, 32, 3});
   double bytes = 4;  // the loss verdict
   for (const FlatRange& b : plan_buckets(backward_ranges(s.net.nodes()), sizeof(float), size_t(1) << 20))

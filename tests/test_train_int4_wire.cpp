@@ -1,8 +1,8 @@
 // The int4 wire's CPU reference (int4_wire.h): the chunks cover a bucket, the bytes on the wire are
 // the chunks' blocks, a block's scale is rounded up, its rounding is exact on its own grid, unbiased
-// between grid values and lands on a neighbouring one; a non-finite gradient poisons its block; and four ranks' passes, run here
-// one after the other, give every rank the same sums, within a few steps of the exact ones and equal
-// to them on average over the draws.
+// between grid values and lands on a neighbouring one; a non-finite gradient poisons its block; and
+// four ranks' passes, run here one after the other, give every rank the same sums, within a few steps
+// of the exact ones and equal to them on average over the draws.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -70,7 +70,9 @@ __global__ void widen(Int4Bucket b, const Int4Block* __restrict__ all, __nv_bflo
   }
 }
 
-unsigned grid_of(size_t blocks) { return unsigned(std::min<size_t>(4096, std::max<size_t>(1, (blocks + kWarps - 1) / kWarps))); }
+unsigned grid_of(size_t blocks) {
+  return unsigned(std::min<size_t>(4096, std::max<size_t>(1, (blocks + kWarps - 1) / kWarps)));
+}
 
 }  // namespace
 

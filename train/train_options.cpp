@@ -29,9 +29,9 @@ const Names<ConvAlgos>& conv_algos_names() {
 }
 
 const Names<GradComm>& grad_comm_names() {
-  static const Names<GradComm> names{
-      {"auto", GradComm::automatic}, {"bf16", GradComm::bf16}, {"fp32", GradComm::fp32}, {"fp8", GradComm::fp8},
-      {"int4", GradComm::int4}, {"fp8-int4", GradComm::fp8_int4}};
+  static const Names<GradComm> names{{"auto", GradComm::automatic}, {"bf16", GradComm::bf16},
+                                     {"fp32", GradComm::fp32},      {"fp8", GradComm::fp8},
+                                     {"int4", GradComm::int4},      {"fp8-int4", GradComm::fp8_int4}};
   return names;
 }
 
@@ -61,8 +61,6 @@ double grad_comm_elem_bytes(GradComm g) {
 
 size_t grad_comm_scale_bytes(GradComm g) { return scaled_fp8(g) ? sizeof(float) : 0; }
 
-double default_bucket_mb(GradComm g) {
-  return scaled_fp8(g) || g == GradComm::int4 ? 32 : 8;
-}
+double default_bucket_mb(GradComm g) { return scaled_fp8(g) || g == GradComm::int4 ? 32 : 8; }
 
 }  // namespace convoy
