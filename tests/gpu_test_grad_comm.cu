@@ -213,104 +213,88 @@ TEST(GpuGradComm, Bf16OnTheWireFollowsFp32) {
   EXPECT_EQ(full.wire_bytes, 4.0 * params + 4);
 }
 
+// A wire against fp32's exact average and against a wire of more bytes (`than`): after one step from
+// the same weights, the momentum's relative L2 distance from fp32's for each; then 5 steps on `wire`,
+// whose losses stay finite, skip nothing and leave every rank the same weights.
+struct WireCheck {
+  double error = 0, than_error = 0;
+  Outcome run;  // the 5 steps
+};
+
+WireCheck check_wire(GradComm wire, GradComm than) {
+  Case c;
+  c.steps = 1;
+  c.sync = sync_options(GradComm::fp32, true);
+  const Outcome full = train(c);
+  WireCheck w;
+  c.sync = sync_options(wire, true);
+  w.error = test::rel_l2(train(c).m, full.m);
+  c.sync = sync_options(than, true);
+  w.than_error = test::rel_l2(train(c).m, full.m);
+  c.steps = 5;
+  c.lr = 1e-3;
+  c.sync = sync_options(wire, true);
+  w.run = train(c);
+  for (double loss : w.run.losses) EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_EQ(w.run.skipped, 0);
+  EXPECT_TRUE(same_on_every_rank(w.run.weights));
+  std::printf("rank %d: %s vs fp32 on the wire: momentum after one step %.3g (%s %.3g)\n", mpi().rank(),
+              name_of(grad_comm_names(), wire).c_str(), w.error, name_of(grad_comm_names(), than).c_str(),
+              w.than_error);
+  return w;
+}
+
+// The loss verdict, and per bucket `per_block` bytes a block of 32 of each rank's chunk (2 ranks: a
+// chunk of ceil(n / 64) blocks each way) plus `scale` bytes.
+double two_rank_block_bytes(double per_block, double scale) {
+  const test::Batches s(16, 0, "resnet18.toml", {32, 32, 3});
+  double bytes = 4;
+  for (const FlatRange& b : plan_buckets(backward_ranges(s.net.nodes()), sizeof(float), size_t(1) << 20))
+    bytes += per_block * double((b.size() + 63) / 64) + scale;
+  return bytes;
+}
+
 // fp8 on the wire rounds each rank's scaled gradients to e4m3 (3 bits of mantissa: a relative error
-// of up to 2^-4) and NCCL rounds their sum again, where fp32 averages them exactly. After one step
-// from the same weights the momentum agrees with fp32's to within 0.1 relative L2, further off than
-// bf16's (so the gradients did go as fp8); the scale of each bucket is agreed on, so after 5 steps
-// every rank holds the same weights; each bucket sends a byte a gradient and a 4-byte scale.
+// of up to 2^-4) and NCCL rounds their sum again, where fp32 averages them exactly: the momentum after
+// one step within 0.1 of fp32's, further off than bf16's (so the gradients did go as fp8); the scale
+// of each bucket is agreed on, so every rank holds the same weights; each bucket sends a byte a
+// gradient and a 4-byte scale.
 TEST(GpuGradComm, Fp8OnTheWireFollowsFp32) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
   if (ran_as_two_ranks()) return;
-  Case c;
-  c.steps = 1;
-  c.sync = sync_options(GradComm::fp8, true);
-  const Outcome quarter1 = train(c);
-  c.sync = sync_options(GradComm::bf16, true);
-  const Outcome half1 = train(c);
-  c.sync = sync_options(GradComm::fp32, true);
-  const Outcome full1 = train(c);
-  const double fp8_error = test::rel_l2(quarter1.m, full1.m), bf16_error = test::rel_l2(half1.m, full1.m);
-  EXPECT_LT(fp8_error, 0.1);
-  EXPECT_GT(fp8_error, bf16_error);
-  c.steps = 5;
-  c.lr = 1e-3;
-  c.sync = sync_options(GradComm::fp8, true);
-  const Outcome quarter = train(c);
-  for (double loss : quarter.losses) EXPECT_TRUE(std::isfinite(loss));
-  EXPECT_EQ(quarter.skipped, 0);
-  EXPECT_TRUE(same_on_every_rank(quarter.weights));
-  std::printf("rank %d: fp8 vs fp32 on the wire: momentum after one step %.3g (bf16 %.3g)\n", mpi().rank(), fp8_error,
-              bf16_error);
+  const WireCheck w = check_wire(GradComm::fp8, GradComm::bf16);
+  EXPECT_LT(w.error, 0.1);
+  EXPECT_GT(w.error, w.than_error);
   const test::Batches s(16, 0, "resnet18.toml", {32, 32, 3});
   const size_t buckets = plan_buckets(backward_ranges(s.net.nodes()), sizeof(float), size_t(1) << 20).size();
-  EXPECT_EQ(quarter.wire_bytes, double(quarter.weights.size()) + 4 + 4.0 * double(buckets));
+  EXPECT_EQ(w.run.wire_bytes, double(w.run.weights.size()) + 4 + 4.0 * double(buckets));
 }
 
 // int4 on the wire rounds each rank's gradients to 4-bit blocks of 32 with their own scale, and the
-// owner of each chunk rounds their sum again: after one step from the same weights the momentum is
-// further from fp32's than fp8's but within 0.5 relative L2 (the rounding is unbiased: it is noise
-// on the gradient, not a shift of it); the owners' blocks are all-gathered, so every rank holds the
-// same weights after 5 steps; each bucket sends its chunks' blocks twice (2 ranks: one chunk each
-// way), 18 bytes a 32 gradients.
+// owner of each chunk rounds their sum again: the momentum after one step further from fp32's than
+// fp8's but within 0.5 (the rounding is unbiased: noise on the gradient, not a shift of it); the
+// owners' blocks are all-gathered, so every rank holds the same weights; each bucket sends its
+// chunks' blocks both ways, 18 bytes a block.
 TEST(GpuGradComm, Int4OnTheWireFollowsFp32) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
   if (ran_as_two_ranks()) return;
-  Case c;
-  c.steps = 1;
-  c.sync = sync_options(GradComm::int4, true);
-  const Outcome q1 = train(c);
-  c.sync = sync_options(GradComm::fp8, true);
-  const Outcome quarter1 = train(c);
-  c.sync = sync_options(GradComm::fp32, true);
-  const Outcome full1 = train(c);
-  const double int4_error = test::rel_l2(q1.m, full1.m), fp8_error = test::rel_l2(quarter1.m, full1.m);
-  EXPECT_LT(int4_error, 0.5);
-  EXPECT_GT(int4_error, fp8_error);
-  c.steps = 5;
-  c.lr = 1e-3;
-  c.sync = sync_options(GradComm::int4, true);
-  const Outcome q = train(c);
-  for (double loss : q.losses) EXPECT_TRUE(std::isfinite(loss));
-  EXPECT_EQ(q.skipped, 0);
-  EXPECT_TRUE(same_on_every_rank(q.weights));
-  std::printf("rank %d: int4 vs fp32 on the wire: momentum after one step %.3g (fp8 %.3g)\n", mpi().rank(), int4_error,
-              fp8_error);
-  const test::Batches s(16, 0, "resnet18.toml", {32, 32, 3});
-  double bytes = 4;  // the loss verdict
-  for (const FlatRange& b : plan_buckets(backward_ranges(s.net.nodes()), sizeof(float), size_t(1) << 20))
-    bytes += 2.0 * 18.0 * double((b.size() + 63) / 64);
-  EXPECT_EQ(q.wire_bytes, bytes);
+  const WireCheck w = check_wire(GradComm::int4, GradComm::fp8);
+  EXPECT_LT(w.error, 0.5);
+  EXPECT_GT(w.error, w.than_error);
+  EXPECT_EQ(w.run.wire_bytes, two_rank_block_bytes(2 * 18.0, 0));
 }
 
-// fp8-int4: fp8's scaled reduce-scatter, then the owners' sums all-gathered as int4 blocks. After one
-// step the momentum lies between fp8's and int4's distance from fp32's (one of int4's two roundings);
-// every rank holds the same weights after 5 steps; a bucket sends a byte a gradient of its padded
-// chunk (2 ranks: 32 a block) and its chunk's blocks back, and a 4-byte scale.
+// fp8-int4: fp8's scaled reduce-scatter, then the owners' sums all-gathered as int4 blocks: the
+// momentum after one step further from fp32's than fp8's (int4's rounding on the way back) but within
+// 0.5; every rank holds the same weights; a bucket sends a byte a gradient of its padded chunk (32 a
+// block) and its chunk's blocks back, and a 4-byte scale.
 TEST(GpuGradComm, Fp8Int4OnTheWireFollowsFp32) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " present";
   if (ran_as_two_ranks()) return;
-  Case c;
-  c.steps = 1;
-  c.sync = sync_options(GradComm::fp8_int4, true);
-  const Outcome h1 = train(c);
-  c.sync = sync_options(GradComm::fp32, true);
-  const Outcome full1 = train(c);
-  const double error = test::rel_l2(h1.m, full1.m);
-  EXPECT_LT(error, 0.5);
-  EXPECT_GT(error, 0.01);
-  c.steps = 5;
-  c.lr = 1e-3;
-  c.sync = sync_options(GradComm::fp8_int4, true);
-  const Outcome h = train(c);
-  for (double loss : h.losses) EXPECT_TRUE(std::isfinite(loss));
-  EXPECT_EQ(h.skipped, 0);
-  EXPECT_TRUE(same_on_every_rank(h.weights));
-  std::printf("rank %d: fp8-int4 vs fp32 on the wire: momentum after one step %.3g\n", mpi().rank(), error);
-  const test::Batches s(16, 0, "resnet18.toml", {32, 32, 3});
-  double bytes = 4;  // the loss verdict
-  for (const FlatRange& b : plan_buckets(backward_ranges(s.net.nodes()), sizeof(float), size_t(1) << 20))
-    bytes += (32.0 + 18.0) * double((b.size() + 63) / 64) + 4;
-  EXPECT_EQ(h.wire_bytes, bytes);
+  const WireCheck w = check_wire(GradComm::fp8_int4, GradComm::fp8);
+  EXPECT_LT(w.error, 0.5);
+  EXPECT_GT(w.error, w.than_error);
+  EXPECT_EQ(w.run.wire_bytes, two_rank_block_bytes(32.0 + 18.0, 4));
 }
 
 // Rank 1's loss is NaN at every step, rank 0's is finite: both skip every update (rank 0 would
