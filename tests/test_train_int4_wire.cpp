@@ -53,6 +53,12 @@ TEST(Int4Wire, ChunksCoverTheBucketAndTheBytesAreTheirBlocks) {
   EXPECT_EQ(int4_allreduce_bytes(1000, 4), 2.0 * 3 * 8 * 18);
   EXPECT_EQ(int4_allreduce_bytes(64 * 1024, 2), 2.0 * 1 * 1024 * 18);
   EXPECT_DOUBLE_EQ(kInt4BytesPerGradient, 0.5625);
+  // A step at 2 ranks: the verdict's 4 bytes, then a chunk of ceil(n / 64) blocks each way a bucket
+  // (18 bytes a block), or with fp8 there 32 bytes a block of the padded chunk and a 4-byte scale.
+  const std::vector<FlatRange> buckets{{0, 1000}, {1000, 1064}, {1064, 1065}};
+  EXPECT_EQ(int4_step_wire_bytes(buckets, 2, false), 4 + 2 * 18.0 * (16 + 1 + 1));
+  EXPECT_EQ(int4_step_wire_bytes(buckets, 2, true), 4 + (32 + 18.0) * (16 + 1 + 1) + 3 * 4);
+  EXPECT_EQ(int4_step_wire_bytes(buckets, 1, true), 0.0);
 }
 
 // fp4's eight magnitudes, in units of the scale.

@@ -131,9 +131,11 @@ GradientSync::GradientSync(Arena& arena, const Net& net, int ranks, const GradSy
   size_t covered = 0;
   for (const FlatRange& b : buckets_) covered += b.size();
   if (covered != params_) fail("GradientSync: the net's parameter ranges do not cover its flat buffer");
-  wire_bytes_ = step_wire_bytes(buckets_, grad_comm_elem_bytes(o.precision), ranks, grad_comm_scale_bytes(o.precision));
+  wire_bytes_ = int4_blocks(o.precision) ? int4_step_wire_bytes(buckets_, ranks, o.precision == GradComm::fp8_int4)
+                                         : step_wire_bytes(buckets_, grad_comm_elem_bytes(o.precision), ranks,
+                                                           grad_comm_scale_bytes(o.precision));
   if (sums_in_bf16()) arena.request(sums_, std::max<size_t>(1, params_));
-  if (o.precision == GradComm::int4 || o.precision == GradComm::fp8_int4) request_int4(arena);
+  if (int4_blocks(o.precision)) request_int4(arena);
   if (!scaled_fp8(o.precision)) return;
   if (o.precision == GradComm::fp8) arena.request(fp8_, std::max<size_t>(1, params_));
   arena.request(local_, std::max<size_t>(1, buckets_.size()));
@@ -142,22 +144,13 @@ GradientSync::GradientSync(Arena& arena, const Net& net, int ranks, const GradSy
   arena.request(clipped_, 1);
 }
 
-// Blocks for the largest bucket's chunks; the bytes on the wire are the chunks' whole blocks (with
-// fp8_int4, a reduce-scatter's of a byte a gradient of the padded chunks, then the all-gather's half
-// of int4_allreduce_bytes).
+// Blocks for the largest bucket's chunks: every owner's (all_), and int4's dealt and received ones or
+// fp8_int4's padded e4m3 gradients and the owner's fp32 sums.
 void GradientSync::request_int4(Arena& arena) {
-  const bool fp8 = o_.precision == GradComm::fp8_int4;
   size_t blocks = 1;
-  wire_bytes_ = ring_allreduce_bytes(sizeof(uint32_t), ranks_);
-  for (const FlatRange& r : buckets_) {
-    const Int4Bucket b = int4_bucket(r, ranks_, 0);
-    blocks = std::max(blocks, b.blocks);
-    const double gather = int4_allreduce_bytes(r.size(), ranks_) / 2;
-    const double scatter = double(ranks_ - 1) * double(b.blocks * kInt4Block);
-    wire_bytes_ += fp8 ? scatter + gather + ring_allreduce_bytes(sizeof(float), ranks_) : 2 * gather;
-  }
+  for (const FlatRange& r : buckets_) blocks = std::max(blocks, int4_bucket(r, ranks_, 0).blocks);
   arena.request(all_, size_t(ranks_) * blocks);
-  if (fp8) {
+  if (o_.precision == GradComm::fp8_int4) {
     arena.request(fp8_, size_t(ranks_) * blocks * kInt4Block);
     arena.request(chunk_, blocks * kInt4Block);
     return;
@@ -190,8 +183,7 @@ Gradients GradientSync::gradients() const {
 }
 
 void GradientSync::agree(cudaStream_t s, uint32_t* nonfinite, const uint64_t* key) {
-  if ((o_.precision == GradComm::int4 || o_.precision == GradComm::fp8_int4) && !key)
-    fail("GradientSync: int4 on the wire needs the step's key");
+  if (int4_blocks(o_.precision) && !key) fail("GradientSync: int4 on the wire needs the step's key");
   key_ = key;
   CONVOY_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
   CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_.get(), fork_.get(), 0));

@@ -22,6 +22,16 @@ double int4_allreduce_bytes(size_t n, int ranks) {
   return 2.0 * double(ranks - 1) * double(int4_bucket({0, n}, ranks, 0).chunk_bytes());
 }
 
+double int4_step_wire_bytes(const std::vector<FlatRange>& buckets, int ranks, bool fp8_there) {
+  double bytes = ring_allreduce_bytes(sizeof(uint32_t), ranks);
+  for (const FlatRange& r : buckets) {
+    const double gather = int4_allreduce_bytes(r.size(), ranks) / 2;
+    const double scatter = double(ranks - 1) * double(int4_bucket(r, ranks, 0).blocks * kInt4Block);
+    bytes += fp8_there ? scatter + gather + ring_allreduce_bytes(sizeof(float), ranks) : 2 * gather;
+  }
+  return bytes;
+}
+
 Int4Block int4_round(const float* x, size_t count, uint64_t key, uint64_t stream, uint64_t first) {
   float max = 0;
   for (size_t i = 0; i < count; ++i) max = std::max(max, int4_magnitude(x[i]));

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "shared/counter_rng.h"
 #include "train/bucket_plan.h"
@@ -42,6 +43,10 @@ Int4Bucket int4_bucket(const FlatRange& b, int ranks, int rank);
 // Bytes one rank sends for a bucket of n gradients: its blocks of every other rank's chunk, then its
 // own chunk's sums to every other rank (0 for one rank).
 double int4_allreduce_bytes(size_t n, int ranks);
+// A step's bytes on the wire, per rank: each bucket as int4 both ways or, with fp8_there (fp8_int4),
+// as fp8's reduce-scatter of its padded chunks (a byte a gradient, after its 4-byte scale's
+// all-reduce) and int4's all-gather; and the all-reduce of the 4-byte verdict on the step's loss.
+double int4_step_wire_bytes(const std::vector<FlatRange>& buckets, int ranks, bool fp8_there);
 
 // The counters of a gradient's draw: the stream (which rank rounds it, and whether as its own
 // gradient, 0, or as an owner's sum, 1) and the gradient's index in the flat buffer.

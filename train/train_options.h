@@ -22,8 +22,10 @@ enum class ConvAlgos { heuristic, measure, fastest };  // CUDA backend: how cuDN
 // and an all-gather) and fp8_int4 (fp8's scaled reduce-scatter, then the owners' sums all-gathered
 // as int4 blocks) are asked for by name.
 enum class GradComm { automatic, bf16, fp32, fp8, int4, fp8_int4 };
-// Whether the wire carries e4m3 scaled by the buckets' agreed maxima (fp8, fp8_int4).
+// Whether the wire carries e4m3 scaled by the buckets' agreed maxima (fp8, fp8_int4), and whether it
+// carries int4 blocks (int4, fp8_int4).
 inline bool scaled_fp8(GradComm g) { return g == GradComm::fp8 || g == GradComm::fp8_int4; }
+inline bool int4_blocks(GradComm g) { return g == GradComm::int4 || g == GradComm::fp8_int4; }
 
 // Where the ranks' gradients travel, which GradComm::automatic is resolved for: the hosts the ranks
 // span (MpiContext::hosts), and whether every rank can sum e4m3 (fp8_wire_supported, step.h).
@@ -43,14 +45,14 @@ const Names<GradComm>& grad_comm_names();
 const Names<SampleOrder>& order_names();
 // GradComm::automatic resolved for the precision and the ranks' reach; the others as they are.
 GradComm grad_comm_for(GradComm asked, Precision precision, CommReach reach = {});
-// --bucket-mb left out: 8 MiB of fp32 gradients (4 MB on the wire in bf16), 32 with fp8 (8 MB) and
-// int4 (4.5 MB), so
-// that each all-reduce across hosts carries enough bytes to run at the link's rate (docs/PERFORMANCE.md).
+// --bucket-mb left out: 8 MiB of fp32 gradients (4 MB on the wire in bf16), 32 with fp8 (8 MB), int4
+// (4.5 MB) and fp8_int4, so that each all-reduce across hosts carries enough bytes to run at the
+// link's rate (docs/PERFORMANCE.md).
 double default_bucket_mb(GradComm g);
 // Bytes a gradient takes on the wire, as an all-reduce's: fp32 4, bf16 2, fp8 1, int4 0.5625 with its
-// block's scale, fp8_int4 0.78125 (a byte there, 0.5625 back),
-// and the bytes of the scale each bucket's all-reduce needs first (fp8: its largest magnitude,
-// all-reduced with max; else none).
+// block's scale, fp8_int4 0.78125 (a byte there, 0.5625 back); and the bytes of the scale each
+// bucket's all-reduce needs first (fp8 and fp8_int4: its largest magnitude, all-reduced with max;
+// else none).
 double grad_comm_elem_bytes(GradComm g);
 size_t grad_comm_scale_bytes(GradComm g);
 
