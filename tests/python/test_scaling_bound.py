@@ -62,7 +62,7 @@ def test_a_variant_that_is_not_a_binary_is_refused(tmp_path):
     assert p.returncode == 2 and "VARIANTS: /nonexistent/train: not an executable" in p.stderr
 
 
-@pytest.mark.parametrize("name", ["sync_only", "one_sync"])
+@pytest.mark.parametrize("name", ["sync_only", "one_sync", "rows_four_waves"])
 def test_each_variant_patch_applies_to_this_tree(name):
     # dev/variants/build.sh applies them to a copy of the committed tree: they must follow gradient_sync.cu.
     with open(os.path.join(SRC, "dev", "variants", f"{name}.patch")) as f:
