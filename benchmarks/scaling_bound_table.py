@@ -10,8 +10,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-from iteration_model import per_step  # noqa: E402
+import step_phases  # noqa: E402
 from step_phases import records  # noqa: E402
 
 NAME = re.compile(r"^(?P<net>.+)-(?P<kind>[^-]+)-(?P<round>\d+)(?:-g(?P<gpu>\d+))?\.jsonl$")
@@ -21,17 +20,9 @@ ORDER = {"one": 0, "apart": 1, "train": 2}
 
 def figures(path):
     """(images/s, {phase: s a step}, input stall) over epochs 2 to the last; None without them."""
-    recs = records(path)
-    plans = [r for r in recs if r.get("kind") == "comm_plan"]
-    epochs = [r for r in recs if r.get("kind") == "epoch"][1:]
-    if not epochs or not plans:
-        return None
-    steps, ips, per = per_step(epochs, plans[0]["local_batch"] * plans[0]["ranks"], PHASES)
-    if steps <= 0:
-        return None
-    seconds = sum(e["train_seconds"] for e in epochs)
-    stall = sum(e.get("input_stall", 0.0) * e["train_seconds"] for e in epochs) / seconds
-    return ips, per, stall
+    recs = [r for r in records(path) if r.get("kind") == "epoch"]
+    f = step_phases.figures(path, PHASES) if len(recs) > 1 else None
+    return f[:3] if f and f[0] > 0 else None
 
 
 def collect(folder):

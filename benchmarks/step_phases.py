@@ -27,20 +27,33 @@ def records(path):
     return out
 
 
-def row(path):
-    """The run's figures, or None where it wrote no epoch."""
+def figures(path, phases=PHASES):
+    """(images/s, {phase: seconds a step}, input stall, MB on the wire a step) over the run's epochs 2 to the
+    last (its only one where it has one); None where it wrote no epoch or plan, images/s 0 where it timed no
+    step."""
     recs = records(path)
     plans = [r for r in recs if r.get("kind") == "comm_plan"]
     epochs = [r for r in recs if r.get("kind") == "epoch"]
     if not epochs or not plans:
         return None
     timed = epochs[1:] or epochs
-    steps, images_per_second, per = per_step(timed, plans[0]["local_batch"] * plans[0]["ranks"], PHASES)
+    steps, images_per_second, per = per_step(timed, plans[0]["local_batch"] * plans[0]["ranks"], phases)
     if steps <= 0:
-        return ["-"] + [""] * 8
+        return 0.0, {}, 0.0, 0.0
     seconds = sum(e["train_seconds"] for e in timed)
     stall = sum(e.get("input_stall", 0.0) * e["train_seconds"] for e in timed) / seconds
     wire = sum(e.get("comm_bytes_per_step", 0.0) for e in timed) / len(timed) / 1e6
+    return images_per_second, per, stall, wire
+
+
+def row(path):
+    """The run's figures, or None where it wrote no epoch."""
+    f = figures(path)
+    if f is None:
+        return None
+    images_per_second, per, stall, wire = f
+    if images_per_second <= 0:
+        return ["-"] + [""] * 8
     return ([f"{images_per_second:,.0f}"] + [f"{1000.0 * per[p]:.2f}" for p in PHASES] +
             [f"{100 * stall:.2f}", f"{wire:.1f}"])
 

@@ -3,16 +3,12 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CONVOY_RNG_HD __host__ __device__ __forceinline__
-#else
-#define CONVOY_RNG_HD inline
-#endif
+#include "shared/host_device.h"
 
 namespace convoy {
 
 // splitmix64's output function of state z + golden gamma: a 64-bit mix with full avalanche.
-CONVOY_RNG_HD uint64_t mix64(uint64_t z) {
+CONVOY_HD uint64_t mix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -20,14 +16,14 @@ CONVOY_RNG_HD uint64_t mix64(uint64_t z) {
 }
 
 // splitmix64 as a sequence: the next value, advancing `state`.
-CONVOY_RNG_HD uint64_t splitmix64(uint64_t& state) {
+CONVOY_HD uint64_t splitmix64(uint64_t& state) {
   const uint64_t z = mix64(state);
   state += 0x9E3779B97F4A7C15ull;
   return z;
 }
 
 // A uniform float in [0, 1) from a key and two counters (24 bits of the mix).
-CONVOY_RNG_HD float counter_uniform(uint64_t key, uint64_t a, uint64_t b) {
+CONVOY_HD float counter_uniform(uint64_t key, uint64_t a, uint64_t b) {
   const uint64_t h = mix64(mix64(mix64(key) ^ a) ^ b);
   return float(h >> 40) * (1.0f / 16777216.0f);
 }

@@ -4,11 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CONVOY_HD __host__ __device__ __forceinline__
-#else
-#define CONVOY_HD inline
-#endif
+#include "shared/host_device.h"
 
 namespace convoy {
 

@@ -84,7 +84,7 @@ class GradientSync {
   float* fp8_max(cudaStream_t c, const FlatRange& b);
   void request_int4(Arena& arena);
   void agree_fp8(cudaStream_t c, uint32_t* nonfinite);
-  // bf16 and fp8 on the wire leave the update bf16 sums to read (sums_); fp32 averages in place.
+  // Every wire but fp32 leaves the update bf16 sums to read (sums_); fp32 averages in place.
   bool sums_in_bf16() const { return o_.precision != GradComm::fp32; }
   Gradients gradients() const;
 

@@ -7,13 +7,8 @@
 #include <vector>
 
 #include "shared/counter_rng.h"
+#include "shared/host_device.h"
 #include "train/bucket_plan.h"
-
-#if defined(__CUDACC__)
-#define CONVOY_INT4_HD __host__ __device__ __forceinline__
-#else
-#define CONVOY_INT4_HD inline
-#endif
 
 namespace convoy {
 
@@ -50,9 +45,9 @@ double int4_step_wire_bytes(const std::vector<FlatRange>& buckets, int ranks, bo
 
 // The counters of a gradient's draw: the stream (which rank rounds it, and whether as its own
 // gradient, 0, or as an owner's sum, 1) and the gradient's index in the flat buffer.
-CONVOY_INT4_HD uint64_t int4_stream(int rank, int pass) { return uint64_t(rank) * 2 + uint64_t(pass); }
+CONVOY_HD uint64_t int4_stream(int rank, int pass) { return uint64_t(rank) * 2 + uint64_t(pass); }
 
-CONVOY_INT4_HD uint32_t int4_bits(float x) {
+CONVOY_HD uint32_t int4_bits(float x) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(x);
 #else
@@ -61,7 +56,7 @@ CONVOY_INT4_HD uint32_t int4_bits(float x) {
   return u;
 #endif
 }
-CONVOY_INT4_HD float int4_float(uint32_t u) {
+CONVOY_HD float int4_float(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else
@@ -73,23 +68,23 @@ CONVOY_INT4_HD float int4_float(uint32_t u) {
 
 // A magnitude for the block's largest: any non-finite gradient makes it infinite, so that the block's
 // scale is infinite and every value it carries not finite (the update then spreads it, as bf16 would).
-CONVOY_INT4_HD float int4_magnitude(float x) { return x - x == 0.f ? (x < 0 ? -x : x) : __builtin_huge_valf(); }
+CONVOY_HD float int4_magnitude(float x) { return x - x == 0.f ? (x < 0 ? -x : x) : __builtin_huge_valf(); }
 
 // The block's scale from its largest magnitude: max / 6, rounded up to bf16's bits.
-CONVOY_INT4_HD uint16_t int4_scale_bits(float max) {
+CONVOY_HD uint16_t int4_scale_bits(float max) {
   const uint32_t u = int4_bits(max / 6.f);
   return uint16_t((u >> 16) + ((u & 0xffffu) != 0 && (u >> 23) != 0xffu ? 1u : 0u));
 }
-CONVOY_INT4_HD float int4_scale(uint16_t bits) { return int4_float(uint32_t(bits) << 16); }
-CONVOY_INT4_HD float int4_inverse(float scale) { return scale > 0.f ? 1.f / scale : 0.f; }
+CONVOY_HD float int4_scale(uint16_t bits) { return int4_float(uint32_t(bits) << 16); }
+CONVOY_HD float int4_inverse(float scale) { return scale > 0.f ? 1.f / scale : 0.f; }
 
 // e2m1's magnitude m (0..7) in units of the scale.
-CONVOY_INT4_HD float int4_magnitude_of(unsigned m) { return m < 4 ? 0.5f * float(m) : m == 7 ? 6.f : float(m - 2); }
+CONVOY_HD float int4_magnitude_of(unsigned m) { return m < 4 ? 0.5f * float(m) : m == 7 ? 6.f : float(m - 2); }
 
 // The code of x at 1 / scale: its magnitude between the two neighbouring magnitudes lo and hi, up
 // when the draw u in [0, 1) falls below (|t| - lo) / (hi - lo), so that the expected value is x's.
 // Every operation but t's product is exact, so host and device agree bit for bit.
-CONVOY_INT4_HD unsigned int4_code(float x, float inv, float u) {
+CONVOY_HD unsigned int4_code(float x, float inv, float u) {
 #if defined(__CUDA_ARCH__)
   const float t = __fmul_rn(x, inv);
 #else
@@ -112,7 +107,7 @@ CONVOY_INT4_HD unsigned int4_code(float x, float inv, float u) {
 }
 
 // Value i of a block.
-CONVOY_INT4_HD float int4_value(const Int4Block& b, size_t i) {
+CONVOY_HD float int4_value(const Int4Block& b, size_t i) {
   const unsigned code = (b.q[i / 2] >> (4 * (i % 2))) & 15u;
 #if defined(__CUDA_ARCH__)
   const float v = __fmul_rn(int4_magnitude_of(code & 7u), int4_scale(b.scale));
